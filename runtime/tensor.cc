@@ -1,0 +1,148 @@
+#include "runtime/tensor.h"
+
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+namespace ddp {
+namespace {
+
+Allocator* CpuAllocatorForIndex(int) { return GetCpuAllocator(); }
+
+struct AllocatorRegistry {
+  std::mutex mu;
+  Allocator* (*by_type[2])(int) = {&CpuAllocatorForIndex, nullptr};
+};
+
+AllocatorRegistry& Registry() {
+  static AllocatorRegistry* registry = new AllocatorRegistry();
+  return *registry;
+}
+
+template <typename T>
+void FillTyped(void* data, int64_t n, T value) {
+  T* p = static_cast<T*>(data);
+  std::fill(p, p + n, value);
+}
+
+}  // namespace
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    CHECK_GE(d, 0) << "negative dimension in shape " << ShapeToString(shape);
+    n *= d;
+  }
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+void RegisterAllocator(DeviceType type, Allocator* (*allocator_for_index)(int index)) {
+  AllocatorRegistry& registry = Registry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  registry.by_type[static_cast<int>(type)] = allocator_for_index;
+}
+
+Allocator* GetAllocator(const Device& device) {
+  AllocatorRegistry& registry = Registry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  auto* factory = registry.by_type[static_cast<int>(device.type)];
+  CHECK(factory != nullptr) << "no allocator for device " << device.ToString()
+                            << ": this build has no backend for it";
+  return factory(device.index);
+}
+
+Storage::Storage(Allocator* allocator, size_t nbytes)
+    : allocator_(allocator), nbytes_(nbytes), data_(allocator->Allocate(nbytes)) {}
+
+Storage::~Storage() { allocator_->Deallocate(data_, nbytes_); }
+
+Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device) {
+  const size_t nbytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
+  return Tensor(std::make_shared<Storage>(GetAllocator(device), nbytes), 0, shape, dtype);
+}
+
+Tensor Tensor::Zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = Empty(shape, dtype, device);
+  t.Fill(0.0);
+  return t;
+}
+
+int64_t Tensor::dim(int i) const {
+  const int n = ndim();
+  if (i < 0) i += n;
+  CHECK(i >= 0 && i < n) << "dim " << i << " of " << DebugString();
+  return shape_[i];
+}
+
+Tensor Tensor::View(int64_t element_offset, const Shape& shape) const {
+  CHECK(defined()) << "View of an undefined tensor";
+  CHECK_GE(element_offset, 0);
+  CHECK_LE(element_offset + NumElements(shape), numel())
+      << "View at " << element_offset << " of " << ShapeToString(shape) << " exceeds " << DebugString();
+  return Tensor(storage_, byte_offset_ + static_cast<size_t>(element_offset) * DTypeSize(dtype_), shape, dtype_);
+}
+
+Tensor Tensor::Reshape(const Shape& shape) const {
+  CHECK_EQ(NumElements(shape), numel()) << "Reshape of " << DebugString() << " to " << ShapeToString(shape);
+  return Tensor(storage_, byte_offset_, shape, dtype_);
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t = Empty(shape_, dtype_, device());
+  t.CopyFrom(*this);
+  return t;
+}
+
+void Tensor::CopyFrom(const Tensor& src) {
+  CHECK_EQ(src.numel(), numel()) << "CopyFrom " << src.DebugString() << " into " << DebugString();
+  CHECK(src.dtype() == dtype_) << "CopyFrom " << src.DebugString() << " into " << DebugString();
+  CHECK(device().is_cpu() && src.device().is_cpu())
+      << "Tensor::CopyFrom copies host tensors; use the device backend's copy for " << src.DebugString()
+      << " -> " << DebugString();
+  if (nbytes() > 0 && raw_data() != src.raw_data()) std::memmove(raw_data(), src.raw_data(), nbytes());
+}
+
+void Tensor::Fill(double value) {
+  CHECK(device().is_cpu()) << "Fill of " << DebugString();
+  const int64_t n = numel();
+  switch (dtype_) {
+    case DType::kF32: FillTyped<float>(raw_data(), n, static_cast<float>(value)); break;
+    case DType::kF64: FillTyped<double>(raw_data(), n, value); break;
+    case DType::kF16: FillTyped<Half>(raw_data(), n, FloatToHalf(static_cast<float>(value))); break;
+    case DType::kBF16: FillTyped<BFloat16>(raw_data(), n, FloatToBFloat16(static_cast<float>(value))); break;
+    case DType::kI32: FillTyped<int32_t>(raw_data(), n, static_cast<int32_t>(value)); break;
+    case DType::kI64: FillTyped<int64_t>(raw_data(), n, static_cast<int64_t>(value)); break;
+    case DType::kU8: FillTyped<uint8_t>(raw_data(), n, static_cast<uint8_t>(value)); break;
+  }
+}
+
+double Tensor::GetAsDouble(int64_t i) const {
+  CHECK(device().is_cpu()) << "GetAsDouble of " << DebugString();
+  CHECK(i >= 0 && i < numel()) << "element " << i << " of " << DebugString();
+  const void* p = raw_data();
+  switch (dtype_) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kF64: return static_cast<const double*>(p)[i];
+    case DType::kF16: return HalfToFloat(static_cast<const Half*>(p)[i]);
+    case DType::kBF16: return BFloat16ToFloat(static_cast<const BFloat16*>(p)[i]);
+    case DType::kI32: return static_cast<const int32_t*>(p)[i];
+    case DType::kI64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::kU8: return static_cast<const uint8_t*>(p)[i];
+  }
+  return 0.0;
+}
+
+std::string Tensor::DebugString() const {
+  if (!defined()) return "undefined tensor";
+  return std::string(DTypeName(dtype_)) + ShapeToString(shape_) + " " + device().ToString();
+}
+
+}  // namespace ddp

@@ -1,0 +1,122 @@
+// Tensor: a typed, shaped view of shared device memory.
+//
+// Tensors are contiguous (row-major) views at an offset into a Storage. Views
+// share storage, which is how parameters and gradients become named views into
+// flat buffers. Sizes are 64-bit throughout.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+#include "runtime/dtype.h"
+
+namespace ddp {
+
+using Shape = std::vector<int64_t>;
+
+int64_t NumElements(const Shape& shape);
+std::string ShapeToString(const Shape& shape);
+
+// Installs the allocator used for tensors on devices of `type` (the CUDA
+// backend registers itself; CPU is built in).
+void RegisterAllocator(DeviceType type, Allocator* (*allocator_for_index)(int index));
+Allocator* GetAllocator(const Device& device);
+
+// One allocation; freed when the last tensor viewing it goes away.
+class Storage {
+ public:
+  Storage(Allocator* allocator, size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return allocator_->device(); }
+
+ private:
+  Allocator* allocator_;
+  size_t nbytes_;
+  void* data_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: holds no storage
+
+  // Uninitialized memory.
+  static Tensor Empty(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  static Tensor Zeros(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  // A host tensor holding `values`, whose count must match `shape`.
+  template <typename T>
+  static Tensor FromVector(const std::vector<T>& values, const Shape& shape);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  // Size of dimension `i`; negative `i` counts from the end.
+  int64_t dim(int i) const;
+  int64_t numel() const { return NumElements(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device() : Device::Cpu(); }
+  size_t byte_offset() const { return byte_offset_; }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+
+  void* raw_data() const { return static_cast<char*>(storage_->data()) + byte_offset_; }
+  template <typename T>
+  T* data() const {
+    CHECK(defined()) << "data() of an undefined tensor";
+    CHECK(dtype_ == DTypeOf<T>::value) << "tensor is " << DTypeName(dtype_) << ", accessed as "
+                                       << DTypeName(DTypeOf<T>::value);
+    return static_cast<T*>(raw_data());
+  }
+
+  // A view of `numel(shape)` elements starting `element_offset` elements into
+  // this tensor, sharing its storage.
+  Tensor View(int64_t element_offset, const Shape& shape) const;
+  // The same elements under another shape of equal element count.
+  Tensor Reshape(const Shape& shape) const;
+  // A new tensor with its own storage holding a copy of this one.
+  Tensor Clone() const;
+
+  // Copies elements of equal count and dtype from `src` (host tensors; the
+  // CUDA backend copies across devices).
+  void CopyFrom(const Tensor& src);
+  // Sets every element to `value`, converted to the dtype.
+  void Fill(double value);
+  // Element i as a double, converting from any dtype (host tensors; for tests
+  // and messages).
+  double GetAsDouble(int64_t i) const;
+
+  // "f32[2, 3] cpu"
+  std::string DebugString() const;
+
+ private:
+  Tensor(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape, DType dtype)
+      : storage_(std::move(storage)), byte_offset_(byte_offset), shape_(std::move(shape)), dtype_(dtype) {}
+
+  std::shared_ptr<Storage> storage_;
+  size_t byte_offset_ = 0;
+  Shape shape_;
+  DType dtype_ = DType::kF32;
+};
+
+template <typename T>
+Tensor Tensor::FromVector(const std::vector<T>& values, const Shape& shape) {
+  CHECK_EQ(static_cast<int64_t>(values.size()), NumElements(shape))
+      << "FromVector: " << values.size() << " values for shape " << ShapeToString(shape);
+  Tensor t = Empty(shape, DTypeOf<T>::value);
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return t;
+}
+
+}  // namespace ddp

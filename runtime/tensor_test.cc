@@ -1,0 +1,80 @@
+#include "runtime/tensor.h"
+
+#include <gtest/gtest.h>
+
+namespace ddp {
+namespace {
+
+TEST(TensorTest, EmptyHasShapeDtypeAndSize) {
+  Tensor t = Tensor::Empty({2, 3, 5}, DType::kBF16);
+  EXPECT_TRUE(t.defined());
+  EXPECT_EQ(t.ndim(), 3);
+  EXPECT_EQ(t.dim(-1), 5);
+  EXPECT_EQ(t.numel(), 30);
+  EXPECT_EQ(t.nbytes(), 60u);
+  EXPECT_TRUE(t.device().is_cpu());
+  EXPECT_EQ(t.DebugString(), "bf16[2, 3, 5] cpu");
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % CpuAllocator::kAlignment, 0u);
+}
+
+TEST(TensorTest, SizesAre64Bit) {
+  // Shape arithmetic must not overflow 32 bits (no allocation happens here).
+  EXPECT_EQ(NumElements({1 << 20, 1 << 12, 3}), int64_t{3} << 32);
+}
+
+TEST(TensorTest, ZeroDimensionalTensorHasOneElement) {
+  Tensor t = Tensor::Zeros({}, DType::kI64);
+  EXPECT_EQ(t.numel(), 1);
+  EXPECT_EQ(t.data<int64_t>()[0], 0);
+}
+
+TEST(TensorTest, ViewsShareStorage) {
+  Tensor flat = Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10});
+  Tensor weight = flat.View(2, {2, 3});
+  EXPECT_EQ(weight.storage(), flat.storage());
+  EXPECT_EQ(weight.data<float>()[0], 2.0f);
+  weight.data<float>()[5] = 42.0f;
+  EXPECT_EQ(flat.data<float>()[7], 42.0f);
+  Tensor reshaped = weight.Reshape({6});
+  EXPECT_EQ(reshaped.data<float>()[5], 42.0f);
+}
+
+TEST(TensorTest, CloneIsIndependent) {
+  Tensor a = Tensor::FromVector<int32_t>({1, 2, 3}, {3});
+  Tensor b = a.Clone();
+  b.data<int32_t>()[0] = 7;
+  EXPECT_EQ(a.data<int32_t>()[0], 1);
+  EXPECT_EQ(b.GetAsDouble(0), 7.0);
+}
+
+TEST(TensorTest, FillConvertsToEachDtype) {
+  for (DType d : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8}) {
+    Tensor t = Tensor::Empty({4}, d);
+    t.Fill(3.0);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(t.GetAsDouble(i), 3.0) << DTypeName(d);
+  }
+}
+
+TEST(TensorTest, AllocatorCountsBytes) {
+  CpuAllocator* allocator = GetCpuAllocator();
+  const int64_t before = allocator->bytes_in_use();
+  {
+    Tensor t = Tensor::Empty({1000}, DType::kF64);
+    EXPECT_EQ(allocator->bytes_in_use(), before + 8000);
+    EXPECT_GE(allocator->peak_bytes_in_use(), before + 8000);
+  }
+  EXPECT_EQ(allocator->bytes_in_use(), before);
+}
+
+TEST(TensorDeathTest, WrongDtypeAccessNamesBoth) {
+  Tensor t = Tensor::Empty({2}, DType::kF32);
+  EXPECT_DEATH(t.data<int64_t>(), "tensor is f32, accessed as i64");
+}
+
+TEST(TensorDeathTest, ViewOutOfRange) {
+  Tensor t = Tensor::Empty({4}, DType::kF32);
+  EXPECT_DEATH(t.View(2, {3}), "exceeds");
+}
+
+}  // namespace
+}  // namespace ddp
