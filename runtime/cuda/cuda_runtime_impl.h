@@ -1,0 +1,15 @@
+// Implemented in cuda_runtime.cu, compiled only when nvcc exists; callers go
+// through cuda_device.h.
+#pragma once
+
+#include "runtime/tensor.h"
+
+namespace ddp::cuda::impl {
+
+int DeviceCount();
+void Check(int error, const char* call, const char* file, int line);
+void SetDevice(int index);
+void Synchronize(void* stream);
+void CopyTensor(const Tensor& src, Tensor& dst, void* stream);
+
+}  // namespace ddp::cuda::impl

@@ -1,0 +1,27 @@
+#include "runtime/execution_context.h"
+
+#include <omp.h>
+
+#include <glog/logging.h>
+
+namespace ddp {
+
+ExecutionContext ExecutionContext::Cpu(int num_threads) {
+  CHECK_GE(num_threads, 0);
+  if (num_threads > 0) omp_set_num_threads(num_threads);
+  return ExecutionContext(Device::Cpu(), num_threads > 0 ? num_threads : omp_get_max_threads(), nullptr);
+}
+
+ExecutionContext ExecutionContext::Cuda(int index, void* stream) {
+  return ExecutionContext(Device::Cuda(index), 1, stream);
+}
+
+Tensor ExecutionContext::Scratch(int slot, int64_t bytes) {
+  CHECK_GE(slot, 0);
+  if (static_cast<int>(scratch_->size()) <= slot) scratch_->resize(slot + 1);
+  Tensor& buffer = (*scratch_)[slot];
+  if (!buffer.defined() || buffer.numel() < bytes) buffer = Tensor::Empty({bytes}, DType::kU8, device_);
+  return buffer.View(0, {bytes});
+}
+
+}  // namespace ddp

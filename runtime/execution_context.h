@@ -1,0 +1,44 @@
+// ExecutionContext: where and how an op runs. Every op takes one, so the CUDA
+// backend plugs in (device, stream) without changing op signatures.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/tensor.h"
+
+namespace ddp {
+
+class ExecutionContext {
+ public:
+  // Host execution with `num_threads` OpenMP threads for ops; 0 keeps the
+  // OpenMP default.
+  static ExecutionContext Cpu(int num_threads = 0);
+  // Execution on CUDA device `index`, on `stream` (a cudaStream_t; null is
+  // the per-thread default stream).
+  static ExecutionContext Cuda(int index, void* stream);
+
+  Device device() const { return device_; }
+  int num_threads() const { return num_threads_; }
+  void* cuda_stream() const { return cuda_stream_; }
+
+  // Temporary memory on this context's device, reused from op to op (ops run
+  // one after another on a context). `slot` separates buffers that one op
+  // needs at the same time. The returned tensor is valid until the next
+  // Scratch call with the same slot.
+  Tensor Scratch(int slot, int64_t bytes);
+
+ private:
+  ExecutionContext(Device device, int num_threads, void* stream)
+      : device_(device), num_threads_(num_threads), cuda_stream_(stream),
+        scratch_(std::make_shared<std::vector<Tensor>>()) {}
+
+  Device device_;
+  int num_threads_;
+  void* cuda_stream_;
+  std::shared_ptr<std::vector<Tensor>> scratch_;
+};
+
+}  // namespace ddp

@@ -1,0 +1,55 @@
+#include "runtime/ops/conv2d.h"
+
+#include "runtime/ops/cpu/conv2d_cpu.h"
+#include "runtime/ops/op_checks.h"
+
+namespace ddp {
+
+Shape Conv2dOutputShape(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  CHECK_EQ(x.size(), 4u) << "conv2d input must be NCHW, got " << ShapeToString(x);
+  CHECK_EQ(w.size(), 4u) << "conv2d weights must be OIHW, got " << ShapeToString(w);
+  CHECK(p.groups >= 1 && x[1] % p.groups == 0 && w[0] % p.groups == 0)
+      << "conv2d groups " << p.groups << " must divide channels of input " << ShapeToString(x) << " and weights "
+      << ShapeToString(w);
+  CHECK_EQ(w[1] * p.groups, x[1]) << "conv2d weights " << ShapeToString(w) << " do not match input "
+                                  << ShapeToString(x) << " with groups " << p.groups;
+  CHECK(p.stride_h >= 1 && p.stride_w >= 1 && p.dilation_h >= 1 && p.dilation_w >= 1 && p.pad_h >= 0 &&
+        p.pad_w >= 0)
+      << "conv2d stride and dilation must be positive, padding non-negative";
+  const int64_t kh = (w[2] - 1) * p.dilation_h + 1;
+  const int64_t kw = (w[3] - 1) * p.dilation_w + 1;
+  const int64_t oh = (x[2] + 2 * p.pad_h - kh) / p.stride_h + 1;
+  const int64_t ow = (x[3] + 2 * p.pad_w - kw) / p.stride_w + 1;
+  CHECK(oh > 0 && ow > 0) << "conv2d kernel " << ShapeToString(w) << " larger than padded input "
+                          << ShapeToString(x);
+  return {x[0], w[0], oh, ow};
+}
+
+
+void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w,
+                   const Tensor* bias, Tensor& y) {
+  CHECK(y.shape() == Conv2dOutputShape(x.shape(), w.shape(), p))
+      << "conv2d output " << y.DebugString() << " for input " << x.DebugString();
+  if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "conv2d bias " << bias->DebugString();
+  CheckOnCpu(ctx, "Conv2dForward");
+  cpu::Conv2dForward(ctx, p, x, w, bias, y);
+}
+
+void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
+                        Tensor& dx) {
+  CHECK(dy.shape() == Conv2dOutputShape(dx.shape(), w.shape(), p))
+      << "conv2d output gradient " << dy.DebugString() << " for input gradient " << dx.DebugString();
+  CheckOnCpu(ctx, "Conv2dBackwardData");
+  cpu::Conv2dBackwardData(ctx, p, dy, w, dx);
+}
+
+void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
+                           Tensor& dw, Tensor* dbias) {
+  CHECK(dy.shape() == Conv2dOutputShape(x.shape(), dw.shape(), p))
+      << "conv2d output gradient " << dy.DebugString() << " for weights " << dw.DebugString();
+  if (dbias) CHECK(dbias->shape() == Shape{dw.dim(0)}) << "conv2d bias gradient " << dbias->DebugString();
+  CheckOnCpu(ctx, "Conv2dBackwardWeights");
+  cpu::Conv2dBackwardWeights(ctx, p, x, dy, dw, dbias);
+}
+
+}  // namespace ddp

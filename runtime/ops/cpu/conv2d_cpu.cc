@@ -1,0 +1,167 @@
+#include "runtime/ops/cpu/conv2d_cpu.h"
+
+#include <string>
+
+#include "runtime/ops/cpu/dnnl_util.h"
+
+namespace ddp::cpu {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::prop_kind;
+using Dims = dnnl::memory::dims;
+using Tag = dnnl::memory::format_tag;
+using DataType = dnnl::memory::data_type;
+
+// Everything oneDNN needs to know about one convolution, and a cache key.
+struct ConvGeometry {
+  Dims src, weights, dst, bias, strides, dilates, pad_l, pad_r;
+  Tag weights_tag;
+  std::string key;
+};
+
+ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w) {
+  const Shape y = Conv2dOutputShape(x, w, p);
+  ConvGeometry g;
+  g.src = {x[0], x[1], x[2], x[3]};
+  g.dst = {y[0], y[1], y[2], y[3]};
+  g.bias = {w[0]};
+  if (p.groups > 1) {
+    g.weights = {p.groups, w[0] / p.groups, w[1], w[2], w[3]};
+    g.weights_tag = Tag::goihw;
+  } else {
+    g.weights = {w[0], w[1], w[2], w[3]};
+    g.weights_tag = Tag::oihw;
+  }
+  g.strides = {p.stride_h, p.stride_w};
+  g.dilates = {p.dilation_h - 1, p.dilation_w - 1};  // oneDNN counts dilation from 0
+  g.pad_l = {p.pad_h, p.pad_w};
+  // Right padding that makes oneDNN's output size equal PyTorch's floor; it
+  // is negative where the last input rows are never reached.
+  g.pad_r = {(y[2] - 1) * p.stride_h + (w[2] - 1) * p.dilation_h + 1 - x[2] - p.pad_h,
+             (y[3] - 1) * p.stride_w + (w[3] - 1) * p.dilation_w + 1 - x[3] - p.pad_w};
+  g.key = ShapeToString(x) + ShapeToString(w) + "s" + std::to_string(p.stride_h) + "," + std::to_string(p.stride_w) +
+          "p" + std::to_string(p.pad_h) + "," + std::to_string(p.pad_w) + "d" + std::to_string(p.dilation_h) + "," +
+          std::to_string(p.dilation_w) + "g" + std::to_string(p.groups);
+  return g;
+}
+
+dnnl::memory::desc Any(const Dims& dims) { return {dims, DataType::f32, Tag::any}; }
+
+struct ForwardEntry {
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward primitive;
+};
+
+ForwardEntry& GetForward(const ConvGeometry& g, bool with_bias) {
+  return GetPrimitiveCache().GetOrCreate<ForwardEntry>(
+      "conv_fwd" + g.key + (with_bias ? "+bias" : ""), [&] {
+        ForwardEntry e;
+        DnnlCheck("convolution_forward creation", [&] {
+          auto desc = with_bias
+                          ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                            Any(g.src), Any(g.weights),
+                                                            {g.bias, DataType::f32, Tag::x}, Any(g.dst), g.strides,
+                                                            g.dilates, g.pad_l, g.pad_r)
+                          : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                            Any(g.src), Any(g.weights), Any(g.dst), g.strides,
+                                                            g.dilates, g.pad_l, g.pad_r);
+          e.pd = dnnl::convolution_forward::primitive_desc(desc, DnnlEngine());
+          e.primitive = dnnl::convolution_forward(e.pd);
+        });
+        return e;
+      });
+}
+
+struct BackwardDataEntry {
+  dnnl::convolution_backward_data::primitive_desc pd;
+  dnnl::convolution_backward_data primitive;
+};
+
+struct BackwardWeightsEntry {
+  dnnl::convolution_backward_weights::primitive_desc pd;
+  dnnl::convolution_backward_weights primitive;
+};
+
+}  // namespace
+
+void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w,
+                   const Tensor* bias, Tensor& y) {
+  const ConvGeometry g = MakeGeometry(p, x.shape(), w.shape());
+  ForwardEntry& e = GetForward(g, bias != nullptr);
+  dnnl::memory user_dst = UserMemory(y, g.dst, Tag::nchw);
+  dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, Tag::nchw), e.pd.src_desc());
+  dnnl::memory weights = ToPrimitiveLayout(ctx, 1, UserMemory(w, g.weights, g.weights_tag), e.pd.weights_desc());
+  dnnl::memory dst = OutputInPrimitiveLayout(ctx, 2, user_dst, e.pd.dst_desc());
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+  if (bias) args[DNNL_ARG_BIAS] = UserMemory(*bias, g.bias, Tag::x);
+  DnnlCheck("convolution_forward", [&] {
+    e.primitive.execute(DnnlStream(), args);
+    FromPrimitiveLayout(dst, user_dst);
+    DnnlStream().wait();
+  });
+}
+
+void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
+                        Tensor& dx) {
+  const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape());
+  BackwardDataEntry& e = GetPrimitiveCache().GetOrCreate<BackwardDataEntry>("conv_bwd_data" + g.key, [&] {
+    const ForwardEntry& hint = GetForward(g, /*with_bias=*/false);
+    BackwardDataEntry entry;
+    DnnlCheck("convolution_backward_data creation", [&] {
+      dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, Any(g.src), Any(g.weights),
+                                                 Any(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r);
+      entry.pd = dnnl::convolution_backward_data::primitive_desc(desc, DnnlEngine(), hint.pd);
+      entry.primitive = dnnl::convolution_backward_data(entry.pd);
+    });
+    return entry;
+  });
+  dnnl::memory user_dx = UserMemory(dx, g.src, Tag::nchw);
+  dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 0, UserMemory(dy, g.dst, Tag::nchw), e.pd.diff_dst_desc());
+  dnnl::memory weights = ToPrimitiveLayout(ctx, 1, UserMemory(w, g.weights, g.weights_tag), e.pd.weights_desc());
+  dnnl::memory diff_src = OutputInPrimitiveLayout(ctx, 2, user_dx, e.pd.diff_src_desc());
+  DnnlCheck("convolution_backward_data", [&] {
+    e.primitive.execute(DnnlStream(),
+                        {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, diff_src}});
+    FromPrimitiveLayout(diff_src, user_dx);
+    DnnlStream().wait();
+  });
+}
+
+void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
+                           Tensor& dw, Tensor* dbias) {
+  const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape());
+  const bool with_bias = dbias != nullptr;
+  BackwardWeightsEntry& e = GetPrimitiveCache().GetOrCreate<BackwardWeightsEntry>(
+      "conv_bwd_weights" + g.key + (with_bias ? "+bias" : ""), [&] {
+        const ForwardEntry& hint = GetForward(g, with_bias);
+        BackwardWeightsEntry entry;
+        DnnlCheck("convolution_backward_weights creation", [&] {
+          auto desc = with_bias ? dnnl::convolution_backward_weights::desc(
+                                      algorithm::convolution_direct, Any(g.src), Any(g.weights),
+                                      {g.bias, DataType::f32, Tag::x}, Any(g.dst), g.strides, g.dilates, g.pad_l,
+                                      g.pad_r)
+                                : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, Any(g.src),
+                                                                           Any(g.weights), Any(g.dst), g.strides,
+                                                                           g.dilates, g.pad_l, g.pad_r);
+          entry.pd = dnnl::convolution_backward_weights::primitive_desc(desc, DnnlEngine(), hint.pd);
+          entry.primitive = dnnl::convolution_backward_weights(entry.pd);
+        });
+        return entry;
+      });
+  dnnl::memory user_dw = UserMemory(dw, g.weights, g.weights_tag);
+  dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, Tag::nchw), e.pd.src_desc());
+  dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 1, UserMemory(dy, g.dst, Tag::nchw), e.pd.diff_dst_desc());
+  dnnl::memory diff_weights = OutputInPrimitiveLayout(ctx, 2, user_dw, e.pd.diff_weights_desc());
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_weights}};
+  if (with_bias) args[DNNL_ARG_DIFF_BIAS] = UserMemory(*dbias, g.bias, Tag::x);
+  DnnlCheck("convolution_backward_weights", [&] {
+    e.primitive.execute(DnnlStream(), args);
+    FromPrimitiveLayout(diff_weights, user_dw);
+    DnnlStream().wait();
+  });
+}
+
+}  // namespace ddp::cpu

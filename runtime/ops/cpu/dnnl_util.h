@@ -1,0 +1,55 @@
+// oneDNN plumbing shared by the CPU ops: the engine and stream, a cache of
+// primitives keyed by shape, and checked calls.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "runtime/execution_context.h"
+#include "runtime/tensor.h"
+
+namespace ddp::cpu {
+
+dnnl::engine& DnnlEngine();
+dnnl::stream& DnnlStream();
+
+// A user tensor wrapped as oneDNN memory of the given plain layout.
+dnnl::memory UserMemory(const Tensor& t, const dnnl::memory::dims& dims, dnnl::memory::format_tag tag);
+
+// Returns `user` if the primitive wants its layout, else reorders it into
+// context scratch slot `slot` and returns that.
+dnnl::memory ToPrimitiveLayout(ExecutionContext& ctx, int slot, dnnl::memory user,
+                               const dnnl::memory::desc& wanted);
+// Memory of layout `wanted` for an output: `user` itself when layouts match,
+// else a scratch buffer to reorder back into `user` with FromPrimitiveLayout.
+dnnl::memory OutputInPrimitiveLayout(ExecutionContext& ctx, int slot, const dnnl::memory& user,
+                                     const dnnl::memory::desc& wanted);
+void FromPrimitiveLayout(dnnl::memory produced, dnnl::memory user);
+
+// Primitives and their descriptors are costly to create; ops look them up by
+// a key naming the op, shapes and parameters.
+class PrimitiveCache {
+ public:
+  template <typename Entry>
+  Entry& GetOrCreate(const std::string& key, const std::function<Entry()>& create) {
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      it = entries_.emplace(key, std::make_shared<Entry>(create())).first;
+    }
+    return *static_cast<Entry*>(it->second.get());
+  }
+
+ private:
+  std::unordered_map<std::string, std::shared_ptr<void>> entries_;
+};
+
+PrimitiveCache& GetPrimitiveCache();
+
+// Runs a oneDNN call, turning its exception into a fatal error naming `what`.
+void DnnlCheck(const char* what, const std::function<void()>& call);
+
+}  // namespace ddp::cpu

@@ -1,0 +1,16 @@
+// CPU kernels behind runtime/ops/linear.h.
+#pragma once
+
+#include <cstdint>
+
+namespace ddp::cpu {
+
+// Row-major GEMM through oneDNN: C = alpha * op(A) * op(B) + beta * C.
+void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// out[r, :] = row for every r < rows.
+void BroadcastRows(const float* row, int64_t rows, int64_t cols, float* out);
+// out[c] = sum over rows of m[r, c].
+void SumRows(const float* m, int64_t rows, int64_t cols, float* out);
+
+}  // namespace ddp::cpu

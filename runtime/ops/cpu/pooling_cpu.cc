@@ -1,0 +1,141 @@
+#include "runtime/ops/cpu/pooling_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ddp::cpu {
+namespace {
+
+// The window of output (oh, ow), clipped to the input.
+struct Window {
+  int64_t h0, h1, w0, w1;  // [h0, h1) x [w0, w1) inside the input
+  int64_t padded_size;     // window size counting padding, clipped to the padded input
+};
+
+Window WindowAt(const Pool2dParams& p, int64_t h, int64_t w, int64_t oh, int64_t ow) {
+  const int64_t hs = oh * p.stride_h - p.pad_h, ws = ow * p.stride_w - p.pad_w;
+  const int64_t he = std::min(hs + p.kernel_h, h + p.pad_h), we = std::min(ws + p.kernel_w, w + p.pad_w);
+  Window win;
+  win.padded_size = (he - hs) * (we - ws);
+  win.h0 = std::max<int64_t>(hs, 0);
+  win.w0 = std::max<int64_t>(ws, 0);
+  win.h1 = std::min(he, h);
+  win.w1 = std::min(we, w);
+  return win;
+}
+
+int64_t Divisor(const Pool2dParams& p, const Window& win) {
+  return p.count_include_pad ? win.padded_size : (win.h1 - win.h0) * (win.w1 - win.w0);
+}
+
+}  // namespace
+
+void MaxPool2dForward(ExecutionContext&, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax) {
+  const int64_t planes = x.dim(0) * x.dim(1), h = x.dim(2), w = x.dim(3), oh_n = y.dim(2), ow_n = y.dim(3);
+  const float* xd = x.data<float>();
+  float* yd = y.data<float>();
+  int32_t* ad = argmax.data<int32_t>();
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float* xp = xd + plane * h * w;
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      for (int64_t ow = 0; ow < ow_n; ++ow) {
+        const Window win = WindowAt(p, h, w, oh, ow);
+        float best = -std::numeric_limits<float>::infinity();
+        int64_t best_index = win.h0 * w + win.w0;
+        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) {
+            const float v = xp[ih * w + iw];
+            if (v > best || std::isnan(v)) {  // NaN propagates, as in PyTorch
+              best = v;
+              best_index = ih * w + iw;
+              if (std::isnan(v)) break;
+            }
+          }
+        }
+        const int64_t o = (plane * oh_n + oh) * ow_n + ow;
+        yd[o] = best;
+        ad[o] = static_cast<int32_t>(best_index);
+      }
+    }
+  }
+}
+
+void MaxPool2dBackward(ExecutionContext&, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+  const int64_t planes = dx.dim(0) * dx.dim(1), in_plane = dx.dim(2) * dx.dim(3);
+  const int64_t out_plane = dy.dim(2) * dy.dim(3);
+  const float* dyd = dy.data<float>();
+  const int32_t* ad = argmax.data<int32_t>();
+  float* dxd = dx.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    float* dxp = dxd + plane * in_plane;
+    std::fill(dxp, dxp + in_plane, 0.0f);
+    for (int64_t o = plane * out_plane; o < (plane + 1) * out_plane; ++o) dxp[ad[o]] += dyd[o];
+  }
+}
+
+void AvgPool2dForward(ExecutionContext&, const Pool2dParams& p, const Tensor& x, Tensor& y) {
+  const int64_t planes = x.dim(0) * x.dim(1), h = x.dim(2), w = x.dim(3), oh_n = y.dim(2), ow_n = y.dim(3);
+  const float* xd = x.data<float>();
+  float* yd = y.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float* xp = xd + plane * h * w;
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      for (int64_t ow = 0; ow < ow_n; ++ow) {
+        const Window win = WindowAt(p, h, w, oh, ow);
+        float sum = 0.0f;
+        for (int64_t ih = win.h0; ih < win.h1; ++ih)
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) sum += xp[ih * w + iw];
+        yd[(plane * oh_n + oh) * ow_n + ow] = sum / static_cast<float>(Divisor(p, win));
+      }
+    }
+  }
+}
+
+void AvgPool2dBackward(ExecutionContext&, const Pool2dParams& p, const Tensor& dy, Tensor& dx) {
+  const int64_t planes = dx.dim(0) * dx.dim(1), h = dx.dim(2), w = dx.dim(3), oh_n = dy.dim(2), ow_n = dy.dim(3);
+  const float* dyd = dy.data<float>();
+  float* dxd = dx.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    float* dxp = dxd + plane * h * w;
+    std::fill(dxp, dxp + h * w, 0.0f);
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      for (int64_t ow = 0; ow < ow_n; ++ow) {
+        const Window win = WindowAt(p, h, w, oh, ow);
+        const float g = dyd[(plane * oh_n + oh) * ow_n + ow] / static_cast<float>(Divisor(p, win));
+        for (int64_t ih = win.h0; ih < win.h1; ++ih)
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) dxp[ih * w + iw] += g;
+      }
+    }
+  }
+}
+
+void GlobalAvgPoolForward(ExecutionContext&, const Tensor& x, Tensor& y) {
+  const int64_t planes = x.dim(0) * x.dim(1), size = x.dim(2) * x.dim(3);
+  const float* xd = x.data<float>();
+  float* yd = y.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float* xp = xd + plane * size;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t k = 0; k < size; ++k) sum += xp[k];
+    yd[plane] = sum / static_cast<float>(size);
+  }
+}
+
+void GlobalAvgPoolBackward(ExecutionContext&, const Tensor& dy, Tensor& dx) {
+  const int64_t planes = dx.dim(0) * dx.dim(1), size = dx.dim(2) * dx.dim(3);
+  const float* dyd = dy.data<float>();
+  float* dxd = dx.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    std::fill(dxd + plane * size, dxd + (plane + 1) * size, dyd[plane] / static_cast<float>(size));
+  }
+}
+
+}  // namespace ddp::cpu

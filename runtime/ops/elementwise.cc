@@ -1,0 +1,80 @@
+#include "runtime/ops/elementwise.h"
+
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/ops/cpu/elementwise_cpu.h"
+#include "runtime/ops/cuda/elementwise_kernels.h"
+#include "runtime/ops/op_checks.h"
+
+namespace ddp {
+namespace {
+
+// Every tensor must be f32, of `first`'s shape, and on the context's device.
+void CheckOperands(const ExecutionContext& ctx, const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor& first = **tensors.begin();
+  for (const Tensor* t : tensors) {
+    CheckF32(*t, op);
+    CHECK(t->shape() == first.shape()) << op << ": " << t->DebugString() << " vs " << first.DebugString();
+    CHECK(t->device() == ctx.device()) << op << ": " << t->DebugString() << " on a " << ctx.device().ToString()
+                                       << " context";
+  }
+}
+
+// Runs the CUDA kernel `launch` (which returns a cudaError_t) or the CPU loop.
+template <typename CudaLaunch, typename CpuRun>
+void Dispatch(ExecutionContext& ctx, const char* op, CudaLaunch launch, CpuRun run) {
+  if (ctx.device().is_cuda()) {
+#ifdef DDP_HAVE_CUDA
+    ::ddp::cuda::Check(launch(), op, __FILE__, __LINE__);
+#else
+    LOG(FATAL) << op << " on " << ctx.device().ToString() << ": this binary was built without CUDA";
+#endif
+    return;
+  }
+  run();
+}
+
+}  // namespace
+
+void Add(ExecutionContext& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
+  CheckOperands(ctx, "Add", {&a, &b, &out});
+  Dispatch(
+      ctx, "cuda::AddF32",
+      [&] { return cuda::AddF32(a.data<float>(), b.data<float>(), out.data<float>(), out.numel(), ctx.cuda_stream()); },
+      [&] { cpu::Add(a.data<float>(), b.data<float>(), out.data<float>(), out.numel()); });
+}
+
+void Axpy(ExecutionContext& ctx, float alpha, const Tensor& x, Tensor& y) {
+  CheckOperands(ctx, "Axpy", {&x, &y});
+  Dispatch(
+      ctx, "cuda::AxpyF32",
+      [&] { return cuda::AxpyF32(alpha, x.data<float>(), y.data<float>(), y.numel(), ctx.cuda_stream()); },
+      [&] { cpu::Axpy(alpha, x.data<float>(), y.data<float>(), y.numel()); });
+}
+
+void Scale(ExecutionContext& ctx, float alpha, Tensor& x) {
+  CheckOperands(ctx, "Scale", {&x});
+  Dispatch(
+      ctx, "cuda::ScaleF32", [&] { return cuda::ScaleF32(alpha, x.data<float>(), x.numel(), ctx.cuda_stream()); },
+      [&] { cpu::Scale(alpha, x.data<float>(), x.numel()); });
+}
+
+void ReluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
+  CheckOperands(ctx, "ReluForward", {&x, &y});
+  Dispatch(
+      ctx, "cuda::ReluForwardF32",
+      [&] { return cuda::ReluForwardF32(x.data<float>(), y.data<float>(), y.numel(), ctx.cuda_stream()); },
+      [&] { cpu::ReluForward(x.data<float>(), y.data<float>(), y.numel()); });
+}
+
+void ReluBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  CheckOperands(ctx, "ReluBackward", {&y, &dy, &dx});
+  Dispatch(
+      ctx, "cuda::ReluBackwardF32",
+      [&] {
+        return cuda::ReluBackwardF32(y.data<float>(), dy.data<float>(), dx.data<float>(), dx.numel(),
+                                     ctx.cuda_stream());
+      },
+      [&] { cpu::ReluBackward(y.data<float>(), dy.data<float>(), dx.data<float>(), dx.numel()); });
+}
+
+}  // namespace ddp

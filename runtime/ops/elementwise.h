@@ -1,0 +1,21 @@
+// Elementwise f32 arithmetic and ReLU. Each runs on the context's device:
+// OpenMP loops on CPU, the kernels of cuda/elementwise_kernels.cu on CUDA.
+#pragma once
+
+#include "runtime/execution_context.h"
+#include "runtime/tensor.h"
+
+namespace ddp {
+
+// out = a + b (out may alias a or b).
+void Add(ExecutionContext& ctx, const Tensor& a, const Tensor& b, Tensor& out);
+// y += alpha * x.
+void Axpy(ExecutionContext& ctx, float alpha, const Tensor& x, Tensor& y);
+// x *= alpha.
+void Scale(ExecutionContext& ctx, float alpha, Tensor& x);
+// y = max(x, 0) (y may alias x).
+void ReluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y);
+// dx = dy where the ReLU's output y > 0, else 0 (dx may alias dy).
+void ReluBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
+
+}  // namespace ddp

@@ -1,0 +1,62 @@
+#include "runtime/ops/linear.h"
+
+#include "runtime/ops/cpu/linear_cpu.h"
+#include "runtime/ops/op_checks.h"
+
+namespace ddp {
+namespace {
+
+void CheckLinear(const Tensor& x, const Tensor& w, const Tensor& y) {
+  CheckF32(x, "linear input");
+  CheckF32(w, "linear weight");
+  CheckF32(y, "linear output");
+  CHECK(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2 && x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) &&
+        y.dim(1) == w.dim(0))
+      << "linear shapes: input " << x.DebugString() << ", weight " << w.DebugString() << ", output "
+      << y.DebugString();
+}
+
+}  // namespace
+
+void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b,
+          float beta, Tensor& c) {
+  CheckF32(a, "gemm A");
+  CheckF32(b, "gemm B");
+  CheckF32(c, "gemm C");
+  CHECK(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2) << "gemm takes matrices";
+  const int64_t m = transpose_a ? a.dim(1) : a.dim(0);
+  const int64_t k = transpose_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = transpose_b ? b.dim(1) : b.dim(0);
+  const int64_t n = transpose_b ? b.dim(0) : b.dim(1);
+  CHECK(k == kb && c.dim(0) == m && c.dim(1) == n)
+      << "gemm shapes: A " << a.DebugString() << (transpose_a ? "^T" : "") << ", B " << b.DebugString()
+      << (transpose_b ? "^T" : "") << ", C " << c.DebugString();
+  CheckOnCpu(ctx, "Gemm");
+  cpu::Gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), beta,
+            c.data<float>(), n);
+}
+
+void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+  CheckLinear(x, w, y);
+  if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "linear bias " << bias->DebugString();
+  CheckOnCpu(ctx, "LinearForward");
+  if (bias) cpu::BroadcastRows(bias->data<float>(), y.dim(0), y.dim(1), y.data<float>());
+  Gemm(ctx, false, true, 1.0f, x, w, bias ? 1.0f : 0.0f, y);
+}
+
+void LinearBackwardData(ExecutionContext& ctx, const Tensor& dy, const Tensor& w, Tensor* dx) {
+  if (dx == nullptr) return;
+  CheckLinear(*dx, w, dy);
+  Gemm(ctx, false, false, 1.0f, dy, w, 0.0f, *dx);
+}
+
+void LinearBackwardWeights(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* dbias) {
+  CheckLinear(x, dw, dy);
+  Gemm(ctx, true, false, 1.0f, dy, x, 0.0f, dw);
+  if (dbias) {
+    CHECK(dbias->shape() == Shape{dw.dim(0)}) << "linear bias gradient " << dbias->DebugString();
+    cpu::SumRows(dy.data<float>(), dy.dim(0), dy.dim(1), dbias->data<float>());
+  }
+}
+
+}  // namespace ddp

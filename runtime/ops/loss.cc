@@ -1,0 +1,88 @@
+#include "runtime/ops/loss.h"
+
+#include <cmath>
+#include <limits>
+
+#include "runtime/ops/op_checks.h"
+
+namespace ddp {
+namespace {
+
+void CheckArguments(const CrossEntropyParams& p, const Tensor& logits_like, const Tensor& labels) {
+  CheckF32(logits_like, "cross-entropy logits");
+  CHECK_EQ(logits_like.ndim(), 2) << "cross-entropy logits must be [N, C], got " << logits_like.DebugString();
+  CHECK(labels.dtype() == DType::kI64 && labels.shape() == Shape{logits_like.dim(0)})
+      << "cross-entropy labels must be i64 [" << logits_like.dim(0) << "], got " << labels.DebugString();
+  CHECK(p.label_smoothing >= 0.0 && p.label_smoothing <= 1.0) << "label smoothing " << p.label_smoothing;
+}
+
+}  // namespace
+
+CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const CrossEntropyParams& p,
+                                              const Tensor& logits, const Tensor& labels, Tensor& probs) {
+  CheckArguments(p, logits, labels);
+  CheckSameShape(logits, probs, "cross-entropy probabilities");
+  CheckOnCpu(ctx, "SoftmaxCrossEntropyForward");
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  const float* x = logits.data<float>();
+  const int64_t* y = labels.data<int64_t>();
+  float* pr = probs.data<float>();
+  double total = 0.0;
+  int64_t counted = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = x + i * c;
+    float* prow = pr + i * c;
+    double max = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < c; ++j) max = std::max<double>(max, row[j]);
+    double sum_exp = 0.0, sum_logits = 0.0;
+    for (int64_t j = 0; j < c; ++j) {
+      sum_exp += std::exp(static_cast<double>(row[j]) - max);
+      sum_logits += row[j];
+    }
+    const double log_sum_exp = max + std::log(sum_exp);
+    for (int64_t j = 0; j < c; ++j) prow[j] = static_cast<float>(std::exp(row[j] - log_sum_exp));
+    if (y[i] == p.ignore_index) continue;
+    CHECK(y[i] >= 0 && y[i] < c) << "cross-entropy label " << y[i] << " of sample " << i << " is outside [0, " << c
+                                 << ")";
+    // -log p_y weighted (1 - s), plus the uniform part: s/C * sum_j -log p_j.
+    const double nll = log_sum_exp - row[y[i]];
+    const double uniform = log_sum_exp - sum_logits / static_cast<double>(c);
+    total += (1.0 - p.label_smoothing) * nll + p.label_smoothing * uniform;
+    ++counted;
+  }
+  CrossEntropyResult result;
+  result.counted = counted;
+  result.loss = counted > 0 ? total / static_cast<double>(counted) : std::numeric_limits<double>::quiet_NaN();
+  return result;
+}
+
+void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& probs,
+                                 const Tensor& labels, double loss_grad, Tensor& dlogits) {
+  CheckArguments(p, probs, labels);
+  CheckSameShape(probs, dlogits, "cross-entropy logits gradient");
+  CheckOnCpu(ctx, "SoftmaxCrossEntropyBackward");
+  const int64_t n = probs.dim(0), c = probs.dim(1);
+  const int64_t* y = labels.data<int64_t>();
+  int64_t counted = 0;
+  for (int64_t i = 0; i < n; ++i) counted += y[i] != p.ignore_index;
+  const float* pr = probs.data<float>();
+  float* dx = dlogits.data<float>();
+  // d/dlogit_j of the per-sample loss is p_j - q_j with target
+  // q = (1 - s) onehot(y) + s / C.
+  const double scale = counted > 0 ? loss_grad / static_cast<double>(counted) : 0.0;
+  const double uniform = p.label_smoothing / static_cast<double>(c);
+  for (int64_t i = 0; i < n; ++i) {
+    float* drow = dx + i * c;
+    if (y[i] == p.ignore_index) {
+      std::fill(drow, drow + c, 0.0f);
+      continue;
+    }
+    const float* prow = pr + i * c;
+    for (int64_t j = 0; j < c; ++j) {
+      const double target = uniform + (j == y[i] ? 1.0 - p.label_smoothing : 0.0);
+      drow[j] = static_cast<float>(scale * (prow[j] - target));
+    }
+  }
+}
+
+}  // namespace ddp

@@ -1,0 +1,30 @@
+// Softmax cross-entropy over logits [N, C] with i64 class labels [N], as
+// torch.nn.CrossEntropyLoss(reduction="mean", ignore_index, label_smoothing).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/execution_context.h"
+#include "runtime/tensor.h"
+
+namespace ddp {
+
+struct CrossEntropyParams {
+  double label_smoothing = 0.0;  // in [0, 1]
+  int64_t ignore_index = -100;   // samples with this label do not count
+};
+
+struct CrossEntropyResult {
+  double loss = 0.0;      // mean over counted samples; NaN when none count, as in PyTorch
+  int64_t counted = 0;    // samples whose label is not ignore_index
+};
+
+// Writes the softmax probabilities to `probs` ([N, C], kept for backward).
+// A label outside [0, C) that is not ignore_index is fatal.
+CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const CrossEntropyParams& p,
+                                              const Tensor& logits, const Tensor& labels, Tensor& probs);
+// dlogits = loss_grad * d(mean loss)/d(logits), from the forward's probs.
+void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& probs,
+                                 const Tensor& labels, double loss_grad, Tensor& dlogits);
+
+}  // namespace ddp

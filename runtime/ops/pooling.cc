@@ -1,0 +1,67 @@
+#include "runtime/ops/pooling.h"
+
+#include "runtime/ops/cpu/pooling_cpu.h"
+#include "runtime/ops/op_checks.h"
+
+namespace ddp {
+
+Shape Pool2dOutputShape(const Shape& x, const Pool2dParams& p) {
+  CHECK_EQ(x.size(), 4u) << "pooling input must be NCHW, got " << ShapeToString(x);
+  CHECK(p.kernel_h >= 1 && p.kernel_w >= 1 && p.stride_h >= 1 && p.stride_w >= 1) << "pooling kernel and stride";
+  CHECK(p.pad_h >= 0 && p.pad_w >= 0 && 2 * p.pad_h <= p.kernel_h && 2 * p.pad_w <= p.kernel_w)
+      << "pooling padding must be at most half the kernel, as in PyTorch";
+  const int64_t oh = (x[2] + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1;
+  const int64_t ow = (x[3] + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1;
+  CHECK(oh > 0 && ow > 0) << "pooling window larger than input " << ShapeToString(x);
+  return {x[0], x[1], oh, ow};
+}
+
+void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax) {
+  CheckF32(x, "max pool input");
+  CHECK(y.shape() == Pool2dOutputShape(x.shape(), p)) << "max pool output " << y.DebugString();
+  CheckSameShape(y, argmax, "max pool argmax");
+  CHECK(argmax.dtype() == DType::kI32) << "max pool argmax must be i32";
+  CheckOnCpu(ctx, "MaxPool2dForward");
+  cpu::MaxPool2dForward(ctx, p, x, y, argmax);
+}
+
+void MaxPool2dBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+  CheckF32(dy, "max pool output gradient");
+  CheckSameShape(dy, argmax, "max pool argmax");
+  CHECK(dx.ndim() == 4 && dx.dim(0) == dy.dim(0) && dx.dim(1) == dy.dim(1)) << "max pool input gradient "
+                                                                             << dx.DebugString();
+  CheckOnCpu(ctx, "MaxPool2dBackward");
+  cpu::MaxPool2dBackward(ctx, dy, argmax, dx);
+}
+
+void AvgPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y) {
+  CheckF32(x, "avg pool input");
+  CHECK(y.shape() == Pool2dOutputShape(x.shape(), p)) << "avg pool output " << y.DebugString();
+  CheckOnCpu(ctx, "AvgPool2dForward");
+  cpu::AvgPool2dForward(ctx, p, x, y);
+}
+
+void AvgPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, Tensor& dx) {
+  CheckF32(dx, "avg pool input gradient");
+  CHECK(dy.shape() == Pool2dOutputShape(dx.shape(), p)) << "avg pool output gradient " << dy.DebugString();
+  CheckOnCpu(ctx, "AvgPool2dBackward");
+  cpu::AvgPool2dBackward(ctx, p, dy, dx);
+}
+
+void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
+  CheckF32(x, "global avg pool input");
+  CHECK(x.ndim() == 4 && y.shape() == Shape({x.dim(0), x.dim(1)}))
+      << "global avg pool " << x.DebugString() << " -> " << y.DebugString();
+  CheckOnCpu(ctx, "GlobalAvgPoolForward");
+  cpu::GlobalAvgPoolForward(ctx, x, y);
+}
+
+void GlobalAvgPoolBackward(ExecutionContext& ctx, const Tensor& dy, Tensor& dx) {
+  CheckF32(dx, "global avg pool input gradient");
+  CHECK(dx.ndim() == 4 && dy.shape() == Shape({dx.dim(0), dx.dim(1)}))
+      << "global avg pool gradient " << dy.DebugString() << " -> " << dx.DebugString();
+  CheckOnCpu(ctx, "GlobalAvgPoolBackward");
+  cpu::GlobalAvgPoolBackward(ctx, dy, dx);
+}
+
+}  // namespace ddp

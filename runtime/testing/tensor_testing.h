@@ -1,0 +1,21 @@
+// Helpers for op tests: random inputs exactly representable in f32, and
+// conversions between tensors and float64 vectors.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace ddp::testing {
+
+// Uniform values in [lo, hi), rounded to float so the f32 op and the float64
+// reference see identical inputs.
+std::vector<double> RandomValues(int64_t n, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0);
+// A host f32 tensor holding `values`.
+Tensor ToF32Tensor(const std::vector<double>& values, const Shape& shape);
+// Any host tensor's elements as doubles.
+std::vector<double> ToDoubles(const Tensor& t);
+
+}  // namespace ddp::testing
