@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that ddp_train builds and tests with.
+# Idempotent and quiet: when everything is present it does nothing.
+#
+#   tools/install_deps.sh                 # build and test dependencies
+#   tools/install_deps.sh --with-pytorch  # also PyTorch, the benchmark peer
+#
+# The CUDA 13 toolkit (cuDNN, cuBLASLt, NCCL) is not a Debian package: where
+# /usr/local/cuda/bin/nvcc exists the build uses it, elsewhere it builds for
+# CPU only.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap bazel-platforms bazel-rules-java  # Bazel 4.2.3 and the repositories it would fetch
+  g++ python3
+  libdnnl-dev                                       # oneDNN: CPU convolution and GEMM
+  openmpi-bin libopenmpi-dev                        # CPU ranks and bootstrap
+  protobuf-compiler libprotobuf-dev                 # TrainConfig
+  libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
+)
+for arg in "$@"; do
+  case "$arg" in
+    --with-pytorch) packages+=(python3-torch python3-torchvision libopenblas0-pthread) ;;
+    *) echo "install_deps.sh: unknown option '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install_deps.sh: run as root to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+echo "install_deps.sh: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
