@@ -24,4 +24,9 @@ Tensor ExecutionContext::Scratch(int slot, int64_t bytes) {
   return buffer.View(0, {bytes});
 }
 
+Tensor ExecutionContext::ScratchTensor(int slot, const Shape& shape, DType dtype) {
+  const int64_t bytes = NumElements(shape) * static_cast<int64_t>(DTypeSize(dtype));
+  return Scratch(slot, bytes).ReinterpretAs(dtype, shape);
+}
+
 }  // namespace ddp

@@ -29,6 +29,12 @@ class ExecutionContext {
   // needs at the same time. The returned tensor is valid until the next
   // Scratch call with the same slot.
   Tensor Scratch(int slot, int64_t bytes);
+  // Scratch(slot) as a typed tensor of `shape`.
+  Tensor ScratchTensor(int slot, const Shape& shape, DType dtype);
+
+  // Slot ranges: ops use [0, kFirstLayerScratchSlot); layers use the rest, so
+  // a layer's staging buffer survives the ops it calls.
+  static constexpr int kFirstLayerScratchSlot = 8;
 
  private:
   ExecutionContext(Device device, int num_threads, void* stream)

@@ -95,6 +95,15 @@ Tensor Tensor::Reshape(const Shape& shape) const {
   return Tensor(storage_, byte_offset_, shape, dtype_);
 }
 
+Tensor Tensor::ReinterpretAs(DType dtype, const Shape& shape) const {
+  CHECK(defined()) << "ReinterpretAs of an undefined tensor";
+  const size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
+  CHECK_LE(bytes, nbytes()) << "ReinterpretAs " << DTypeName(dtype) << ShapeToString(shape) << " exceeds "
+                            << DebugString();
+  CHECK_EQ(byte_offset_ % DTypeSize(dtype), 0u) << "ReinterpretAs " << DTypeName(dtype) << " of a misaligned view";
+  return Tensor(storage_, byte_offset_, shape, dtype);
+}
+
 Tensor Tensor::Clone() const {
   Tensor t = Empty(shape_, dtype_, device());
   t.CopyFrom(*this);

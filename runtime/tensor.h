@@ -85,6 +85,9 @@ class Tensor {
   Tensor View(int64_t element_offset, const Shape& shape) const;
   // The same elements under another shape of equal element count.
   Tensor Reshape(const Shape& shape) const;
+  // The same bytes read as `dtype` elements of `shape`, from the start of
+  // this view (scratch buffers become typed tensors this way).
+  Tensor ReinterpretAs(DType dtype, const Shape& shape) const;
   // A new tensor with its own storage holding a copy of this one.
   Tensor Clone() const;
 

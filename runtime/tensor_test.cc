@@ -39,6 +39,19 @@ TEST(TensorTest, ViewsShareStorage) {
   EXPECT_EQ(reshaped.data<float>()[5], 42.0f);
 }
 
+TEST(TensorTest, ReinterpretAsReadsTheSameBytes) {
+  Tensor bytes = Tensor::Zeros({16}, DType::kU8);
+  Tensor floats = bytes.ReinterpretAs(DType::kF32, {2, 2});
+  floats.data<float>()[1] = 1.0f;  // 0x3f800000, little-endian
+  EXPECT_EQ(bytes.data<uint8_t>()[7], 0x3f);
+  EXPECT_EQ(floats.storage(), bytes.storage());
+}
+
+TEST(TensorDeathTest, ReinterpretBeyondTheViewFails) {
+  Tensor bytes = Tensor::Zeros({7}, DType::kU8);
+  EXPECT_DEATH(bytes.ReinterpretAs(DType::kF32, {2}), "exceeds");
+}
+
 TEST(TensorTest, CloneIsIndependent) {
   Tensor a = Tensor::FromVector<int32_t>({1, 2, 3}, {3});
   Tensor b = a.Clone();

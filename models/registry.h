@@ -1,0 +1,25 @@
+// Models by name, as --model spells them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/layers/model.h"
+#include "runtime/status.h"
+
+namespace ddp {
+
+struct ModelOptions {
+  std::string name;  // resnet18 resnet34 resnet50 resnet101 resnet152
+  int64_t num_classes = 1000;
+  bool zero_init_residual = false;
+  uint64_t seed = 1;
+};
+
+// Every name CreateModel accepts.
+std::vector<std::string> ModelNames();
+// An unknown name is an InvalidArgument listing the known ones.
+StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options);
+
+}  // namespace ddp

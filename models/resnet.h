@@ -1,0 +1,53 @@
+// ResNet-18/34/50/101/152, v1.5 (the bottleneck's stride sits on its 3x3
+// conv), with torchvision's module structure and therefore its parameter
+// and buffer names ("layer1.0.downsample.1.running_mean", "fc.bias", ...).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/layers/batch_norm_layer.h"
+#include "runtime/layers/conv2d_layer.h"
+#include "runtime/layers/layer.h"
+#include "runtime/layers/linear_layer.h"
+#include "runtime/layers/sequential.h"
+#include "runtime/layers/simple_layers.h"
+
+namespace ddp {
+
+struct ResNetConfig {
+  int depth = 50;  // 18, 34, 50, 101 or 152
+  int64_t num_classes = 1000;
+  // torchvision's zero_init_residual: the last BN of each residual block
+  // starts at zero, so every block starts as the identity.
+  bool zero_init_residual = false;
+};
+
+// conv-bn-relu twice (ResNet-18/34), or three times with a 4x wider output
+// (Bottleneck, ResNet-50+), plus the identity or a 1x1 conv-bn downsample.
+class ResidualBlock : public Layer {
+ public:
+  ResidualBlock(int64_t in_channels, int64_t planes, int64_t stride, bool bottleneck, bool zero_init_residual);
+  int64_t out_channels() const { return out_channels_; }
+
+ protected:
+  Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
+  Tensor BackwardImpl(ExecutionContext& ctx, const Tensor& dy) override;
+
+ private:
+  int64_t out_channels_;
+  // The residual branch in order: conv, bn, relu, ..., conv, bn.
+  std::vector<Layer*> branch_;
+  Sequential* downsample_ = nullptr;
+  ReluLayer* relu_out_;
+};
+
+// conv1, bn1, relu, maxpool, layer1..layer4, avgpool (with flatten), fc.
+class ResNet : public Sequential {
+ public:
+  explicit ResNet(const ResNetConfig& config);
+};
+
+std::unique_ptr<Layer> BuildResNet(const ResNetConfig& config);
+
+}  // namespace ddp

@@ -1,0 +1,52 @@
+#include "runtime/layers/batch_norm_layer.h"
+
+namespace ddp {
+
+BatchNormLayer::BatchNormLayer(int64_t channels, BatchNormParams params) : channels_(channels), params_(params) {
+  weight_ = AddParameter("weight", {channels}, true);
+  bias_ = AddParameter("bias", {channels}, true);
+  running_mean_ = AddBuffer("running_mean", Tensor::Zeros({channels}, DType::kF32));
+  running_var_ = AddBuffer("running_var", Tensor::Zeros({channels}, DType::kF32));
+  num_batches_tracked_ = AddBuffer("num_batches_tracked", Tensor::Zeros({}, DType::kI64));
+}
+
+void BatchNormLayer::ResetOwnParameters(std::mt19937_64&) {
+  weight_->value.Fill(zero_init_ ? 0.0 : 1.0);
+  bias_->value.Fill(0.0);
+  running_mean_->value.Fill(0.0);
+  running_var_->value.Fill(1.0);
+  num_batches_tracked_->value.Fill(0.0);
+}
+
+Tensor BatchNormLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
+  Tensor y = Tensor::Empty(x.shape(), DType::kF32, x.device());
+  if (!training()) {
+    BatchNormForwardInference(ctx, params_, x, weight_->value, bias_->value, running_mean_->value,
+                              running_var_->value, y);
+    return y;
+  }
+  saved_mean_ = Tensor::Empty({channels_}, DType::kF32, x.device());
+  saved_invstd_ = Tensor::Empty({channels_}, DType::kF32, x.device());
+  BatchNormForwardTraining(ctx, params_, x, weight_->value, bias_->value, y, saved_mean_, saved_invstd_,
+                           running_mean_->value, running_var_->value);
+  num_batches_tracked_->value.data<int64_t>()[0] += 1;
+  input_ = x;
+  return y;
+}
+
+Tensor BatchNormLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
+  CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
+  Tensor dx = Tensor::Empty(input_.shape(), DType::kF32, input_.device());
+  // One kernel computes both; the bias is finished first (reverse
+  // registration order). Staging slots are single, so stage the bias in a
+  // tensor of its own.
+  Tensor dbias = Tensor::Empty({channels_}, DType::kF32, dy.device());
+  Tensor dweight = GradientTarget(ctx, *weight_);
+  BatchNormBackward(ctx, input_, dy, weight_->value, saved_mean_, saved_invstd_, dx, dweight, dbias);
+  FinishGradient(ctx, *bias_, dbias);
+  FinishGradient(ctx, *weight_, dweight);
+  input_ = saved_mean_ = saved_invstd_ = Tensor();
+  return needs_input_grad() ? dx : Tensor();
+}
+
+}  // namespace ddp

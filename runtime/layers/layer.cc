@@ -1,0 +1,97 @@
+#include "runtime/layers/layer.h"
+
+#include "runtime/ops/elementwise.h"
+
+namespace ddp {
+namespace {
+
+constexpr int kGradientStagingSlot = ExecutionContext::kFirstLayerScratchSlot;
+
+}  // namespace
+
+Tensor Layer::Forward(ExecutionContext& ctx, const Tensor& x) {
+  CHECK(x.defined()) << "Forward of an undefined tensor";
+  return ForwardImpl(ctx, x);
+}
+
+Tensor Layer::Backward(ExecutionContext& ctx, const Tensor& dy) {
+  CHECK(training_) << "Backward in evaluation mode";
+  CHECK(dy.defined()) << "Backward of an undefined gradient";
+  return BackwardImpl(ctx, dy);
+}
+
+void Layer::SetTraining(bool training) {
+  training_ = training;
+  for (Named& c : children_) c.layer->SetTraining(training);
+}
+
+void Layer::CollectParameters(std::vector<Parameter*>* out) {
+  for (OwnParameter& p : params_) out->push_back(p.param.get());
+  for (Named& c : children_) c.layer->CollectParameters(out);
+}
+
+void Layer::CollectBuffers(std::vector<Buffer*>* out) {
+  for (OwnBuffer& b : buffers_) out->push_back(b.buffer.get());
+  for (Named& c : children_) c.layer->CollectBuffers(out);
+}
+
+void Layer::CollectState(std::vector<std::pair<std::string, Tensor>>* out) {
+  for (OwnParameter& p : params_) out->emplace_back(p.param->name, p.param->value);
+  for (OwnBuffer& b : buffers_) out->emplace_back(b.buffer->name, b.buffer->value);
+  for (Named& c : children_) c.layer->CollectState(out);
+}
+
+void Layer::AssignNames(const std::string& prefix) {
+  auto join = [&](const std::string& local) { return prefix.empty() ? local : prefix + "." + local; };
+  for (OwnParameter& p : params_) p.param->name = join(p.local_name);
+  for (OwnBuffer& b : buffers_) b.buffer->name = join(b.local_name);
+  for (Named& c : children_) c.layer->AssignNames(join(c.name));
+}
+
+void Layer::SetBackwardState(BackwardState* state) {
+  backward_state_ = state;
+  for (Named& c : children_) c.layer->SetBackwardState(state);
+}
+
+void Layer::ResetParameters(std::mt19937_64& rng) {
+  ResetOwnParameters(rng);
+  for (Named& c : children_) c.layer->ResetParameters(rng);
+}
+
+Parameter* Layer::AddParameter(const std::string& local_name, const Shape& shape, bool is_bias_or_norm) {
+  auto p = std::make_unique<Parameter>();
+  p->name = local_name;
+  p->shape = shape;
+  p->is_bias_or_norm = is_bias_or_norm;
+  Parameter* raw = p.get();
+  params_.push_back({local_name, std::move(p)});
+  return raw;
+}
+
+Buffer* Layer::AddBuffer(const std::string& local_name, Tensor value) {
+  auto b = std::make_unique<Buffer>();
+  b->name = local_name;
+  b->value = std::move(value);
+  Buffer* raw = b.get();
+  buffers_.push_back({local_name, std::move(b)});
+  return raw;
+}
+
+Tensor Layer::GradientTarget(ExecutionContext& ctx, Parameter& p) {
+  CHECK(p.grad.defined()) << p.name << " has no gradient buffer: was the model finalized?";
+  if (backward_state_ == nullptr || !backward_state_->accumulate) return p.grad;
+  return ctx.ScratchTensor(kGradientStagingSlot, p.shape, DType::kF32);
+}
+
+void Layer::FinishGradient(ExecutionContext& ctx, Parameter& p, const Tensor& computed) {
+  if (computed.raw_data() != p.grad.raw_data()) {
+    if (backward_state_ != nullptr && backward_state_->accumulate) {
+      Axpy(ctx, 1.0f, computed, p.grad);
+    } else {
+      p.grad.CopyFrom(computed);
+    }
+  }
+  if (backward_state_ != nullptr && backward_state_->hook != nullptr) backward_state_->hook->MarkGradientReady(p);
+}
+
+}  // namespace ddp

@@ -1,0 +1,181 @@
+// Layers composed into a model: gradients of every parameter and the input
+// against float64 finite differences of the same composition of reference
+// ops; backward order, the gradient-ready hook, accumulation, state dicts.
+#include <gtest/gtest.h>
+
+#include "runtime/layers/batch_norm_layer.h"
+#include "runtime/layers/conv2d_layer.h"
+#include "runtime/layers/linear_layer.h"
+#include "runtime/layers/model.h"
+#include "runtime/layers/sequential.h"
+#include "runtime/layers/simple_layers.h"
+#include "runtime/testing/gradient_checker.h"
+#include "runtime/testing/reference_ops.h"
+#include "runtime/testing/tensor_testing.h"
+
+namespace ddp {
+namespace {
+
+using testing::Vec;
+
+// conv(3->4, 3x3, pad 1, bias) -> bn -> relu -> maxpool(2, 2) -> conv(4->6, 3x3,
+// stride 2) -> bn -> relu -> global avg pool -> linear(6->5).
+std::unique_ptr<Model> SmallNet() {
+  auto net = std::make_unique<Sequential>();
+  Conv2dLayerOptions c1;
+  c1.in_channels = 3;
+  c1.out_channels = 4;
+  c1.kernel = 3;
+  c1.padding = 1;
+  c1.bias = true;
+  net->Append<Conv2dLayer>(c1);
+  net->Append<BatchNormLayer>(4);
+  net->Append<ReluLayer>();
+  net->Append<MaxPoolLayer>(2, 2, 0);
+  Conv2dLayerOptions c2;
+  c2.in_channels = 4;
+  c2.out_channels = 6;
+  c2.kernel = 3;
+  c2.stride = 2;
+  c2.padding = 1;
+  net->Append<Conv2dLayer>(c2);
+  net->Append<BatchNormLayer>(6);
+  net->Append<ReluLayer>();
+  net->Append<GlobalAvgPoolLayer>();
+  net->Append<LinearLayer>(6, 5);
+  return std::make_unique<Model>("small", std::move(net), 5);
+}
+
+const Shape kInput = {3, 3, 8, 8};
+
+// The same network from float64 reference ops. in[0] is the input, then the
+// parameters in registration order.
+Vec Reference(const std::vector<Vec>& in) {
+  Shape s;
+  testing::RefConv2dParams c1;
+  c1.pad_h = c1.pad_w = 1;
+  Vec h = testing::RefConv2d(in[0], kInput, in[1], {4, 3, 3, 3}, in[2], c1, &s);
+  h = testing::RefRelu(testing::RefBatchNormTraining(h, s, in[3], in[4], 1e-5));
+  testing::RefPoolParams pool;
+  pool.kernel_h = pool.kernel_w = pool.stride_h = pool.stride_w = 2;
+  h = testing::RefMaxPool2d(h, s, pool, &s);
+  testing::RefConv2dParams c2;
+  c2.stride_h = c2.stride_w = 2;
+  c2.pad_h = c2.pad_w = 1;
+  h = testing::RefConv2d(h, s, in[5], {6, 4, 3, 3}, {}, c2, &s);
+  h = testing::RefRelu(testing::RefBatchNormTraining(h, s, in[6], in[7], 1e-5));
+  h = testing::RefGlobalAvgPool(h, s);
+  return testing::RefLinear(h, {s[0], s[1]}, in[8], {5, 6}, in[9]);
+}
+
+class RecordingHook : public GradientReadyHook {
+ public:
+  void MarkGradientReady(Parameter& p) override { names.push_back(p.name); }
+  std::vector<std::string> names;
+};
+
+TEST(LayersTest, GradientsMatchFiniteDifferencesOfTheReferenceComposition) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::unique_ptr<Model> model = SmallNet();
+  model->set_needs_input_grad(true);
+  std::mt19937_64 rng(9);
+  std::vector<Vec> inputs = {testing::RandomValues(NumElements(kInput), rng)};
+  for (Parameter* p : model->parameters()) {
+    // Random values (BN weights included) so no gradient is trivially zero.
+    Vec v = testing::RandomValues(p->value.numel(), rng, -0.8, 0.8);
+    for (int64_t i = 0; i < p->value.numel(); ++i) p->value.data<float>()[i] = static_cast<float>(v[i]);
+    inputs.push_back(v);
+  }
+  ASSERT_EQ(inputs.size(), 10u);
+  Tensor y = model->Forward(ctx, testing::ToF32Tensor(inputs[0], kInput));
+  EXPECT_TRUE(testing::AllClose(testing::ToDoubles(y), Reference(inputs), 1e-4, 1e-5));
+  const Vec dy = testing::RandomValues(y.numel(), rng);
+  Tensor dx = model->Backward(ctx, testing::ToF32Tensor(dy, y.shape()), /*accumulate=*/false);
+  std::vector<Vec> analytic = {testing::ToDoubles(dx)};
+  for (Parameter* p : model->parameters()) analytic.push_back(testing::ToDoubles(p->grad));
+  EXPECT_TRUE(testing::GradientChecker().Check(Reference, inputs, dy, analytic));
+}
+
+TEST(LayersTest, NamesFlatBuffersAndStateDictOrder) {
+  std::unique_ptr<Model> model = SmallNet();
+  std::vector<std::string> names;
+  for (Parameter* p : model->parameters()) names.push_back(p->name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "4.weight", "5.weight",
+                                             "5.bias", "8.weight", "8.bias"}));
+  // Values and gradients are consecutive views into the flat buffers.
+  int64_t offset = 0;
+  for (Parameter* p : model->parameters()) {
+    EXPECT_EQ(p->value.storage(), model->flat_parameters().storage());
+    EXPECT_EQ(p->value.byte_offset(), static_cast<size_t>(offset) * 4);
+    EXPECT_EQ(p->grad.byte_offset(), static_cast<size_t>(offset) * 4);
+    offset += p->value.numel();
+  }
+  EXPECT_EQ(offset, model->num_parameters());
+  std::vector<std::string> state;
+  for (const auto& [name, t] : model->StateDict()) state.push_back(name);
+  EXPECT_EQ(state, (std::vector<std::string>{
+                       "0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var",
+                       "1.num_batches_tracked", "4.weight", "5.weight", "5.bias", "5.running_mean", "5.running_var",
+                       "5.num_batches_tracked", "8.weight", "8.bias"}));
+}
+
+TEST(LayersTest, HookFiresInReverseRegistrationOrderOncePerParameter) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::unique_ptr<Model> model = SmallNet();
+  RecordingHook hook;
+  model->SetGradientReadyHook(&hook);
+  std::mt19937_64 rng(1);
+  Tensor y = model->Forward(ctx, testing::ToF32Tensor(testing::RandomValues(NumElements(kInput), rng), kInput));
+  model->Backward(ctx, testing::ToF32Tensor(testing::RandomValues(y.numel(), rng), y.shape()), false);
+  std::vector<std::string> expected;
+  for (Parameter* p : model->BackwardOrder()) expected.push_back(p->name);
+  EXPECT_EQ(hook.names, expected);
+}
+
+TEST(LayersTest, AccumulationAddsMicroBatchGradients) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::unique_ptr<Model> model = SmallNet();
+  std::mt19937_64 rng(2);
+  std::vector<Tensor> xs, dys;
+  std::vector<Vec> single;
+  for (int micro = 0; micro < 2; ++micro) {
+    xs.push_back(testing::ToF32Tensor(testing::RandomValues(NumElements(kInput), rng), kInput));
+    dys.push_back(testing::ToF32Tensor(testing::RandomValues(15, rng), {3, 5}));
+    model->Forward(ctx, xs.back());
+    model->Backward(ctx, dys.back(), false);
+    single.push_back(testing::ToDoubles(model->flat_gradients()));
+  }
+  model->Forward(ctx, xs[0]);
+  model->Backward(ctx, dys[0], false);
+  model->Forward(ctx, xs[1]);
+  model->Backward(ctx, dys[1], true);
+  Vec expected(single[0].size());
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] = single[0][i] + single[1][i];
+  EXPECT_TRUE(testing::AllClose(testing::ToDoubles(model->flat_gradients()), expected, 1e-6, 1e-7));
+}
+
+TEST(LayersTest, LoadStateDictIsStrictAndNamesTheTensor) {
+  std::unique_ptr<Model> a = SmallNet(), b = SmallNet();
+  auto state = a->StateDict();
+  state[0].second = Tensor::Zeros(state[0].second.shape(), DType::kF32);
+  ASSERT_TRUE(b->LoadStateDict(state).ok());
+  EXPECT_EQ(b->parameters()[0]->value.data<float>()[0], 0.0f);
+
+  auto missing = state;
+  missing.erase(missing.begin() + 4);
+  Status s = b->LoadStateDict(missing);
+  EXPECT_EQ(s.message(), "missing tensor '1.running_mean' that small needs");
+  auto extra = state;
+  extra.emplace_back("head.weight", Tensor::Zeros({1}, DType::kF32));
+  EXPECT_EQ(b->LoadStateDict(extra).message(), "unexpected tensor 'head.weight' that small lacks");
+  auto wrong = state;
+  wrong[13].second = Tensor::Zeros({5, 7}, DType::kF32);
+  EXPECT_EQ(b->LoadStateDict(wrong).message(), "tensor '8.weight' is f32[5, 7], small expects f32[5, 6]");
+  auto wrong_dtype = state;
+  wrong_dtype[6].second = Tensor::Zeros({}, DType::kF32);
+  EXPECT_EQ(b->LoadStateDict(wrong_dtype).message(),
+            "tensor '1.num_batches_tracked' is f32[], small expects i64[]");
+}
+
+}  // namespace
+}  // namespace ddp

@@ -1,0 +1,47 @@
+#include "runtime/layers/linear_layer.h"
+
+#include <cmath>
+
+#include "runtime/ops/linear.h"
+
+namespace ddp {
+
+LinearLayer::LinearLayer(int64_t in_features, int64_t out_features, bool bias) : in_(in_features), out_(out_features) {
+  weight_ = AddParameter("weight", {out_features, in_features}, false);
+  if (bias) bias_ = AddParameter("bias", {out_features}, true);
+}
+
+void LinearLayer::ResetOwnParameters(std::mt19937_64& rng) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
+  std::uniform_real_distribution<double> uniform(-bound, bound);
+  for (Parameter* p : {weight_, bias_}) {
+    if (p == nullptr) continue;
+    float* v = p->value.data<float>();
+    for (int64_t i = 0; i < p->value.numel(); ++i) v[i] = static_cast<float>(uniform(rng));
+  }
+}
+
+Tensor LinearLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
+  Tensor y = Tensor::Empty({x.dim(0), out_}, DType::kF32, x.device());
+  LinearForward(ctx, x, weight_->value, bias_ ? &bias_->value : nullptr, y);
+  if (training()) input_ = x;
+  return y;
+}
+
+Tensor LinearLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
+  CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
+  Tensor dw = GradientTarget(ctx, *weight_);
+  Tensor db = bias_ ? Tensor::Empty({out_}, DType::kF32, dy.device()) : Tensor();
+  LinearBackwardWeights(ctx, input_, dy, dw, bias_ ? &db : nullptr);
+  if (bias_) FinishGradient(ctx, *bias_, db);
+  FinishGradient(ctx, *weight_, dw);
+  Tensor dx;
+  if (needs_input_grad()) {
+    dx = Tensor::Empty(input_.shape(), DType::kF32, dy.device());
+    LinearBackwardData(ctx, dy, weight_->value, &dx);
+  }
+  input_ = Tensor();
+  return dx;
+}
+
+}  // namespace ddp

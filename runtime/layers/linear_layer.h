@@ -1,0 +1,25 @@
+// torch.nn.Linear: parameters "weight" [out, in] and "bias" [out].
+#pragma once
+
+#include "runtime/layers/layer.h"
+
+namespace ddp {
+
+class LinearLayer : public Layer {
+ public:
+  LinearLayer(int64_t in_features, int64_t out_features, bool bias = true);
+
+ protected:
+  Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
+  Tensor BackwardImpl(ExecutionContext& ctx, const Tensor& dy) override;
+  // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
+  void ResetOwnParameters(std::mt19937_64& rng) override;
+
+ private:
+  int64_t in_, out_;
+  Parameter* weight_;
+  Parameter* bias_ = nullptr;
+  Tensor input_;
+};
+
+}  // namespace ddp

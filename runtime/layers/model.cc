@@ -1,0 +1,69 @@
+#include "runtime/layers/model.h"
+
+#include <map>
+#include <random>
+
+namespace ddp {
+
+Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed)
+    : name_(std::move(name)), root_(std::move(root)) {
+  root_->AssignNames("");
+  root_->CollectParameters(&parameters_);
+  root_->CollectBuffers(&buffers_);
+  root_->SetBackwardState(&backward_state_);
+  root_->set_needs_input_grad(false);  // the model's input is data
+  int64_t total = 0;
+  for (const Parameter* p : parameters_) total += NumElements(p->shape);
+  flat_parameters_ = Tensor::Zeros({total}, DType::kF32);
+  flat_gradients_ = Tensor::Zeros({total}, DType::kF32);
+  int64_t offset = 0;
+  for (Parameter* p : parameters_) {
+    p->value = flat_parameters_.View(offset, p->shape);
+    p->grad = flat_gradients_.View(offset, p->shape);
+    offset += NumElements(p->shape);
+  }
+  std::mt19937_64 rng(seed);
+  root_->ResetParameters(rng);
+}
+
+Tensor Model::Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate) {
+  backward_state_.accumulate = accumulate;
+  return root_->Backward(ctx, dy);
+}
+
+std::vector<Parameter*> Model::BackwardOrder() const {
+  return std::vector<Parameter*>(parameters_.rbegin(), parameters_.rend());
+}
+
+std::vector<std::pair<std::string, Tensor>> Model::StateDict() const {
+  std::vector<std::pair<std::string, Tensor>> state;
+  root_->CollectState(&state);
+  return state;
+}
+
+Status Model::LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : tensors) given[name] = &t;
+  const auto state = StateDict();
+  std::map<std::string, bool> expected;
+  for (const auto& [name, t] : state) {
+    expected[name] = true;
+    auto it = given.find(name);
+    if (it == given.end()) return InvalidArgument("missing tensor '" + name + "' that " + name_ + " needs");
+    const Tensor& src = *it->second;
+    if (src.shape() != t.shape() || src.dtype() != t.dtype()) {
+      return InvalidArgument("tensor '" + name + "' is " + DTypeName(src.dtype()) + ShapeToString(src.shape()) +
+                             ", " + name_ + " expects " + DTypeName(t.dtype()) + ShapeToString(t.shape()));
+    }
+  }
+  for (const auto& [name, t] : tensors) {
+    if (!expected.count(name)) return InvalidArgument("unexpected tensor '" + name + "' that " + name_ + " lacks");
+  }
+  for (const auto& [name, t] : state) {
+    Tensor dst = t;
+    dst.CopyFrom(*given[name]);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ddp

@@ -1,0 +1,62 @@
+// Model: a root layer plus everything a trainer needs around it. All
+// parameters live in one flat buffer and all gradients in another, with each
+// Parameter's value and grad a named view at its offset (llm.c's layout), so
+// buckets and ZeRO shards are plain offset ranges.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/layers/layer.h"
+#include "runtime/status.h"
+
+namespace ddp {
+
+class Model {
+ public:
+  // Names every parameter and buffer, allocates the flat buffers and
+  // initializes with `seed`.
+  Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed);
+
+  const std::string& name() const { return name_; }
+  Tensor Forward(ExecutionContext& ctx, const Tensor& x) { return root_->Forward(ctx, x); }
+  // Backward from the output gradient. With `accumulate`, gradients add to
+  // what earlier micro-batches left; otherwise they are overwritten. Returns
+  // the input gradient when set_needs_input_grad(true) (tests), else an
+  // undefined tensor.
+  Tensor Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate);
+  void set_needs_input_grad(bool needs) { root_->set_needs_input_grad(needs); }
+  void SetTraining(bool training) { root_->SetTraining(training); }
+  // Installs (or with null, removes) the hook fired as each gradient is final.
+  void SetGradientReadyHook(GradientReadyHook* hook) { backward_state_.hook = hook; }
+
+  // In registration (state_dict) order.
+  const std::vector<Parameter*>& parameters() const { return parameters_; }
+  // The order in which backward finishes gradients: the reverse.
+  std::vector<Parameter*> BackwardOrder() const;
+  const std::vector<Buffer*>& buffers() const { return buffers_; }
+  int64_t num_parameters() const { return flat_parameters_.numel(); }
+  Tensor& flat_parameters() { return flat_parameters_; }
+  Tensor& flat_gradients() { return flat_gradients_; }
+
+  // Every parameter and buffer under its PyTorch name, in state_dict order.
+  // The tensors are the live ones, not copies.
+  std::vector<std::pair<std::string, Tensor>> StateDict() const;
+  // Strict, like torch's load_state_dict(strict=True): every name present,
+  // none extra, shapes and dtypes equal. On error nothing is changed, and the
+  // message names the first offending tensor.
+  Status LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& tensors);
+
+ private:
+  std::string name_;
+  std::unique_ptr<Layer> root_;
+  std::vector<Parameter*> parameters_;
+  std::vector<Buffer*> buffers_;
+  Tensor flat_parameters_, flat_gradients_;
+  BackwardState backward_state_;
+};
+
+}  // namespace ddp

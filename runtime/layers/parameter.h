@@ -1,0 +1,46 @@
+// Parameters, buffers and the gradient-ready hook: what layers expose to
+// optimizers, checkpoints and communication, without knowing about them.
+#pragma once
+
+#include <string>
+
+#include "runtime/tensor.h"
+
+namespace ddp {
+
+struct Parameter {
+  std::string name;  // full PyTorch name, e.g. "layer1.0.conv1.weight"
+  Shape shape;
+  Tensor value;  // view into the model's flat parameter buffer
+  // Where backward writes this parameter's gradient: a view into the model's
+  // flat gradient buffer, which a reducer may re-point into its buckets.
+  Tensor grad;
+  // Biases and normalization weights: what --no-decay-bn-bias exempts from
+  // weight decay.
+  bool is_bias_or_norm = false;
+};
+
+// Model state that is not trained by gradients (BN running statistics).
+struct Buffer {
+  std::string name;
+  Tensor value;
+};
+
+// Called by a layer as soon as a parameter's gradient for the current
+// backward pass is final. comm's Reducer implements it to start all-reducing
+// a bucket while backward continues (Caffe's callback idea).
+class GradientReadyHook {
+ public:
+  virtual ~GradientReadyHook() = default;
+  virtual void MarkGradientReady(Parameter& param) = 0;
+};
+
+// Shared by every layer of a model during one backward pass.
+struct BackwardState {
+  // Later micro-batches of an accumulated step add into the gradients; the
+  // first overwrites them.
+  bool accumulate = false;
+  GradientReadyHook* hook = nullptr;
+};
+
+}  // namespace ddp
