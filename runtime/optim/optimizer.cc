@@ -1,0 +1,138 @@
+#include "runtime/optim/optimizer.h"
+
+#include <cmath>
+
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/op_checks.h"
+#include "runtime/ops/reduce.h"
+
+namespace ddp {
+namespace {
+
+void CheckSlots(const std::vector<OptimizerSlot>& slots) {
+  for (const OptimizerSlot& s : slots) {
+    CHECK(s.value.dtype() == DType::kF32 && s.grad.dtype() == DType::kF32 && s.value.numel() == s.grad.numel())
+        << "optimizer slot " << s.name << ": value " << s.value.DebugString() << ", grad " << s.grad.DebugString();
+  }
+}
+
+int64_t StateBytes(const std::vector<Tensor>& state) {
+  int64_t bytes = 0;
+  for (const Tensor& t : state) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(std::vector<OptimizerSlot> slots, const SgdOptions& options) : slots_(std::move(slots)), options_(options) {
+    CheckSlots(slots_);
+    if (options_.momentum != 0.0f) {
+      for (const OptimizerSlot& s : slots_) momentum_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
+    }
+  }
+
+  void Step(ExecutionContext& ctx, float lr) override {
+    CheckOnCpu(ctx, "Sgd::Step");
+    const float m = options_.momentum;
+    const bool first = steps_ == 0;
+    for (size_t k = 0; k < slots_.size(); ++k) {
+      float* w = slots_[k].value.data<float>();
+      const float* g = slots_[k].grad.data<float>();
+      float* buf = m != 0.0f ? momentum_[k].data<float>() : nullptr;
+      const float wd = slots_[k].weight_decay;
+      const int64_t n = slots_[k].value.numel();
+      const bool nesterov = options_.nesterov;
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) {
+        float d = g[i] + wd * w[i];
+        if (buf != nullptr) {
+          const float b = first ? d : m * buf[i] + d;
+          buf[i] = b;
+          d = nesterov ? d + m * b : b;
+        }
+        w[i] -= lr * d;
+      }
+    }
+    ++steps_;
+  }
+
+  int64_t state_bytes() const override { return StateBytes(momentum_); }
+
+ private:
+  std::vector<OptimizerSlot> slots_;
+  SgdOptions options_;
+  std::vector<Tensor> momentum_;
+  int64_t steps_ = 0;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(std::vector<OptimizerSlot> slots, const AdamWOptions& options) : slots_(std::move(slots)), options_(options) {
+    CheckSlots(slots_);
+    for (const OptimizerSlot& s : slots_) {
+      exp_avg_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
+      exp_avg_sq_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
+    }
+  }
+
+  void Step(ExecutionContext& ctx, float lr) override {
+    CheckOnCpu(ctx, "AdamW::Step");
+    ++steps_;
+    const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
+    const double bias1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(steps_));
+    const double bias2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(steps_));
+    const float step_size = static_cast<float>(lr / bias1);
+    const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+    for (size_t k = 0; k < slots_.size(); ++k) {
+      float* w = slots_[k].value.data<float>();
+      const float* g = slots_[k].grad.data<float>();
+      float* m = exp_avg_[k].data<float>();
+      float* v = exp_avg_sq_[k].data<float>();
+      const float decay = 1.0f - lr * slots_[k].weight_decay;
+      const int64_t n = slots_[k].value.numel();
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) {
+        w[i] *= decay;
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bias2 + eps);
+      }
+    }
+  }
+
+  int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
+
+ private:
+  std::vector<OptimizerSlot> slots_;
+  AdamWOptions options_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> MakeSgd(std::vector<OptimizerSlot> slots, const SgdOptions& options) {
+  return std::make_unique<Sgd>(std::move(slots), options);
+}
+
+std::unique_ptr<Optimizer> MakeAdamW(std::vector<OptimizerSlot> slots, const AdamWOptions& options) {
+  return std::make_unique<AdamW>(std::move(slots), options);
+}
+
+double GradientSquaredNorm(ExecutionContext& ctx, const std::vector<Tensor>& grads) {
+  double sum = 0.0;
+  for (const Tensor& g : grads) sum += SumOfSquares(ctx, g);
+  return sum;
+}
+
+float ClipGradientsToNorm(ExecutionContext& ctx, const std::vector<Tensor>& grads, double norm, double max_norm) {
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef >= 1.0) return 1.0f;
+  for (const Tensor& g : grads) {
+    Tensor t = g;
+    Scale(ctx, static_cast<float>(coef), t);
+  }
+  return static_cast<float>(coef);
+}
+
+}  // namespace ddp

@@ -1,0 +1,57 @@
+// Optimizers update parameters from gradients, matching torch.optim. They
+// work on slots (a parameter, or under ZeRO a rank's shard of one) so the
+// same code updates whole parameters or shards.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/execution_context.h"
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace ddp {
+
+struct OptimizerSlot {
+  std::string name;  // the parameter's name, for messages and checkpoints
+  Tensor value;      // f32 master weights
+  Tensor grad;
+  float weight_decay = 0.0f;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // One update of every slot with learning rate `lr`.
+  virtual void Step(ExecutionContext& ctx, float lr) = 0;
+  // Bytes of optimizer state (momentum, moments) this rank holds.
+  virtual int64_t state_bytes() const = 0;
+};
+
+struct SgdOptions {
+  float momentum = 0.9f;
+  bool nesterov = false;
+};
+
+struct AdamWOptions {
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+};
+
+// torch.optim.SGD(momentum, nesterov, weight_decay), dampening 0:
+//   g = grad + wd * w;  buf = g (first step) or momentum * buf + g;
+//   w -= lr * (nesterov ? g + momentum * buf : buf)
+std::unique_ptr<Optimizer> MakeSgd(std::vector<OptimizerSlot> slots, const SgdOptions& options);
+// torch.optim.AdamW: decoupled weight decay w -= lr * wd * w, then the Adam
+// step with bias corrections.
+std::unique_ptr<Optimizer> MakeAdamW(std::vector<OptimizerSlot> slots, const AdamWOptions& options);
+
+// Sum of squares of every gradient, in double: the square of the global norm
+// (under data parallelism, reduce this across ranks before the square root).
+double GradientSquaredNorm(ExecutionContext& ctx, const std::vector<Tensor>& grads);
+// torch.nn.utils.clip_grad_norm_: scales every gradient by
+// max_norm / (norm + 1e-6) when that is below 1. Returns the scale applied.
+float ClipGradientsToNorm(ExecutionContext& ctx, const std::vector<Tensor>& grads, double norm, double max_norm);
+
+}  // namespace ddp
