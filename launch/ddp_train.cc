@@ -17,7 +17,7 @@
 #include "launch/tiny_cnn.h"
 #include "runtime/allocator.h"
 #include "runtime/execution_context.h"
-#include "runtime/synthetic_images.h"
+#include "runtime/data/synthetic_images.h"
 
 DEFINE_string(model, "tiny-cnn", "model to train; this build has: tiny-cnn");
 DEFINE_int64(steps, 30, "training steps");
@@ -80,7 +80,7 @@ int Main() {
   const int64_t warmup = std::min<int64_t>(2, FLAGS_steps - 1);
   double timed_seconds = 0.0, first_loss = 0.0, last_loss = 0.0;
   for (int64_t step = 0; step < FLAGS_steps; ++step) {
-    data.Fill(step * FLAGS_batch_size, images, labels);
+    data.FillRange(step * FLAGS_batch_size, images, labels);
     const auto start = std::chrono::steady_clock::now();
     const double loss = model.ForwardBackward(ctx, images, labels);
     model.SgdStep(ctx, static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),

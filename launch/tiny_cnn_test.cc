@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/synthetic_images.h"
+#include "runtime/data/synthetic_images.h"
 
 namespace ddp {
 namespace {
@@ -20,7 +20,7 @@ TEST(TinyCnnTest, LearnsSyntheticImagesToHighHeldOutAccuracy) {
   Tensor images = Tensor::Empty({batch, 3, 16, 16}, DType::kF32), labels = Tensor::Empty({batch}, DType::kI64);
   double first = 0.0, last = 0.0;
   for (int step = 0; step < 40; ++step) {
-    data.Fill(step * batch, images, labels);
+    data.FillRange(step * batch, images, labels);
     const double loss = model.ForwardBackward(ctx, images, labels);
     model.SgdStep(ctx, 0.05f, 0.9f, 0.0f);
     if (step == 0) first = loss;
@@ -31,7 +31,7 @@ TEST(TinyCnnTest, LearnsSyntheticImagesToHighHeldOutAccuracy) {
   // Held-out samples (indices never trained on), BN in eval mode.
   const int64_t eval = 200;
   Tensor eval_images = Tensor::Empty({eval, 3, 16, 16}, DType::kF32), eval_labels = Tensor::Empty({eval}, DType::kI64);
-  data.Fill(1000000, eval_images, eval_labels);
+  data.FillRange(1000000, eval_images, eval_labels);
   Tensor logits = model.Predict(ctx, eval_images);
   int correct = 0;
   for (int64_t i = 0; i < eval; ++i) {

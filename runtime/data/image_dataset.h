@@ -1,0 +1,41 @@
+// Image classification data: where training and evaluation samples come
+// from. `synthetic` generates learnable images; `tensors:FILE` holds a whole
+// set in one safetensors file (images f32 [N, C, H, W], labels i64 [N]).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace ddp {
+
+class ImageDataset {
+ public:
+  virtual ~ImageDataset() = default;
+  // Number of samples; kEndless for a generated set.
+  static constexpr int64_t kEndless = -1;
+  virtual int64_t size() const = 0;
+  virtual int64_t channels() const = 0;
+  virtual int64_t image_size() const = 0;  // height = width
+  virtual int64_t num_classes() const = 0;
+  // Writes samples indices[0..count) into images [count, C, H, W] and labels
+  // [count].
+  virtual void Fill(const int64_t* indices, int64_t count, Tensor& images, Tensor& labels) const = 0;
+};
+
+struct ImageDataOptions {
+  int64_t image_size = 224;  // synthetic only; a file has its own
+  int64_t num_classes = 1000;
+  uint64_t seed = 1;
+};
+
+// `spec` is "synthetic" or "tensors:FILE". Errors name the flag value, the
+// file and the tensor at fault. `flag` ("--data", "--eval-data") prefixes
+// messages about the spec itself.
+StatusOr<std::unique_ptr<ImageDataset>> OpenImageDataset(const std::string& flag, const std::string& spec,
+                                                         const ImageDataOptions& options);
+
+}  // namespace ddp

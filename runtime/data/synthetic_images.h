@@ -1,0 +1,38 @@
+// A learnable synthetic image set: each class has a fixed random template
+// (seeded), and each sample is its class's template plus uniform noise.
+// Deterministic in (seed, sample index), so every rank and every run sees the
+// same samples, in any order.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/data/image_dataset.h"
+
+namespace ddp {
+
+struct SyntheticImagesConfig {
+  int64_t channels = 3;
+  int64_t image_size = 32;
+  int64_t num_classes = 10;
+  double noise = 1.0;  // half-width of the uniform noise; templates have unit scale
+  uint64_t seed = 1;
+};
+
+class SyntheticImages : public ImageDataset {
+ public:
+  explicit SyntheticImages(const SyntheticImagesConfig& config);
+
+  int64_t size() const override { return kEndless; }
+  int64_t channels() const override { return config_.channels; }
+  int64_t image_size() const override { return config_.image_size; }
+  int64_t num_classes() const override { return config_.num_classes; }
+  void Fill(const int64_t* indices, int64_t count, Tensor& images, Tensor& labels) const override;
+  // Samples first_index, first_index + 1, ...
+  void FillRange(int64_t first_index, Tensor& images, Tensor& labels) const;
+
+ private:
+  SyntheticImagesConfig config_;
+  Tensor templates_;  // [num_classes, C, H, W]
+};
+
+}  // namespace ddp
