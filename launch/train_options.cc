@@ -1,0 +1,193 @@
+#include "launch/train_options.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <gflags/gflags.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include "launch/train_config.pb.h"
+
+DEFINE_string(config, "", "a TrainConfig in protobuf text format; flags given here override it");
+DEFINE_string(model, "resnet50", "resnet18, resnet34, resnet50, resnet101 or resnet152");
+DEFINE_string(device, "auto", "auto, cpu or cuda");
+DEFINE_string(precision, "fp32", "fp32 (tf32, fp16 and bf16 arrive with the CUDA backend)");
+DEFINE_int64(batch_size, 8, "samples per rank per micro-batch");
+DEFINE_int64(accumulation_steps, 1, "micro-batches per optimizer step");
+DEFINE_int64(steps, 0, "optimizer steps (default 100 unless --epochs is given)");
+DEFINE_int64(epochs, 0, "passes over a tensors: dataset");
+DEFINE_uint64(seed, 1, "seed for initial weights, synthetic data and shuffling");
+DEFINE_int32(threads, 0, "CPU threads per rank; 0: the machine's cores");
+DEFINE_string(optimizer, "sgd", "sgd or adamw");
+DEFINE_double(lr, 0.1, "base learning rate");
+DEFINE_double(momentum, 0.9, "SGD momentum");
+DEFINE_bool(nesterov, false, "Nesterov momentum");
+DEFINE_double(weight_decay, 0.0, "weight decay (decoupled for adamw)");
+DEFINE_bool(decay_bn_bias, true, "apply weight decay to BN and bias parameters too");
+DEFINE_int64(warmup_steps, 0, "linear warmup steps");
+DEFINE_string(lr_schedule, "constant", "constant, cosine, step or poly after warmup");
+DEFINE_int64(lr_step_size, 0, "step schedule: decay every this many steps (0: a third of the run)");
+DEFINE_double(lr_step_gamma, 0.1, "step schedule: decay factor");
+DEFINE_double(lr_poly_power, 2.0, "poly schedule: power");
+DEFINE_double(label_smoothing, 0.0, "cross-entropy label smoothing in [0, 1)");
+DEFINE_double(clip_grad_norm, 0.0, "clip gradients to this global norm; 0: no clipping");
+DEFINE_string(data, "synthetic", "synthetic or tensors:FILE.safetensors");
+DEFINE_string(eval_data, "", "held-out data in the same forms; reports top-1 accuracy");
+DEFINE_int64(eval_every, 0, "evaluate every this many steps (and at the end); 0: at the end only");
+DEFINE_bool(shuffle, true, "shuffle each epoch (seed + epoch); --noshuffle keeps file order");
+DEFINE_int64(image_size, 224, "synthetic image height and width");
+DEFINE_int64(num_classes, 1000, "classes");
+DEFINE_bool(zero_init_residual, false, "start each residual block's last BN at zero (torchvision's option)");
+DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters and buffers to start from");
+DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
+DEFINE_string(metrics_file, "", "JSON lines: one record per step, then a summary");
+
+namespace ddp {
+namespace {
+
+class ConfigErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
+    if (first.empty()) first = "line " + std::to_string(line + 1) + ": " + message;
+  }
+  std::string first;
+};
+
+std::string FieldValue(const google::protobuf::Message& m, const google::protobuf::FieldDescriptor* f) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  using F = google::protobuf::FieldDescriptor;
+  switch (f->cpp_type()) {
+    case F::CPPTYPE_STRING: return r->GetString(m, f);
+    case F::CPPTYPE_BOOL: return r->GetBool(m, f) ? "true" : "false";
+    case F::CPPTYPE_INT32: return std::to_string(r->GetInt32(m, f));
+    case F::CPPTYPE_INT64: return std::to_string(r->GetInt64(m, f));
+    case F::CPPTYPE_UINT32: return std::to_string(r->GetUInt32(m, f));
+    case F::CPPTYPE_UINT64: return std::to_string(r->GetUInt64(m, f));
+    case F::CPPTYPE_DOUBLE: {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.17g", r->GetDouble(m, f));
+      return buf;
+    }
+    default: break;
+  }
+  LOG(FATAL) << "TrainConfig field " << f->name() << " has an unhandled type";
+}
+
+}  // namespace
+
+Status ApplyConfigFile() {
+  if (FLAGS_config.empty()) return Status::Ok();
+  const std::string where = "--config " + FLAGS_config;
+  std::ifstream in(FLAGS_config);
+  if (!in) return NotFound(where + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  TrainConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  ConfigErrors errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text.str(), &config)) return InvalidArgument(where + ": " + errors.first);
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  config.GetReflection()->ListFields(config, &fields);
+  for (const auto* field : fields) {
+    gflags::CommandLineFlagInfo info;
+    if (!gflags::GetCommandLineFlagInfo(field->name().c_str(), &info)) {
+      return Unimplemented(where + ": '" + field->name() + "' is not supported by this build of ddp_train");
+    }
+    if (!info.is_default) continue;  // the command line wins
+    const std::string value = FieldValue(config, field);
+    if (gflags::SetCommandLineOption(field->name().c_str(), value.c_str()).empty()) {
+      return InvalidArgument(where + ": bad value '" + value + "' for " + field->name());
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<TrainOptions> ReadTrainOptions() {
+  TrainOptions o;
+  auto positive = [](int64_t v, const char* flag) -> Status {
+    if (v <= 0) return InvalidArgument(std::string(flag) + " must be positive, got " + std::to_string(v));
+    return Status::Ok();
+  };
+  o.model = FLAGS_model;
+  if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
+    return InvalidArgument("--device '" + FLAGS_device + "' is unknown; use auto, cpu or cuda");
+  }
+  if (FLAGS_device == "cuda") return Unimplemented("--device cuda: CUDA training is not in this build yet; use cpu");
+  if (FLAGS_precision != "fp32") {
+    if (FLAGS_precision == "tf32" || FLAGS_precision == "fp16" || FLAGS_precision == "bf16") {
+      return Unimplemented("--precision " + FLAGS_precision + ": only fp32 trains in this build");
+    }
+    return InvalidArgument("--precision '" + FLAGS_precision + "' is unknown; use fp32, tf32, fp16 or bf16");
+  }
+  RETURN_IF_ERROR(positive(FLAGS_batch_size, "--batch-size"));
+  o.batch_size = FLAGS_batch_size;
+  RETURN_IF_ERROR(positive(FLAGS_accumulation_steps, "--accumulation-steps"));
+  o.accumulation_steps = FLAGS_accumulation_steps;
+  if (FLAGS_steps < 0) return InvalidArgument("--steps must be positive, got " + std::to_string(FLAGS_steps));
+  if (FLAGS_epochs < 0) return InvalidArgument("--epochs must be positive, got " + std::to_string(FLAGS_epochs));
+  if (FLAGS_steps > 0 && FLAGS_epochs > 0) return InvalidArgument("give --steps or --epochs, not both");
+  o.steps = FLAGS_steps > 0 || FLAGS_epochs > 0 ? FLAGS_steps : 100;
+  o.epochs = FLAGS_epochs;
+  o.seed = FLAGS_seed;
+  if (FLAGS_threads < 0) return InvalidArgument("--threads must be non-negative, got " + std::to_string(FLAGS_threads));
+  o.threads = FLAGS_threads;
+
+  if (FLAGS_optimizer != "sgd" && FLAGS_optimizer != "adamw") {
+    if (FLAGS_optimizer == "lamb") return Unimplemented("--optimizer lamb is not in this build yet; use sgd or adamw");
+    return InvalidArgument("--optimizer '" + FLAGS_optimizer + "' is unknown; use sgd or adamw");
+  }
+  o.optimizer = FLAGS_optimizer;
+  if (!(FLAGS_lr > 0.0) || !std::isfinite(FLAGS_lr)) {
+    return InvalidArgument("--lr must be a positive number, got " + std::to_string(FLAGS_lr));
+  }
+  o.lr = FLAGS_lr;
+  if (!(FLAGS_momentum >= 0.0 && FLAGS_momentum < 1.0)) return InvalidArgument("--momentum must be in [0, 1)");
+  o.momentum = FLAGS_momentum;
+  if (FLAGS_nesterov && FLAGS_momentum == 0.0) return InvalidArgument("--nesterov needs a positive --momentum");
+  o.nesterov = FLAGS_nesterov;
+  if (!(FLAGS_weight_decay >= 0.0) || !std::isfinite(FLAGS_weight_decay)) {
+    return InvalidArgument("--weight-decay must be non-negative");
+  }
+  o.weight_decay = FLAGS_weight_decay;
+  o.decay_bn_bias = FLAGS_decay_bn_bias;
+  if (FLAGS_warmup_steps < 0) return InvalidArgument("--warmup-steps must be non-negative");
+  ASSIGN_OR_RETURN(o.schedule.kind, ParseLrScheduleKind(FLAGS_lr_schedule));
+  o.schedule.base_lr = FLAGS_lr;
+  o.schedule.warmup_steps = FLAGS_warmup_steps;
+  if (FLAGS_lr_step_size < 0) return InvalidArgument("--lr-step-size must be non-negative");
+  o.schedule.step_size = FLAGS_lr_step_size;
+  if (!(FLAGS_lr_step_gamma > 0.0 && FLAGS_lr_step_gamma <= 1.0)) return InvalidArgument("--lr-step-gamma must be in (0, 1]");
+  o.schedule.step_gamma = FLAGS_lr_step_gamma;
+  if (!(FLAGS_lr_poly_power > 0.0)) return InvalidArgument("--lr-poly-power must be positive");
+  o.schedule.poly_power = FLAGS_lr_poly_power;
+  if (!(FLAGS_label_smoothing >= 0.0 && FLAGS_label_smoothing < 1.0)) {
+    return InvalidArgument("--label-smoothing must be in [0, 1)");
+  }
+  o.label_smoothing = FLAGS_label_smoothing;
+  if (!(FLAGS_clip_grad_norm >= 0.0)) return InvalidArgument("--clip-grad-norm must be non-negative");
+  o.clip_grad_norm = FLAGS_clip_grad_norm;
+
+  o.data = FLAGS_data;
+  o.eval_data = FLAGS_eval_data;
+  if (FLAGS_eval_every < 0) return InvalidArgument("--eval-every must be non-negative");
+  o.eval_every = FLAGS_eval_every;
+  o.shuffle = FLAGS_shuffle;
+  RETURN_IF_ERROR(positive(FLAGS_image_size, "--image-size"));
+  if (FLAGS_image_size < 32) {
+    return InvalidArgument("--image-size must be at least 32 for ResNet, got " + std::to_string(FLAGS_image_size));
+  }
+  o.image_size = FLAGS_image_size;
+  if (FLAGS_num_classes < 2) return InvalidArgument("--num-classes must be at least 2, got " + std::to_string(FLAGS_num_classes));
+  o.num_classes = FLAGS_num_classes;
+  o.zero_init_residual = FLAGS_zero_init_residual;
+  o.load_weights = FLAGS_load_weights;
+  o.save_weights = FLAGS_save_weights;
+  o.metrics_file = FLAGS_metrics_file;
+  return o;
+}
+
+}  // namespace ddp

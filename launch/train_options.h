@@ -1,0 +1,42 @@
+// ddp_train's command line (DESIGN.md's contract): gflags definitions, the
+// --config file that can set any of them, and validation into TrainOptions.
+// Every user mistake becomes one Status message naming the flag or file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/status.h"
+
+namespace ddp {
+
+struct TrainOptions {
+  std::string model;
+  int64_t batch_size = 0, accumulation_steps = 1;
+  int64_t steps = 0, epochs = 0;  // exactly one is positive
+  uint64_t seed = 1;
+  int threads = 0;  // 0: the machine's cores
+
+  std::string optimizer;  // sgd, adamw
+  double lr = 0.1, momentum = 0.9, weight_decay = 0.0;
+  bool nesterov = false, decay_bn_bias = true;
+  LrSchedule schedule;  // base_lr, warmup and kind; total_steps is set once data is known
+  double label_smoothing = 0.0, clip_grad_norm = 0.0;
+
+  std::string data, eval_data;
+  int64_t eval_every = 0;
+  bool shuffle = true;
+  int64_t image_size = 224, num_classes = 1000;
+  bool zero_init_residual = false;
+
+  std::string load_weights, save_weights, metrics_file;
+};
+
+// Applies --config (a TrainConfig in protobuf text format): each field it
+// sets becomes the flag of that name, unless the command line set the flag.
+Status ApplyConfigFile();
+// Reads and checks every flag.
+StatusOr<TrainOptions> ReadTrainOptions();
+
+}  // namespace ddp

@@ -1,0 +1,251 @@
+#include "launch/trainer.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "runtime/allocator.h"
+#include "runtime/ops/loss.h"
+#include "runtime/safetensors.h"
+
+namespace ddp {
+namespace {
+
+int DefaultThreads() {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+int64_t PeakResidentBytes() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
+}
+
+// Spatial size after ResNet's five halvings (stem conv, max pool, three
+// strided stages), each rounding up.
+int64_t ResNetFinalSize(int64_t image) {
+  for (int i = 0; i < 5; ++i) image = (image + 1) / 2;
+  return image;
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainOptions& options)
+    : options_(options), ctx_(ExecutionContext::Cpu(options.threads > 0 ? options.threads : DefaultThreads())) {}
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options) {
+  std::unique_ptr<Trainer> trainer(new Trainer(options));
+  RETURN_IF_ERROR(trainer->Setup());
+  return trainer;
+}
+
+Status Trainer::Setup() {
+  ImageDataOptions data_options;
+  data_options.image_size = options_.image_size;
+  data_options.num_classes = options_.num_classes;
+  data_options.seed = options_.seed;
+  ASSIGN_OR_RETURN(train_data_, OpenImageDataset("--data", options_.data, data_options));
+  if (!options_.eval_data.empty()) {
+    // Held-out synthetic data: other samples of the same classes.
+    data_options.seed = options_.seed;
+    ASSIGN_OR_RETURN(eval_data_, OpenImageDataset("--eval-data", options_.eval_data, data_options));
+    if (eval_data_->size() == ImageDataset::kEndless) {
+      return InvalidArgument("--eval-data must be a tensors:FILE dataset, not '" + options_.eval_data + "'");
+    }
+    if (eval_data_->image_size() != train_data_->image_size()) {
+      return InvalidArgument("--eval-data images are " + std::to_string(eval_data_->image_size()) +
+                             " pixels square, the training data's " + std::to_string(train_data_->image_size()));
+    }
+  }
+  const int64_t image = train_data_->image_size();
+  const int64_t last = ResNetFinalSize(image);
+  if (options_.batch_size * last * last < 2) {
+    return InvalidArgument("--batch-size " + std::to_string(options_.batch_size) + " with " + std::to_string(image) +
+                           "-pixel images leaves one value per channel in the last batch norm; use a larger batch");
+  }
+
+  SamplerOptions sampler;
+  sampler.dataset_size = train_data_->size();
+  sampler.accumulation_steps = options_.accumulation_steps;
+  sampler.batch_size = options_.batch_size;
+  sampler.shuffle = options_.shuffle;
+  sampler.seed = options_.seed;
+  sampler_ = std::make_unique<GlobalBatchSampler>(sampler);
+  if (train_data_->size() != ImageDataset::kEndless && sampler_->steps_per_epoch() == 0) {
+    return InvalidArgument("--data has " + std::to_string(train_data_->size()) +
+                           " samples, fewer than one global batch of " + std::to_string(sampler_->global_batch()));
+  }
+  if (options_.epochs > 0) {
+    if (train_data_->size() == ImageDataset::kEndless) return InvalidArgument("--epochs needs a tensors:FILE dataset");
+    total_steps_ = options_.epochs * sampler_->steps_per_epoch();
+  } else {
+    total_steps_ = options_.steps;
+  }
+  options_.schedule.total_steps = total_steps_;
+
+  ModelOptions model_options;
+  model_options.name = options_.model;
+  model_options.num_classes = options_.num_classes;
+  model_options.zero_init_residual = options_.zero_init_residual;
+  model_options.seed = options_.seed;
+  ASSIGN_OR_RETURN(model_, CreateModel(model_options));
+  if (!options_.load_weights.empty()) {
+    StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);
+    if (!weights.ok()) return Status(weights.status().code(), "--load-weights " + weights.status().message());
+    std::vector<std::pair<std::string, Tensor>> named;
+    for (NamedTensor& t : weights->tensors) named.emplace_back(t.name, t.tensor);
+    Status loaded = model_->LoadStateDict(named);
+    if (!loaded.ok()) return InvalidArgument("--load-weights " + options_.load_weights + ": " + loaded.message());
+  }
+
+  std::vector<OptimizerSlot> slots;
+  for (Parameter* p : model_->parameters()) {
+    const bool decay = options_.decay_bn_bias || !p->is_bias_or_norm;
+    slots.push_back({p->name, p->value, p->grad, decay ? static_cast<float>(options_.weight_decay) : 0.0f});
+    grads_.push_back(p->grad);
+  }
+  if (options_.optimizer == "sgd") {
+    SgdOptions sgd;
+    sgd.momentum = static_cast<float>(options_.momentum);
+    sgd.nesterov = options_.nesterov;
+    optimizer_ = MakeSgd(std::move(slots), sgd);
+  } else {
+    optimizer_ = MakeAdamW(std::move(slots), AdamWOptions());
+  }
+  if (!options_.metrics_file.empty()) RETURN_IF_ERROR(metrics_.Open(options_.metrics_file));
+
+  const int64_t b = options_.batch_size;
+  images_ = Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32);
+  labels_ = Tensor::Empty({b}, DType::kI64);
+  probs_ = Tensor::Empty({b, options_.num_classes}, DType::kF32);
+  dlogits_ = Tensor::Empty({b, options_.num_classes}, DType::kF32);
+  return Status::Ok();
+}
+
+StatusOr<double> Trainer::TrainStep(int64_t step, float lr) {
+  CrossEntropyParams ce;
+  ce.label_smoothing = options_.label_smoothing;
+  const int64_t k = options_.accumulation_steps;
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < k; ++micro) {
+    const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
+    train_data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), images_, labels_);
+    Tensor logits = model_->Forward(ctx_, images_);
+    const CrossEntropyResult loss = SoftmaxCrossEntropyForward(ctx_, ce, logits, labels_, probs_);
+    if (!std::isfinite(loss.loss)) {
+      return FailedPrecondition("loss is " + std::to_string(loss.loss) + " at step " + std::to_string(step + 1) +
+                                "; try a lower --lr");
+    }
+    loss_sum += loss.loss;
+    // Micro-batch losses are means; the step's gradient is their mean.
+    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels_, 1.0 / static_cast<double>(k), dlogits_);
+    model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0);
+  }
+  if (options_.clip_grad_norm > 0.0) {
+    const double norm = std::sqrt(GradientSquaredNorm(ctx_, grads_));
+    ClipGradientsToNorm(ctx_, grads_, norm, options_.clip_grad_norm);
+  }
+  optimizer_->Step(ctx_, lr);
+  return loss_sum / static_cast<double>(k);
+}
+
+double Trainer::Evaluate() {
+  model_->SetTraining(false);
+  const int64_t n = eval_data_->size(), b = options_.batch_size;
+  int64_t correct = 0;
+  for (int64_t start = 0; start < n; start += b) {
+    const int64_t count = std::min(b, n - start);
+    std::vector<int64_t> indices(count);
+    for (int64_t i = 0; i < count; ++i) indices[i] = start + i;
+    Tensor images = Tensor::Empty({count, eval_data_->channels(), eval_data_->image_size(), eval_data_->image_size()},
+                                  DType::kF32);
+    Tensor labels = Tensor::Empty({count}, DType::kI64);
+    eval_data_->Fill(indices.data(), count, images, labels);
+    Tensor logits = model_->Forward(ctx_, images);
+    const int64_t c = logits.dim(1);
+    for (int64_t i = 0; i < count; ++i) {
+      const float* row = logits.data<float>() + i * c;
+      correct += std::max_element(row, row + c) - row == labels.data<int64_t>()[i];
+    }
+  }
+  model_->SetTraining(true);
+  return static_cast<double>(correct) / static_cast<double>(n);
+}
+
+StatusOr<TrainResult> Trainer::Run() {
+  const int64_t samples_per_step = sampler_->global_batch();
+  std::printf("ddp_train: %s, %lld parameters, 1 rank, %d threads, batch %lld x %lld micro-batches, %lld steps, "
+              "%lldx%lld images from %s\n",
+              options_.model.c_str(), static_cast<long long>(model_->num_parameters()), ctx_.num_threads(),
+              static_cast<long long>(options_.batch_size), static_cast<long long>(options_.accumulation_steps),
+              static_cast<long long>(total_steps_), static_cast<long long>(train_data_->image_size()),
+              static_cast<long long>(train_data_->image_size()), options_.data.c_str());
+  std::fflush(stdout);
+  const int64_t warmup = std::min<int64_t>(2, total_steps_ - 1);
+  double timed_seconds = 0.0;
+  TrainResult result;
+  for (int64_t step = 0; step < total_steps_; ++step) {
+    const float lr = static_cast<float>(options_.schedule.At(step));
+    const auto start = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(const double loss, TrainStep(step, lr));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (step >= warmup) timed_seconds += seconds;
+    result.final_loss = loss;
+    nlohmann::ordered_json record = {{"step", step + 1},
+                                     {"loss", loss},
+                                     {"lr", lr},
+                                     {"step_time_s", seconds},
+                                     {"samples_per_s", samples_per_step / seconds}};
+    std::printf("step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f images/s", static_cast<long long>(step + 1),
+                static_cast<long long>(total_steps_), loss, lr, seconds, samples_per_step / seconds);
+    if (eval_data_ && options_.eval_every > 0 && (step + 1) % options_.eval_every == 0 && step + 1 < total_steps_) {
+      const double accuracy = Evaluate();
+      record["eval_accuracy"] = accuracy;
+      std::printf("  eval accuracy %.4f", accuracy);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+    RETURN_IF_ERROR(metrics_.Write(record));
+  }
+  result.samples_per_s = (total_steps_ - warmup) * samples_per_step / timed_seconds;
+  if (eval_data_) result.eval_accuracy = Evaluate();
+  if (!options_.save_weights.empty()) {
+    std::vector<NamedTensor> named;
+    for (auto& [name, t] : model_->StateDict()) named.push_back({name, t});
+    Status saved = WriteSafetensors(options_.save_weights, named, {{"format", "pt"}, {"model", options_.model}});
+    if (!saved.ok()) return Status(saved.code(), "--save-weights " + saved.message());
+  }
+
+  const int64_t param_bytes = static_cast<int64_t>(model_->flat_parameters().nbytes());
+  const int64_t grad_bytes = static_cast<int64_t>(model_->flat_gradients().nbytes());
+  nlohmann::ordered_json summary = {
+      {"model", options_.model},
+      {"world_size", 1},
+      {"batch_size", options_.batch_size},
+      {"accumulation_steps", options_.accumulation_steps},
+      {"steps", total_steps_},
+      {"samples_per_s", result.samples_per_s},
+      {"final_loss", result.final_loss},
+      {"memory",
+       {{"param_bytes", param_bytes},
+        {"grad_bytes", grad_bytes},
+        {"optimizer_bytes", optimizer_->state_bytes()},
+        {"peak_bytes", GetCpuAllocator()->peak_bytes_in_use()},
+        {"peak_resident_bytes", PeakResidentBytes()}}}};
+  if (eval_data_) summary["eval_accuracy"] = result.eval_accuracy;
+  RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));
+  std::printf("summary: %s  steps %lld  final loss %.4f  %.2f images/s (excluding %lld warm-up steps)", options_.model.c_str(),
+              static_cast<long long>(total_steps_), result.final_loss, result.samples_per_s,
+              static_cast<long long>(warmup));
+  if (eval_data_) std::printf("  eval accuracy %.4f", result.eval_accuracy);
+  std::printf("  peak tensor memory %.1f MiB  peak resident %.1f MiB\n",
+              GetCpuAllocator()->peak_bytes_in_use() / 1048576.0, PeakResidentBytes() / 1048576.0);
+  return result;
+}
+
+}  // namespace ddp
