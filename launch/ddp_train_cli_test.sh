@@ -1,36 +1,103 @@
 #!/usr/bin/env bash
-# ddp_train's command line: a short run succeeds and reports a summary; bad
-# input gets one clear line naming the flag and a non-zero exit.
+# ddp_train's command line: runs that should work do, and every kind of bad
+# input gets exactly one clear line naming the flag, file or tensor at
+# fault, and a non-zero exit.
 set -u
 bin="launch/ddp_train"
+make_data="tools/make_image_dataset"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 expect_error() {  # expect_error "<fragment>" args...
   local fragment="$1"; shift
   local out rc
   out=$("$bin" "$@" 2>&1); rc=$?
-  if [ "$rc" -eq 0 ]; then echo "FAIL: ddp_train $* exited 0"; failures=$((failures + 1)); return; fi
+  if [ "$rc" -eq 0 ]; then fail "ddp_train $* exited 0"; return; fi
   if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ]; then
-    echo "FAIL: ddp_train $* printed more than one line:"; printf '%s\n' "$out"; failures=$((failures + 1)); return
+    fail "ddp_train $* printed more than one line:"; printf '%s\n' "$out"; return
   fi
   case "$out" in
     *"$fragment"*) echo "ok: $*: $out" ;;
-    *) echo "FAIL: ddp_train $*: expected '$fragment' in: $out"; failures=$((failures + 1)) ;;
+    *) fail "ddp_train $*: expected '$fragment' in: $out" ;;
   esac
 }
 
-expect_error "--model 'resnet9000' is unknown" --model resnet9000
-expect_error "--batch-size must be at least 2" --batch-size 0
-expect_error "--batch-size must be at least 2" --batch-size=-4
-expect_error "--steps must be positive" --steps 0
-expect_error "unknown command line flag 'bogus'" --bogus 1
-expect_error "--lr must be a positive number" --lr nan
-expect_error "unexpected argument 'extra'" extra
+small=(--model resnet18 --image-size 32 --batch-size 4 --num-classes 10 --threads 1)
 
-out=$("$bin" --steps 3 --batch-size 4 --image-size 8 --threads 1 2>&1); rc=$?
-if [ "$rc" -ne 0 ]; then echo "FAIL: short run exited $rc:"; echo "$out"; failures=$((failures + 1));
-elif ! printf '%s\n' "$out" | grep -q '^summary: model tiny-cnn  steps 3 '; then
-  echo "FAIL: no summary line:"; echo "$out"; failures=$((failures + 1))
-else echo "ok: short run"; fi
+# Files for the checks below: a dataset, weights of a 10-class ResNet-18.
+"$make_data" --out "$tmp/train.safetensors" --samples 16 --image-size 32 --num-classes 10 || fail "make_image_dataset"
+out=$("$bin" "${small[@]}" --steps 2 --data "tensors:$tmp/train.safetensors" --save-weights "$tmp/r18.safetensors" \
+      --metrics-file "$tmp/metrics.jsonl" 2>&1) || { fail "short run: $out"; }
+printf '%s\n' "$out" | grep -q '^summary: resnet18  steps 2 ' || fail "no summary line in: $out"
+[ "$(grep -c '"step"' "$tmp/metrics.jsonl")" -eq 2 ] || fail "metrics file lacks 2 step records"
+tail -n 1 "$tmp/metrics.jsonl" | grep -q '"summary"' || fail "metrics file lacks the summary"
+# The config file sets flags; the command line overrides it.
+printf 'model: "resnet18"\nbatch_size: 4\nsteps: 1\nimage_size: 32\nnum_classes: 10\nthreads: 1\n' > "$tmp/good.cfg"
+out=$("$bin" --config "$tmp/good.cfg" --steps 2 2>&1) || fail "config run: $out"
+printf '%s\n' "$out" | grep -q '^summary: resnet18  steps 2 ' || fail "config + override: $out"
+
+# Flags.
+expect_error "--model 'resnet9000' is unknown; known models: resnet18" --model resnet9000
+expect_error "--batch-size must be positive, got 0" --batch-size 0
+expect_error "--batch-size must be positive, got -4" --batch-size=-4
+expect_error "--accumulation-steps must be positive" --accumulation-steps 0
+expect_error "--optimizer 'adagrad' is unknown" --optimizer adagrad
+expect_error "--lr-schedule 'exponential' is unknown" --lr-schedule exponential
+expect_error "--device 'tpu' is unknown" --device tpu
+expect_error "--lr must be a positive number" --lr nan
+expect_error "give --steps or --epochs, not both" --steps 3 --epochs 2
+expect_error "--epochs needs a tensors:FILE dataset" "${small[@]}" --epochs 1
+expect_error "unknown command line flag 'bogus'" --bogus 1
+expect_error "unexpected argument 'extra'" extra
+expect_error "leaves one value per channel" --model resnet18 --image-size 32 --batch-size 1
+
+# Config files.
+expect_error "--config $tmp/none.cfg: cannot open" --config "$tmp/none.cfg"
+printf 'model: "resnet18"\nbatch_szie: 4\n' > "$tmp/typo.cfg"
+expect_error "--config $tmp/typo.cfg: line 2" --config "$tmp/typo.cfg"
+printf 'model: resnet18 resnet50\n' > "$tmp/bad.cfg"
+expect_error "--config $tmp/bad.cfg: line 1" --config "$tmp/bad.cfg"
+
+# Data files.
+expect_error "--data $tmp/none.safetensors: cannot open" "${small[@]}" --data "tensors:$tmp/none.safetensors"
+head -c 100 "$tmp/train.safetensors" > "$tmp/truncated.safetensors"
+expect_error "$tmp/truncated.safetensors: malformed safetensors file" "${small[@]}" --data "tensors:$tmp/truncated.safetensors"
+expect_error "--data 'imagenet' is not synthetic or tensors:FILE" --data imagenet
+expect_error "outside [0, 5) for --num-classes 5" "${small[@]}" --num-classes 5 --data "tensors:$tmp/train.safetensors"
+expect_error "fewer than one global batch of 32" "${small[@]}" --batch-size 32 --data "tensors:$tmp/train.safetensors"
+/usr/bin/python3 - "$tmp/f32labels.safetensors" <<'PY'
+import json, struct, sys
+header = {"images": {"dtype": "F32", "shape": [2, 3, 32, 32], "data_offsets": [0, 24576]},
+          "labels": {"dtype": "F32", "shape": [2], "data_offsets": [24576, 24584]}}
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + bytes(24584))
+PY
+expect_error "tensor 'labels' must be i64 [2], got f32[2]" "${small[@]}" --data "tensors:$tmp/f32labels.safetensors"
+/usr/bin/python3 - "$tmp/gray.safetensors" <<'PY'
+import json, struct, sys
+header = {"images": {"dtype": "F32", "shape": [2, 1, 32, 32], "data_offsets": [0, 8192]},
+          "labels": {"dtype": "I64", "shape": [2], "data_offsets": [8192, 8208]}}
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + bytes(8208))
+PY
+expect_error "tensor 'images' must be f32 [N, 3, H, H] with N > 0, got f32[2, 1, 32, 32]" "${small[@]}" --data "tensors:$tmp/gray.safetensors"
+
+# Weights files.
+expect_error "--load-weights $tmp/none.safetensors: cannot open" "${small[@]}" --load-weights "$tmp/none.safetensors"
+expect_error "tensor 'fc.weight' is f32[10, 512], resnet18 expects f32[1000, 512]" \
+  --model resnet18 --image-size 32 --load-weights "$tmp/r18.safetensors"
+expect_error "missing tensor 'layer1.2.conv1.weight' that resnet34 needs" \
+  --model resnet34 --image-size 32 --num-classes 10 --load-weights "$tmp/r18.safetensors"
+expect_error "$tmp/train.safetensors: missing tensor 'conv1.weight'" "${small[@]}" --load-weights "$tmp/train.safetensors"
+head -c 4000 "$tmp/r18.safetensors" > "$tmp/r18_truncated.safetensors"
+expect_error "malformed safetensors file" "${small[@]}" --load-weights "$tmp/r18_truncated.safetensors"
+expect_error "--metrics-file /nonexistent/m.jsonl: cannot open" "${small[@]}" --metrics-file /nonexistent/m.jsonl
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all checks passed"

@@ -73,7 +73,11 @@ StatusOr<std::unique_ptr<ImageDataset>> OpenImageDataset(const std::string& flag
     return std::unique_ptr<ImageDataset>(std::make_unique<SyntheticImages>(config));
   }
   const std::string prefix = "tensors:";
-  if (spec.rfind(prefix, 0) == 0 && spec.size() > prefix.size()) return OpenTensors(spec.substr(prefix.size()), options);
+  if (spec.rfind(prefix, 0) == 0 && spec.size() > prefix.size()) {
+    StatusOr<std::unique_ptr<ImageDataset>> opened = OpenTensors(spec.substr(prefix.size()), options);
+    if (!opened.ok()) return Status(opened.status().code(), flag + " " + opened.status().message());
+    return opened;
+  }
   if (spec.rfind("imagefolder:", 0) == 0 || spec.rfind("tokens:", 0) == 0) {
     return Unimplemented(flag + " '" + spec + "': this build reads synthetic and tensors:FILE data");
   }

@@ -1,0 +1,58 @@
+// A small ResNet learns a small generated image set: at least 95% top-1 on
+// held-out samples, through the real trainer (tensors: files, eval, SGD with
+// momentum, cosine schedule with warmup, label smoothing, clipping).
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+#include "launch/trainer.h"
+#include "runtime/data/synthetic_images.h"
+#include "runtime/safetensors.h"
+
+namespace ddp {
+namespace {
+
+std::string WriteSet(const std::string& name, int64_t first, int64_t count) {
+  SyntheticImagesConfig config;
+  config.image_size = 32;
+  config.num_classes = 4;
+  config.noise = 1.5;
+  config.seed = 11;
+  SyntheticImages data(config);
+  Tensor images = Tensor::Empty({count, 3, 32, 32}, DType::kF32), labels = Tensor::Empty({count}, DType::kI64);
+  data.FillRange(first, images, labels);
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  CHECK(WriteSafetensors(path, {{"images", images}, {"labels", labels}}).ok());
+  return path;
+}
+
+TEST(ConvergenceTest, ResNet18ReachesNinetyFivePercentOnHeldOutImages) {
+  TrainOptions o;
+  o.model = "resnet18";
+  o.batch_size = 16;
+  o.epochs = 4;  // 256 samples: 16 steps an epoch
+  o.threads = 2;
+  o.optimizer = "sgd";
+  o.lr = o.schedule.base_lr = 0.05;
+  o.schedule.kind = LrSchedule::Kind::kCosine;
+  o.schedule.warmup_steps = 4;
+  o.momentum = 0.9;
+  o.weight_decay = 5e-4;
+  o.label_smoothing = 0.1;
+  o.clip_grad_norm = 5.0;
+  o.data = "tensors:" + WriteSet("train.safetensors", 0, 256);
+  o.eval_data = "tensors:" + WriteSet("eval.safetensors", 1000000, 200);
+  o.image_size = 32;
+  o.num_classes = 4;
+  o.zero_init_residual = true;
+  StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(o);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  StatusOr<TrainResult> result = (*trainer)->Run();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_GE(result->eval_accuracy, 0.95);
+  EXPECT_LT(result->final_loss, 0.6);  // label smoothing 0.1 over 4 classes floors it near 0.2
+}
+
+}  // namespace
+}  // namespace ddp
