@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 #include "runtime/device.h"
 
@@ -32,12 +34,32 @@ class Allocator {
 };
 
 // 64-byte aligned host memory (one AVX-512 vector, one cache line).
+//
+// Blocks of at least kCachedBlockBytes are cached when freed and reused for
+// later requests of similar size: a training step allocates the same
+// activations every step, and fresh pages from the kernel cost a page fault
+// and a page clear each (a quarter of ResNet-50's step time without this).
+// Sizes round up to an eighth of their power of two, bounding waste at 12.5%.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kCachedBlockBytes = size_t{1} << 20;
+  CpuAllocator() = default;
+  ~CpuAllocator() override;
   Device device() const override { return Device::Cpu(); }
   void* Allocate(size_t bytes) override;
   void Deallocate(void* ptr, size_t bytes) override;
+  // Returns cached blocks to the system.
+  void ReleaseCache();
+  // Bytes held in the cache, free for reuse.
+  int64_t cached_bytes() const;
+  // The block size a request of `bytes` gets.
+  static size_t RoundedSize(size_t bytes);
+
+ private:
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_blocks_;  // by block size
+  int64_t cached_bytes_ = 0;
 };
 
 // The process-wide host allocator.

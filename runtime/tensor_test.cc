@@ -79,6 +79,25 @@ TEST(TensorTest, AllocatorCountsBytes) {
   EXPECT_EQ(allocator->bytes_in_use(), before);
 }
 
+TEST(CpuAllocatorTest, LargeBlocksAreReusedAndSizesRoundToEighths) {
+  EXPECT_EQ(CpuAllocator::RoundedSize(100), 128u);
+  EXPECT_EQ(CpuAllocator::RoundedSize(size_t{1} << 20), size_t{1} << 20);
+  EXPECT_EQ(CpuAllocator::RoundedSize((size_t{1} << 20) + 1), (size_t{1} << 20) + (size_t{1} << 17));
+  EXPECT_EQ(CpuAllocator::RoundedSize(size_t{3} << 20), size_t{3} << 20);
+  CpuAllocator allocator;
+  void* a = allocator.Allocate(5 << 20);
+  allocator.Deallocate(a, 5 << 20);
+  EXPECT_EQ(allocator.cached_bytes(), 5 << 20);
+  EXPECT_EQ(allocator.bytes_in_use(), 0);
+  // A request that rounds to the same block size gets the cached block.
+  void* b = allocator.Allocate((5 << 20) - 1000);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(allocator.cached_bytes(), 0);
+  allocator.Deallocate(b, (5 << 20) - 1000);
+  allocator.ReleaseCache();
+  EXPECT_EQ(allocator.cached_bytes(), 0);
+}
+
 TEST(TensorDeathTest, WrongDtypeAccessNamesBoth) {
   Tensor t = Tensor::Empty({2}, DType::kF32);
   EXPECT_DEATH(t.data<int64_t>(), "tensor is f32, accessed as i64");

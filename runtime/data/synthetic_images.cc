@@ -17,36 +17,40 @@ uint64_t Mix(uint64_t z) {
 }  // namespace
 
 SyntheticImages::SyntheticImages(const SyntheticImagesConfig& config) : config_(config) {
-  const int64_t plane = config.image_size * config.image_size;
-  templates_ = Tensor::Empty({config.num_classes, config.channels, config.image_size, config.image_size}, DType::kF32);
   std::mt19937_64 rng(config.seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  float* t = templates_.data<float>();
-  // A per-channel offset (what global pooling sees) plus a spatial pattern.
-  for (int64_t k = 0; k < config.num_classes * config.channels; ++k) {
-    const float offset = normal(rng);
-    for (int64_t i = 0; i < plane; ++i) t[k * plane + i] = offset + 0.5f * normal(rng);
-  }
+  offsets_.resize(config.num_classes * config.channels);
+  for (float& o : offsets_) o = normal(rng);
 }
 
 void SyntheticImages::Fill(const int64_t* indices, int64_t count, Tensor& images, Tensor& labels) const {
-  const int64_t sample_size = templates_.numel() / config_.num_classes;
+  const int64_t plane = config_.image_size * config_.image_size;
+  const int64_t sample_size = config_.channels * plane;
   CHECK_EQ(images.numel(), count * sample_size) << "synthetic images " << images.DebugString();
   CHECK(labels.dtype() == DType::kI64 && labels.numel() == count) << "synthetic labels " << labels.DebugString();
-  const float scale = static_cast<float>(2.0 * config_.noise / 4294967296.0);
-  const float shift = static_cast<float>(config_.noise);
+  // Uniform in [-a, a) from 32 random bits: a = noise for the noise, and
+  // sqrt(3)/2 for the pattern (standard deviation 0.5).
+  const float to_unit = static_cast<float>(2.0 / 4294967296.0);
+  const float noise = static_cast<float>(config_.noise);
+  const float pattern = 0.8660254f;
+  const uint64_t class_salt = Mix(config_.seed ^ 0x5bd1e995ull);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < count; ++b) {
     const uint64_t key = Mix(config_.seed ^ Mix(static_cast<uint64_t>(indices[b])));
     const int64_t label = static_cast<int64_t>(key % static_cast<uint64_t>(config_.num_classes));
     labels.data<int64_t>()[b] = label;
-    const float* tmpl = templates_.data<float>() + label * sample_size;
+    const uint64_t class_key = Mix(class_salt + static_cast<uint64_t>(label));
     float* out = images.data<float>() + b * sample_size;
-    // Two 32-bit uniforms per 64-bit draw.
-    for (int64_t i = 0; i < sample_size; i += 2) {
-      const uint64_t r = Mix(key + static_cast<uint64_t>(i));
-      out[i] = tmpl[i] + static_cast<float>(r & 0xffffffffu) * scale - shift;
-      if (i + 1 < sample_size) out[i + 1] = tmpl[i + 1] + static_cast<float>(r >> 32) * scale - shift;
+    for (int64_t ch = 0; ch < config_.channels; ++ch) {
+      const float offset = offsets_[label * config_.channels + ch];
+      for (int64_t i = 0; i < plane; ++i) {
+        const int64_t k = ch * plane + i;
+        const uint64_t t = Mix(class_key + static_cast<uint64_t>(k));
+        const uint64_t r = Mix(key + static_cast<uint64_t>(k));
+        const float u_pattern = static_cast<float>(t >> 32) * to_unit - 1.0f;
+        const float u_noise = static_cast<float>(r >> 32) * to_unit - 1.0f;
+        out[k] = offset + pattern * u_pattern + noise * u_noise;
+      }
     }
   }
 }

@@ -1,10 +1,13 @@
 // A learnable synthetic image set: each class has a fixed random template
-// (seeded), and each sample is its class's template plus uniform noise.
+// (seeded): a per-channel offset plus a spatial pattern, computed on demand
+// from a hash so no template is stored. Each sample is its class's template
+// plus uniform noise.
 // Deterministic in (seed, sample index), so every rank and every run sees the
 // same samples, in any order.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/data/image_dataset.h"
 
@@ -32,7 +35,7 @@ class SyntheticImages : public ImageDataset {
 
  private:
   SyntheticImagesConfig config_;
-  Tensor templates_;  // [num_classes, C, H, W]
+  std::vector<float> offsets_;  // [num_classes, C]
 };
 
 }  // namespace ddp
