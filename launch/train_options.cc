@@ -22,7 +22,7 @@ DEFINE_int64(epochs, 0, "passes over a tensors: dataset");
 DEFINE_uint64(seed, 1, "seed for initial weights, synthetic data and shuffling");
 DEFINE_int32(threads, 0, "CPU threads per rank; 0: the machine's cores");
 DEFINE_string(optimizer, "sgd", "sgd or adamw");
-DEFINE_double(lr, 0.1, "base learning rate");
+DEFINE_double(lr, 0.0, "base learning rate; 0: the linear scaling rule, 0.1 x global batch / 256");
 DEFINE_double(momentum, 0.9, "SGD momentum");
 DEFINE_bool(nesterov, false, "Nesterov momentum");
 DEFINE_double(weight_decay, 0.0, "weight decay (decoupled for adamw)");
@@ -141,10 +141,12 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--optimizer '" + FLAGS_optimizer + "' is unknown; use sgd or adamw");
   }
   o.optimizer = FLAGS_optimizer;
-  if (!(FLAGS_lr > 0.0) || !std::isfinite(FLAGS_lr)) {
+  if (!(FLAGS_lr >= 0.0) || !std::isfinite(FLAGS_lr)) {
     return InvalidArgument("--lr must be a positive number, got " + std::to_string(FLAGS_lr));
   }
-  o.lr = FLAGS_lr;
+  // Goyal et al.'s linear scaling rule when no rate is given (one rank here;
+  // the trainer scales by the world size once ranks arrive).
+  o.lr = FLAGS_lr > 0.0 ? FLAGS_lr : 0.1 * static_cast<double>(FLAGS_batch_size * FLAGS_accumulation_steps) / 256.0;
   if (!(FLAGS_momentum >= 0.0 && FLAGS_momentum < 1.0)) return InvalidArgument("--momentum must be in [0, 1)");
   o.momentum = FLAGS_momentum;
   if (FLAGS_nesterov && FLAGS_momentum == 0.0) return InvalidArgument("--nesterov needs a positive --momentum");
@@ -156,7 +158,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.decay_bn_bias = FLAGS_decay_bn_bias;
   if (FLAGS_warmup_steps < 0) return InvalidArgument("--warmup-steps must be non-negative");
   ASSIGN_OR_RETURN(o.schedule.kind, ParseLrScheduleKind(FLAGS_lr_schedule));
-  o.schedule.base_lr = FLAGS_lr;
+  o.schedule.base_lr = o.lr;
   o.schedule.warmup_steps = FLAGS_warmup_steps;
   if (FLAGS_lr_step_size < 0) return InvalidArgument("--lr-step-size must be non-negative");
   o.schedule.step_size = FLAGS_lr_step_size;

@@ -19,7 +19,7 @@ struct TrainOptions {
   int threads = 0;  // 0: the machine's cores
 
   std::string optimizer;  // sgd, adamw
-  double lr = 0.1, momentum = 0.9, weight_decay = 0.0;
+  double lr = 0.1, momentum = 0.9, weight_decay = 0.0;  // lr resolved: never 0
   bool nesterov = false, decay_bn_bias = true;
   LrSchedule schedule;  // base_lr, warmup and kind; total_steps is set once data is known
   double label_smoothing = 0.0, clip_grad_norm = 0.0;

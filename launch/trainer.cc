@@ -180,11 +180,12 @@ double Trainer::Evaluate() {
 StatusOr<TrainResult> Trainer::Run() {
   const int64_t samples_per_step = sampler_->global_batch();
   std::printf("ddp_train: %s, %lld parameters, 1 rank, %d threads, batch %lld x %lld micro-batches, %lld steps, "
-              "%lldx%lld images from %s\n",
+              "%s lr %g, %lldx%lld images from %s\n",
               options_.model.c_str(), static_cast<long long>(model_->num_parameters()), ctx_.num_threads(),
               static_cast<long long>(options_.batch_size), static_cast<long long>(options_.accumulation_steps),
-              static_cast<long long>(total_steps_), static_cast<long long>(train_data_->image_size()),
-              static_cast<long long>(train_data_->image_size()), options_.data.c_str());
+              static_cast<long long>(total_steps_), options_.optimizer.c_str(), options_.lr,
+              static_cast<long long>(train_data_->image_size()), static_cast<long long>(train_data_->image_size()),
+              options_.data.c_str());
   std::fflush(stdout);
   const int64_t warmup = std::min<int64_t>(2, total_steps_ - 1);
   double timed_seconds = 0.0;
