@@ -1,6 +1,7 @@
 // ddp_train against PyTorch: ResNet-18 and ResNet-50 from the same start on
 // the same batch follow PyTorch's float64 per-step losses (and parameters
-// after 4 SGD steps with momentum). tools/make_resnet_golden.py made the
+// after 4 SGD steps with momentum), also with gradient accumulation, label
+// smoothing, clipping, Nesterov and BN/bias excluded from weight decay. tools/make_resnet_golden.py made the
 // golden file; the start is rebuilt here from the shared portable generator.
 #include <cmath>
 #include <cstdlib>
@@ -50,9 +51,12 @@ TEST(PortableRandomTest, MatchesTheGoldenScriptBitForBit) {
 class ResNetGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ResNetGoldenTest, FollowsPyTorchLossesAndParameters) {
-  const std::string name = GetParam();
-  const json g = Golden()["models"][name];
-  const int64_t batch = g["batch"], image = g["image_size"], classes = g["num_classes"];
+  const std::string case_name = GetParam();
+  const json g = Golden()["cases"][case_name];
+  const std::string name = g["model"];
+  const int64_t batch = g["batch"], accumulation = g["accumulation_steps"], image = g["image_size"],
+                classes = g["num_classes"];
+  const int64_t samples = batch * accumulation;
 
   // The start: conv weights uniform with kaiming-normal's variance, fc with
   // PyTorch's default bound, BN as initialized (zero_init_residual).
@@ -76,20 +80,25 @@ TEST_P(ResNetGoldenTest, FollowsPyTorchLossesAndParameters) {
       weights.push_back({tensor_name, t});
     }
   }
-  const std::string weights_path = TempPath(name + "_start.safetensors");
+  const std::string weights_path = TempPath(case_name + "_start.safetensors");
   ASSERT_TRUE(WriteSafetensors(weights_path, weights).ok());
-  Tensor images = PortableTensor("images", {batch, 3, image, image}, 1.0);
-  Tensor labels = Tensor::Empty({batch}, DType::kI64);
+  Tensor images = PortableTensor("images", {samples, 3, image, image}, 1.0);
+  Tensor labels = Tensor::Empty({samples}, DType::kI64);
   const uint64_t label_stream = PortableStream("labels");
-  for (int64_t i = 0; i < batch; ++i) {
+  for (int64_t i = 0; i < samples; ++i) {
     labels.data<int64_t>()[i] = static_cast<int64_t>(PortableBits(label_stream, i) % static_cast<uint64_t>(classes));
   }
-  const std::string data_path = TempPath(name + "_batch.safetensors");
+  const std::string data_path = TempPath(case_name + "_batch.safetensors");
   ASSERT_TRUE(WriteSafetensors(data_path, {{"images", images}, {"labels", labels}}).ok());
 
   TrainOptions o;
   o.model = name;
   o.batch_size = batch;
+  o.accumulation_steps = accumulation;
+  o.label_smoothing = g["label_smoothing"];
+  o.clip_grad_norm = g["clip_grad_norm"];
+  o.nesterov = g["nesterov"];
+  o.decay_bn_bias = g["decay_bn_bias"];
   o.steps = static_cast<int64_t>(g["losses"].size());
   o.threads = 2;
   o.optimizer = "sgd";
@@ -102,8 +111,8 @@ TEST_P(ResNetGoldenTest, FollowsPyTorchLossesAndParameters) {
   o.num_classes = classes;
   o.zero_init_residual = true;
   o.load_weights = weights_path;
-  o.save_weights = TempPath(name + "_end.safetensors");
-  o.metrics_file = TempPath(name + "_metrics.jsonl");
+  o.save_weights = TempPath(case_name + "_end.safetensors");
+  o.metrics_file = TempPath(case_name + "_metrics.jsonl");
   StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(o);
   ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
   ASSERT_TRUE((*trainer)->Run().ok());
@@ -121,9 +130,9 @@ TEST_P(ResNetGoldenTest, FollowsPyTorchLossesAndParameters) {
     const double expected = g["losses"][i];
     const double rel = std::fabs(losses[i] - expected) / std::fabs(expected);
     worst = std::max(worst, rel);
-    EXPECT_LT(rel, 1e-5) << name << " step " << i + 1 << ": " << losses[i] << " vs PyTorch " << expected;
+    EXPECT_LT(rel, 1e-5) << case_name << " step " << i + 1 << ": " << losses[i] << " vs PyTorch " << expected;
   }
-  std::printf("%s: worst relative loss difference from PyTorch (float64) over %zu steps: %.2e\n", name.c_str(),
+  std::printf("%s: worst relative loss difference from PyTorch (float64) over %zu steps: %.2e\n", case_name.c_str(),
               losses.size(), worst);
 
   StatusOr<SafetensorsContents> end = ReadSafetensors(o.save_weights);
@@ -141,7 +150,7 @@ TEST_P(ResNetGoldenTest, FollowsPyTorchLossesAndParameters) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ResNetGoldenTest, ::testing::Values("resnet18", "resnet50"));
+INSTANTIATE_TEST_SUITE_P(Cases, ResNetGoldenTest, ::testing::Values("resnet18", "resnet50", "resnet18_options"));
 
 }  // namespace
 }  // namespace ddp

@@ -56,10 +56,17 @@ def as_f32_then_f64(values):
     return torch.from_numpy(values.astype(np.float32).astype(np.float64))
 
 
+# Each case: model, batch, micro-batches per step (the dataset holds exactly
+# one global batch, so every step sees the same samples), and options.
 CASES = {
-    "resnet18": dict(batch=4, image_size=64, num_classes=10),
-    "resnet50": dict(batch=4, image_size=64, num_classes=10),
+    "resnet18": dict(model="resnet18", batch=4, accumulation=1),
+    "resnet50": dict(model="resnet50", batch=4, accumulation=1),
+    # Accumulation, label smoothing, clipping that bites, Nesterov, and no
+    # weight decay on BN and bias parameters.
+    "resnet18_options": dict(model="resnet18", batch=4, accumulation=2, label_smoothing=0.1, clip_grad_norm=0.5,
+                             nesterov=True, decay_bn_bias=False),
 }
+IMAGE_SIZE, NUM_CLASSES = 64, 10
 LR, MOMENTUM, WEIGHT_DECAY, STEPS = 0.02, 0.9, 1e-4, 4
 CHECKED = ["conv1.weight", "layer1.0.conv1.weight", "layer4.1.bn2.weight", "fc.weight", "fc.bias"]
 
@@ -78,27 +85,43 @@ def start_state(model):
     return state
 
 
-def run(name, batch, image_size, num_classes):
+def run(model, batch, accumulation, label_smoothing=0.0, clip_grad_norm=0.0, nesterov=False, decay_bn_bias=True):
     torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(num_classes=num_classes, zero_init_residual=True).double()
-    model.load_state_dict(start_state(model), strict=True)
-    model.train()
-    n = batch * 3 * image_size * image_size
-    x = as_f32_then_f64(uniform("images", n)).reshape(batch, 3, image_size, image_size)
-    y = torch.from_numpy((bits("labels", batch) % np.uint64(num_classes)).astype(np.int64))
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    net = getattr(torchvision.models, model)(num_classes=NUM_CLASSES, zero_init_residual=True).double()
+    net.load_state_dict(start_state(net), strict=True)
+    net.train()
+    samples = batch * accumulation
+    n = samples * 3 * IMAGE_SIZE * IMAGE_SIZE
+    x = as_f32_then_f64(uniform("images", n)).reshape(samples, 3, IMAGE_SIZE, IMAGE_SIZE)
+    y = torch.from_numpy((bits("labels", samples) % np.uint64(NUM_CLASSES)).astype(np.int64))
+    if decay_bn_bias:
+        groups = [{"params": list(net.parameters()), "weight_decay": WEIGHT_DECAY}]
+    else:
+        named = list(net.named_parameters())
+        no_decay = [p for k, p in named if p.dim() == 1]  # BN weights and biases, and every bias
+        decay = [p for k, p in named if p.dim() != 1]
+        groups = [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = torch.optim.SGD(groups, lr=LR, momentum=MOMENTUM, nesterov=nesterov)
     losses = []
     for _ in range(STEPS):
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        losses.append(loss.item())
-        loss.backward()
+        step_loss = 0.0
+        for m in range(accumulation):
+            part = slice(m * batch, (m + 1) * batch)
+            loss = F.cross_entropy(net(x[part]), y[part], label_smoothing=label_smoothing)
+            (loss / accumulation).backward()
+            step_loss += loss.item() / accumulation
+        losses.append(step_loss)
+        if clip_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), clip_grad_norm)
         opt.step()
-    params = dict(model.named_parameters())
+    params = dict(net.named_parameters())
     checks = {k: {"abs_sum": params[k].abs().sum().item(), "square_sum": (params[k] ** 2).sum().item()}
               for k in CHECKED if k in params}
-    return dict(batch=batch, image_size=image_size, num_classes=num_classes, lr=LR, momentum=MOMENTUM,
-                weight_decay=WEIGHT_DECAY, losses=losses, parameters_after=checks)
+    return dict(model=model, batch=batch, accumulation_steps=accumulation, image_size=IMAGE_SIZE,
+                num_classes=NUM_CLASSES, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY,
+                label_smoothing=label_smoothing, clip_grad_norm=clip_grad_norm, nesterov=nesterov,
+                decay_bn_bias=decay_bn_bias, losses=losses, parameters_after=checks)
 
 
 def main():
@@ -106,7 +129,7 @@ def main():
     golden = {
         "generator_check": {"stream": "check", "uniform": uniform("check", 4).tolist(),
                             "bits": [str(b) for b in bits("check", 2)]},
-        "models": {name: run(name, **case) for name, case in CASES.items()},
+        "cases": {name: run(**case) for name, case in CASES.items()},
     }
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "resnet_golden.json")
     with open(out, "w") as f:
