@@ -5,18 +5,9 @@
 
 #include <glog/logging.h>
 
+#include "runtime/random.h"
+
 namespace ddp {
-namespace {
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 std::vector<int64_t> SeededPermutation(int64_t n, uint64_t seed) {
   std::vector<int64_t> p(n);
   std::iota(p.begin(), p.end(), 0);
@@ -24,6 +15,7 @@ std::vector<int64_t> SeededPermutation(int64_t n, uint64_t seed) {
   for (int64_t i = n - 1; i > 0; --i) {
     // Unbiased enough for any dataset size here: 64-bit draws modulo i + 1.
     const int64_t j = static_cast<int64_t>(SplitMix64(state) % static_cast<uint64_t>(i + 1));
+    state += kSplitMix64Increment;
     std::swap(p[i], p[j]);
   }
   return p;

@@ -3,18 +3,9 @@
 #include <random>
 #include <vector>
 
+#include "runtime/random.h"
+
 namespace ddp {
-namespace {
-
-// SplitMix64: a counter-based generator, so sample i needs no other sample.
-uint64_t Mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 SyntheticImages::SyntheticImages(const SyntheticImagesConfig& config) : config_(config) {
   std::mt19937_64 rng(config.seed);
@@ -33,20 +24,20 @@ void SyntheticImages::Fill(const int64_t* indices, int64_t count, Tensor& images
   const float to_unit = static_cast<float>(2.0 / 4294967296.0);
   const float noise = static_cast<float>(config_.noise);
   const float pattern = 0.8660254f;
-  const uint64_t class_salt = Mix(config_.seed ^ 0x5bd1e995ull);
+  const uint64_t class_salt = SplitMix64(config_.seed ^ 0x5bd1e995ull);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < count; ++b) {
-    const uint64_t key = Mix(config_.seed ^ Mix(static_cast<uint64_t>(indices[b])));
+    const uint64_t key = SplitMix64(config_.seed ^ SplitMix64(static_cast<uint64_t>(indices[b])));
     const int64_t label = static_cast<int64_t>(key % static_cast<uint64_t>(config_.num_classes));
     labels.data<int64_t>()[b] = label;
-    const uint64_t class_key = Mix(class_salt + static_cast<uint64_t>(label));
+    const uint64_t class_key = SplitMix64(class_salt + static_cast<uint64_t>(label));
     float* out = images.data<float>() + b * sample_size;
     for (int64_t ch = 0; ch < config_.channels; ++ch) {
       const float offset = offsets_[label * config_.channels + ch];
       for (int64_t i = 0; i < plane; ++i) {
         const int64_t k = ch * plane + i;
-        const uint64_t t = Mix(class_key + static_cast<uint64_t>(k));
-        const uint64_t r = Mix(key + static_cast<uint64_t>(k));
+        const uint64_t t = SplitMix64(class_key + static_cast<uint64_t>(k));
+        const uint64_t r = SplitMix64(key + static_cast<uint64_t>(k));
         const float u_pattern = static_cast<float>(t >> 32) * to_unit - 1.0f;
         const float u_noise = static_cast<float>(r >> 32) * to_unit - 1.0f;
         out[k] = offset + pattern * u_pattern + noise * u_noise;
