@@ -1,0 +1,52 @@
+// Communicator: the collectives data parallelism needs, asynchronous, each
+// returning a Work handle (PyTorch c10d's shape). Backends: MPI for host
+// tensors (comm/mpi_communicator.h), NCCL for CUDA tensors
+// (comm/nccl_communicator.h). Every rank must issue the same collectives in
+// the same order; backends run them in the order issued.
+#pragma once
+
+#include <memory>
+
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace ddp {
+
+enum class ReduceOp { kSum, kAverage };
+
+// When one collective was issued, started on the wire and finished, in
+// seconds on the steady clock.
+struct WorkTiming {
+  double enqueued = 0.0, started = 0.0, finished = 0.0;
+};
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the collective has finished; a failure (an MPI or NCCL
+  // error) comes back as the Status, naming the call.
+  virtual Status Wait() = 0;
+  virtual bool IsCompleted() = 0;
+  // Valid once completed.
+  virtual WorkTiming timing() const = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // Reduces `tensor` across ranks in place. f32, f64, f16, bf16 (summed in
+  // float, rounded to the format at each step, as NCCL does), i32, i64.
+  virtual std::shared_ptr<Work> AllReduce(Tensor tensor, ReduceOp op) = 0;
+  // `input` holds world_size blocks of output.numel() elements; `output`
+  // receives this rank's block of the reduction.
+  virtual std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op) = 0;
+  // `output` receives every rank's `input`, rank r's at block r.
+  virtual std::shared_ptr<Work> AllGather(Tensor input, Tensor output) = 0;
+  virtual std::shared_ptr<Work> Broadcast(Tensor tensor, int root) = 0;
+  virtual std::shared_ptr<Work> Barrier() = 0;
+};
+
+}  // namespace ddp

@@ -1,0 +1,307 @@
+#include "comm/mpi_communicator.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <chrono>
+#include <climits>
+
+#include "runtime/dtype.h"
+
+namespace ddp {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// MPI counts are ints; larger tensors go in pieces of this many elements.
+constexpr int64_t kMaxChunk = int64_t{1} << 30;
+
+template <typename T, float (*ToFloat)(T), T (*FromFloat)(float)>
+void SumSixteenBit(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = FromFloat(ToFloat(a[i]) + ToFloat(b[i]));
+}
+
+MPI_Op Bf16SumOp() {
+  static MPI_Op op = [] {
+    MPI_Op created;
+    CHECK_EQ(MPI_Op_create(&SumSixteenBit<BFloat16, BFloat16ToFloat, FloatToBFloat16>, 1, &created), MPI_SUCCESS);
+    return created;
+  }();
+  return op;
+}
+
+MPI_Op F16SumOp() {
+  static MPI_Op op = [] {
+    MPI_Op created;
+    CHECK_EQ(MPI_Op_create(&SumSixteenBit<Half, HalfToFloat, FloatToHalf>, 1, &created), MPI_SUCCESS);
+    return created;
+  }();
+  return op;
+}
+
+struct MpiType {
+  MPI_Datatype type;
+  MPI_Op sum;
+};
+
+MpiType TypeFor(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return {MPI_FLOAT, MPI_SUM};
+    case DType::kF64: return {MPI_DOUBLE, MPI_SUM};
+    case DType::kI32: return {MPI_INT32_T, MPI_SUM};
+    case DType::kI64: return {MPI_INT64_T, MPI_SUM};
+    case DType::kU8: return {MPI_UINT8_T, MPI_SUM};
+    case DType::kBF16: return {MPI_UINT16_T, Bf16SumOp()};
+    case DType::kF16: return {MPI_UINT16_T, F16SumOp()};
+  }
+  LOG(FATAL) << "no MPI type for " << DTypeName(dtype);
+}
+
+Status MpiFailure(const char* call, int code) {
+  return Internal(std::string(call) + " failed: " + MpiErrorString(code));
+}
+
+// Drives one nonblocking request to completion. MPI_Test both checks and
+// progresses it; between tests the thread spins briefly, then yields, then
+// sleeps with growing pauses, so an in-flight collective costs little CPU.
+Status Complete(MPI_Request* request, const char* call) {
+  int idle = 0;
+  long sleep_ns = 2000;
+  while (true) {
+    int done = 0;
+    const int code = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) return MpiFailure(call, code);
+    if (done) return Status::Ok();
+    if (++idle < 64) continue;
+    if (idle < 256) {
+      sched_yield();
+      continue;
+    }
+    timespec pause{0, sleep_ns};
+    nanosleep(&pause, nullptr);
+    sleep_ns = std::min(sleep_ns * 2, 100000L);
+  }
+}
+
+// Scales a reduced tensor by 1/world for an average.
+void DivideInPlace(Tensor& t, int world) {
+  const double inv = 1.0 / world;
+  const int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::kF32: {
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(p[i] * inv);
+      return;
+    }
+    case DType::kF64: {
+      double* p = t.data<double>();
+      for (int64_t i = 0; i < n; ++i) p[i] *= inv;
+      return;
+    }
+    case DType::kBF16: {
+      BFloat16* p = t.data<BFloat16>();
+      for (int64_t i = 0; i < n; ++i) p[i] = FloatToBFloat16(static_cast<float>(BFloat16ToFloat(p[i]) * inv));
+      return;
+    }
+    case DType::kF16: {
+      Half* p = t.data<Half>();
+      for (int64_t i = 0; i < n; ++i) p[i] = FloatToHalf(static_cast<float>(HalfToFloat(p[i]) * inv));
+      return;
+    }
+    default: LOG(FATAL) << "average of " << t.DebugString() << " is not defined";
+  }
+}
+
+void CheckHost(const Tensor& t, const char* what) {
+  CHECK(t.defined() && t.device().is_cpu()) << "MPI " << what << " takes host tensors, got " << t.DebugString();
+}
+
+}  // namespace
+
+std::string MpiErrorString(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, length);
+}
+
+class MpiCommunicator::MpiWork final : public Work {
+ public:
+  Status Wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return status_;
+  }
+  bool IsCompleted() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  WorkTiming timing() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return timing_;
+  }
+  void Finish(Status status, const WorkTiming& timing) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = std::move(status);
+      timing_ = timing;
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+  WorkTiming timing_;
+};
+
+struct MpiCommunicator::Task {
+  std::function<Status()> run;
+  std::shared_ptr<MpiWork> work;
+  double enqueued;
+};
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
+  CHECK_EQ(MPI_Comm_dup(comm, &comm_), MPI_SUCCESS) << "MPI_Comm_dup";
+  CHECK_EQ(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), MPI_SUCCESS) << "MPI_Comm_set_errhandler";
+  CHECK_EQ(MPI_Comm_rank(comm_, &rank_), MPI_SUCCESS) << "MPI_Comm_rank";
+  CHECK_EQ(MPI_Comm_size(comm_, &world_size_), MPI_SUCCESS) << "MPI_Comm_size";
+  Bf16SumOp();
+  F16SumOp();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  MPI_Comm_free(&comm_);
+}
+
+std::shared_ptr<Work> MpiCommunicator::Enqueue(std::function<Status()> run) {
+  auto task = std::make_unique<Task>();
+  task->run = std::move(run);
+  task->work = std::make_shared<MpiWork>();
+  task->enqueued = Now();
+  std::shared_ptr<Work> work = task->work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CHECK(!stop_) << "collective issued on a communicator being destroyed";
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+  return work;
+}
+
+void MpiCommunicator::Loop() {
+  while (true) {
+    std::unique_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    WorkTiming timing;
+    timing.enqueued = task->enqueued;
+    timing.started = Now();
+    Status status = task->run();
+    timing.finished = Now();
+    task->work->Finish(std::move(status), timing);
+  }
+}
+
+std::shared_ptr<Work> MpiCommunicator::AllReduce(Tensor tensor, ReduceOp op) {
+  CheckHost(tensor, "AllReduce");
+  return Enqueue([this, tensor, op]() mutable -> Status {
+    const MpiType t = TypeFor(tensor.dtype());
+    const size_t element = DTypeSize(tensor.dtype());
+    for (int64_t first = 0; first < tensor.numel(); first += kMaxChunk) {
+      const int count = static_cast<int>(std::min(kMaxChunk, tensor.numel() - first));
+      MPI_Request request;
+      const int code = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(tensor.raw_data()) + first * element, count,
+                                      t.type, t.sum, comm_, &request);
+      if (code != MPI_SUCCESS) return MpiFailure("MPI_Iallreduce", code);
+      RETURN_IF_ERROR(Complete(&request, "MPI_Iallreduce"));
+    }
+    if (op == ReduceOp::kAverage) DivideInPlace(tensor, world_size_);
+    return Status::Ok();
+  });
+}
+
+std::shared_ptr<Work> MpiCommunicator::ReduceScatter(Tensor input, Tensor output, ReduceOp op) {
+  CheckHost(input, "ReduceScatter");
+  CheckHost(output, "ReduceScatter");
+  CHECK(input.dtype() == output.dtype() && input.numel() == output.numel() * world_size_)
+      << "ReduceScatter of " << input.DebugString() << " into " << output.DebugString() << " over " << world_size_
+      << " ranks";
+  CHECK_LE(output.numel(), INT_MAX) << "ReduceScatter blocks are limited to 2^31 - 1 elements";
+  return Enqueue([this, input, output, op]() mutable -> Status {
+    const MpiType t = TypeFor(input.dtype());
+    MPI_Request request;
+    const int code = MPI_Ireduce_scatter_block(input.raw_data(), output.raw_data(), static_cast<int>(output.numel()),
+                                               t.type, t.sum, comm_, &request);
+    if (code != MPI_SUCCESS) return MpiFailure("MPI_Ireduce_scatter_block", code);
+    RETURN_IF_ERROR(Complete(&request, "MPI_Ireduce_scatter_block"));
+    if (op == ReduceOp::kAverage) DivideInPlace(output, world_size_);
+    return Status::Ok();
+  });
+}
+
+std::shared_ptr<Work> MpiCommunicator::AllGather(Tensor input, Tensor output) {
+  CheckHost(input, "AllGather");
+  CheckHost(output, "AllGather");
+  CHECK(input.dtype() == output.dtype() && output.numel() == input.numel() * world_size_)
+      << "AllGather of " << input.DebugString() << " into " << output.DebugString() << " over " << world_size_
+      << " ranks";
+  CHECK_LE(input.nbytes(), static_cast<size_t>(INT_MAX)) << "AllGather blocks are limited to 2 GiB";
+  return Enqueue([this, input, output]() mutable -> Status {
+    MPI_Request request;
+    // As bytes: gathering moves data without arithmetic.
+    const int bytes = static_cast<int>(input.nbytes());
+    const int code =
+        MPI_Iallgather(input.raw_data(), bytes, MPI_BYTE, output.raw_data(), bytes, MPI_BYTE, comm_, &request);
+    if (code != MPI_SUCCESS) return MpiFailure("MPI_Iallgather", code);
+    return Complete(&request, "MPI_Iallgather");
+  });
+}
+
+std::shared_ptr<Work> MpiCommunicator::Broadcast(Tensor tensor, int root) {
+  CheckHost(tensor, "Broadcast");
+  CHECK(root >= 0 && root < world_size_) << "Broadcast root " << root;
+  return Enqueue([this, tensor, root]() mutable -> Status {
+    char* data = static_cast<char*>(tensor.raw_data());
+    const int64_t total = static_cast<int64_t>(tensor.nbytes());
+    for (int64_t first = 0; first < total || first == 0; first += kMaxChunk) {
+      const int count = static_cast<int>(std::min(kMaxChunk, total - first));
+      MPI_Request request;
+      const int code = MPI_Ibcast(data + first, count, MPI_BYTE, root, comm_, &request);
+      if (code != MPI_SUCCESS) return MpiFailure("MPI_Ibcast", code);
+      RETURN_IF_ERROR(Complete(&request, "MPI_Ibcast"));
+      if (total == 0) break;
+    }
+    return Status::Ok();
+  });
+}
+
+std::shared_ptr<Work> MpiCommunicator::Barrier() {
+  return Enqueue([this]() -> Status {
+    MPI_Request request;
+    const int code = MPI_Ibarrier(comm_, &request);
+    if (code != MPI_SUCCESS) return MpiFailure("MPI_Ibarrier", code);
+    return Complete(&request, "MPI_Ibarrier");
+  });
+}
+
+}  // namespace ddp

@@ -1,0 +1,55 @@
+// The MPI backend for host tensors. One communication thread owns every MPI
+// call and runs collectives in FIFO order, so they progress while compute
+// runs. It drives nonblocking collectives with MPI_Test and backs off
+// (yield, then short sleeps) while a collective is in flight: Open MPI's
+// blocking calls busy-spin, and a spinning thread takes a core from compute.
+#pragma once
+
+#include <mpi.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "comm/communicator.h"
+
+namespace ddp {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Duplicates `comm`, so its traffic never mixes with other MPI use. MPI
+  // must have been initialized with MPI_THREAD_MULTIPLE or SERIALIZED.
+  explicit MpiCommunicator(MPI_Comm comm);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::shared_ptr<Work> AllReduce(Tensor tensor, ReduceOp op) override;
+  std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op) override;
+  std::shared_ptr<Work> AllGather(Tensor input, Tensor output) override;
+  std::shared_ptr<Work> Broadcast(Tensor tensor, int root) override;
+  std::shared_ptr<Work> Barrier() override;
+
+  class MpiWork;
+
+ private:
+  struct Task;
+  std::shared_ptr<Work> Enqueue(std::function<Status()> run);
+  void Loop();
+
+  MPI_Comm comm_;
+  int rank_ = 0, world_size_ = 1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Task>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// The text of an MPI error code.
+std::string MpiErrorString(int code);
+
+}  // namespace ddp
