@@ -1,0 +1,90 @@
+// The gradient Reducer (PyTorch DDP's design): decides what to reduce and
+// when; the Communicator decides how.
+//
+// Buckets follow the model's static backward order: byte-capped
+// (--first-bucket-mb for the first, --bucket-mb after), never splitting a
+// parameter. Because backward order is the reverse of registration order,
+// each bucket is one contiguous range of the model's flat gradient buffer:
+// its view needs no copy. As a parameter's gradient becomes final the layer
+// fires MarkGradientReady; a complete bucket launches an asynchronous
+// average as soon as every lower-numbered bucket has launched, so buckets
+// always go out in index order and every rank issues the same sequence.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "runtime/execution_context.h"
+#include "runtime/layers/model.h"
+
+namespace ddp {
+
+struct ReducerOptions {
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool overlap = true;  // false: reduce only after backward (for measuring)
+  // kF32: none; kBF16 or kF16 halve the bytes on the wire.
+  DType wire_dtype = DType::kF32;
+};
+
+struct BucketTiming {
+  double launched = 0.0;  // seconds after backward began
+  double finished = 0.0;  // when its collective finished, same clock
+  double waited = 0.0;    // how long Wait() blocked on it
+};
+
+struct ReduceStats {
+  // Seconds the compute thread spent on communication it could not hide:
+  // blocked in Wait(), plus casting for compression.
+  double exposed_seconds = 0.0;
+  std::vector<BucketTiming> buckets;
+};
+
+class Reducer : public GradientReadyHook {
+ public:
+  struct Bucket {
+    std::vector<Parameter*> params;  // in backward order
+    int64_t offset = 0, numel = 0;   // range in the flat gradient buffer
+    Tensor grads;                    // view of that range
+    Tensor wire;                     // compressed copy, when compressing
+    int pending = 0;
+    std::shared_ptr<Work> work;
+    double launched = 0.0;
+  };
+
+  // Installs itself as the model's gradient-ready hook.
+  Reducer(Communicator* comm, Model* model, const ReducerOptions& options);
+  ~Reducer() override;
+
+  // Call before each backward: `sync` false (a micro-batch that is not the
+  // last of its step) keeps gradients local, as DDP's no_sync.
+  void PrepareForBackward(bool sync);
+  void MarkGradientReady(Parameter& param) override;
+  // After a synchronized backward: every gradient is the average over ranks.
+  // Fails (on every rank alike) if the observed gradient-ready order differs
+  // from the static backward order on any rank, or a collective failed.
+  StatusOr<ReduceStats> Wait(ExecutionContext& ctx);
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+ private:
+  void Launch(Bucket& bucket);
+
+  Communicator* comm_;
+  Model* model_;
+  ReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::unordered_map<const Parameter*, int> bucket_of_;
+  std::vector<Parameter*> expected_order_;
+  std::vector<Parameter*> observed_order_;
+  bool order_checked_ = false;
+  bool sync_ = false;
+  int next_to_launch_ = 0;
+  double backward_start_ = 0.0;
+  double cast_seconds_ = 0.0;
+};
+
+}  // namespace ddp

@@ -1,0 +1,158 @@
+// The Reducer under a real mpirun: buckets partition the flat gradient
+// buffer in backward order within their caps; after a synchronized backward
+// every gradient is the average over ranks (bit for bit what one all-reduce
+// of the whole buffer gives); no_sync leaves gradients local; compression
+// stays within its format's precision.
+#include "comm/reducer.h"
+
+#include <mpi.h>
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "comm/mpi_communicator.h"
+#include "models/registry.h"
+
+namespace ddp {
+namespace {
+
+MpiCommunicator& Comm() {
+  static MpiCommunicator* comm = new MpiCommunicator(MPI_COMM_WORLD);
+  return *comm;
+}
+
+std::unique_ptr<Model> SmallResNet() {
+  ModelOptions o;
+  o.name = "resnet18";
+  o.num_classes = 10;
+  o.seed = 3;  // same weights on every rank
+  return std::move(CreateModel(o)).value();
+}
+
+// This rank's own batch and output gradient.
+std::pair<Tensor, Tensor> RankBatch(int rank) {
+  Tensor x = Tensor::Empty({2, 3, 32, 32}, DType::kF32), dy = Tensor::Empty({2, 10}, DType::kF32);
+  std::mt19937_64 rng(100 + rank);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = u(rng);
+  for (int64_t i = 0; i < dy.numel(); ++i) dy.data<float>()[i] = u(rng);
+  return {x, dy};
+}
+
+// The average of every rank's local gradients, by one all-reduce; with
+// `magnitude`, also the average of their absolute values (the scale of the
+// rounding error of a compressed sum).
+Tensor ExpectedAverage(ExecutionContext& ctx, Model& model, Tensor* magnitude = nullptr) {
+  auto [x, dy] = RankBatch(Comm().rank());
+  model.Forward(ctx, x);
+  model.Backward(ctx, dy, false);
+  Tensor expected = model.flat_gradients().Clone();
+  CHECK(Comm().AllReduce(expected, ReduceOp::kAverage)->Wait().ok());
+  if (magnitude != nullptr) {
+    *magnitude = model.flat_gradients().Clone();
+    for (int64_t i = 0; i < magnitude->numel(); ++i) magnitude->data<float>()[i] = std::fabs(magnitude->data<float>()[i]);
+    CHECK(Comm().AllReduce(*magnitude, ReduceOp::kAverage)->Wait().ok());
+  }
+  return expected;
+}
+
+class ReducerTest : public ::testing::TestWithParam<double> {};
+
+TEST_P(ReducerTest, AveragesGradientsAcrossRanksInOrderedBuckets) {
+  const double bucket_mb = GetParam();
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  std::unique_ptr<Model> model = SmallResNet();
+  const Tensor expected = ExpectedAverage(ctx, *model);
+  ReducerOptions options;
+  options.bucket_mb = bucket_mb;
+  options.first_bucket_mb = bucket_mb / 4;
+  Reducer reducer(&Comm(), model.get(), options);
+
+  // Buckets tile the flat buffer from its end downwards, within their caps.
+  int64_t end = model->num_parameters();
+  for (size_t b = 0; b < reducer.buckets().size(); ++b) {
+    const Reducer::Bucket& bucket = reducer.buckets()[b];
+    EXPECT_EQ(bucket.offset + bucket.numel, end) << "bucket " << b;
+    end = bucket.offset;
+    const double cap = (b == 0 ? options.first_bucket_mb : options.bucket_mb) * 1048576.0;
+    const double last = static_cast<double>(bucket.params.back()->grad.nbytes());
+    EXPECT_TRUE(bucket.params.size() == 1 || 4.0 * bucket.numel - last < cap) << "bucket " << b << " overfull";
+  }
+  EXPECT_EQ(end, 0);
+
+  auto [x, dy] = RankBatch(Comm().rank());
+  for (int step = 0; step < 2; ++step) {
+    model->Forward(ctx, x);
+    reducer.PrepareForBackward(true);
+    model->Backward(ctx, dy, false);
+    StatusOr<ReduceStats> stats = reducer.Wait(ctx);
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    EXPECT_EQ(stats->buckets.size(), reducer.buckets().size());
+    EXPECT_EQ(std::memcmp(model->flat_gradients().raw_data(), expected.raw_data(), expected.nbytes()), 0)
+        << "step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BucketSizes, ReducerTest, ::testing::Values(0.05, 4.0, 1000.0));
+
+TEST(ReducerTest, NoSyncKeepsGradientsLocal) {
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  std::unique_ptr<Model> model = SmallResNet();
+  auto [x, dy] = RankBatch(Comm().rank());
+  model->Forward(ctx, x);
+  model->Backward(ctx, dy, false);
+  const Tensor local = model->flat_gradients().Clone();
+  Reducer reducer(&Comm(), model.get(), ReducerOptions());
+  model->Forward(ctx, x);
+  reducer.PrepareForBackward(false);
+  model->Backward(ctx, dy, false);
+  EXPECT_EQ(std::memcmp(model->flat_gradients().raw_data(), local.raw_data(), local.nbytes()), 0);
+}
+
+TEST(ReducerTest, CompressedWireStaysWithinItsPrecision) {
+  for (DType wire : {DType::kBF16, DType::kF16}) {
+    ExecutionContext ctx = ExecutionContext::Cpu(1);
+    std::unique_ptr<Model> model = SmallResNet();
+    Tensor magnitude;
+    const Tensor expected = ExpectedAverage(ctx, *model, &magnitude);
+    ReducerOptions options;
+    options.wire_dtype = wire;
+    Reducer reducer(&Comm(), model.get(), options);
+    auto [x, dy] = RankBatch(Comm().rank());
+    model->Forward(ctx, x);
+    reducer.PrepareForBackward(true);
+    model->Backward(ctx, dy, false);
+    ASSERT_TRUE(reducer.Wait(ctx).ok());
+    // Each rank's value rounds once and each partial sum once more: at most
+    // (world + 1) roundings, each within half an ulp of the sum of
+    // magnitudes; f16 also flushes below its subnormal step 2^-24.
+    const double unit = wire == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    const double bound = unit * (Comm().world_size() + 1);
+    const float* got = model->flat_gradients().data<float>();
+    const float* want = expected.data<float>();
+    const float* scale = magnitude.data<float>();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < expected.numel(); ++i) {
+      bad += std::fabs(got[i] - want[i]) > bound * scale[i] + std::ldexp(1.0, -24);
+    }
+    EXPECT_EQ(bad, 0) << DTypeName(wire);
+  }
+}
+
+}  // namespace
+}  // namespace ddp
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return 1;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (rank != 0) ::testing::GTEST_FLAG(output) = "";
+  const int failed = RUN_ALL_TESTS();
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any_failed;
+}
