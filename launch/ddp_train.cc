@@ -1,35 +1,82 @@
-// ddp_train: data-parallel training of ResNet (and, later, BERT). See
-// DESIGN.md for the command-line contract.
+// ddp_train: data-parallel training of ResNet (and, later, BERT). One rank
+// per process, under mpirun, srun --mpi=pmix, or alone. See DESIGN.md for
+// the command-line contract.
 #include <cstdio>
+#include <memory>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "comm/bootstrap.h"
+#include "comm/mpi_communicator.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
 
+namespace ddp {
 namespace {
 
-// One clear line, then a non-zero exit.
-int Fail(const ddp::Status& status) {
-  std::fprintf(stderr, "ddp_train: error: %s\n", status.message().c_str());
+// One clear line (naming the rank when there are several), then a non-zero
+// exit. Every rank gets here together: failures are agreed first.
+int Fail(const RankInfo& ranks, const Status& status) {
+  if (ranks.world_size > 1) {
+    std::fprintf(stderr, "ddp_train: rank %d: error: %s\n", ranks.rank, status.message().c_str());
+  } else {
+    std::fprintf(stderr, "ddp_train: error: %s\n", status.message().c_str());
+  }
   return 1;
 }
 
-}  // namespace
+// Settings that every rank must share; a mismatch would hang or corrupt.
+std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptions& o) {
+  return {{"--model", o.model},
+          {"--batch-size", std::to_string(o.batch_size)},
+          {"--accumulation-steps", std::to_string(o.accumulation_steps)},
+          {"--steps", std::to_string(o.steps)},
+          {"--epochs", std::to_string(o.epochs)},
+          {"--num-classes", std::to_string(o.num_classes)},
+          {"--image-size", std::to_string(o.image_size)},
+          {"--data", o.data},
+          {"--eval-data", o.eval_data},
+          {"--seed", std::to_string(o.seed)},
+          {"--optimizer", o.optimizer},
+          {"--bucket-mb", std::to_string(o.bucket_mb)},
+          {"--first-bucket-mb", std::to_string(o.first_bucket_mb)},
+          {"--overlap", o.overlap ? "true" : "false"},
+          {"--grad-compression", DTypeName(o.wire_dtype)}};
+}
 
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage("ddp_train --model resnet50 [--batch-size 8 --steps 100 ...]");
+int Main(int argc, char** argv) {
+  gflags::SetUsageMessage("mpirun -np N ddp_train --model resnet50 [--batch-size 8 --steps 100 ...]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  if (argc > 1) return Fail(ddp::InvalidArgument(std::string("unexpected argument '") + argv[1] + "'"));
-  if (ddp::Status s = ddp::ApplyConfigFile(); !s.ok()) return Fail(s);
-  ddp::StatusOr<ddp::TrainOptions> options = ddp::ReadTrainOptions();
-  if (!options.ok()) return Fail(options.status());
-  ddp::StatusOr<std::unique_ptr<ddp::Trainer>> trainer = ddp::Trainer::Create(*options);
-  if (!trainer.ok()) return Fail(trainer.status());
-  ddp::StatusOr<ddp::TrainResult> result = (*trainer)->Run();
-  if (!result.ok()) return Fail(result.status());
+  StatusOr<std::unique_ptr<MpiRuntime>> mpi = MpiRuntime::Init(&argc, &argv);
+  if (!mpi.ok()) return Fail(RankInfo(), mpi.status());
+  const RankInfo ranks = (*mpi)->info();
+  const MPI_Comm world = (*mpi)->world();
+
+  Status status;
+  if (argc > 1) status = InvalidArgument(std::string("unexpected argument '") + argv[1] + "'");
+  if (status.ok()) status = ApplyConfigFile();
+  StatusOr<TrainOptions> options = status.ok() ? ReadTrainOptions() : StatusOr<TrainOptions>(status);
+  if (Status s = AgreeOnStatus(world, options.status()); !s.ok()) return Fail(ranks, s);
+  if (Status s = CheckRanksAgree(world, SharedSettings(*options)); !s.ok()) return Fail(ranks, s);
+
+  std::unique_ptr<MpiCommunicator> comm;
+  if (ranks.world_size > 1) comm = std::make_unique<MpiCommunicator>(world);
+  StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*options, comm.get(), ranks);
+  if (Status s = AgreeOnStatus(world, trainer.status()); !s.ok()) return Fail(ranks, s);
+  if (Status s = CheckRanksAgree(world, {{"the parameter count", std::to_string((*trainer)->num_parameters())}});
+      !s.ok()) {
+    return Fail(ranks, s);
+  }
+  if (Status s = (*trainer)->BroadcastInitialState(); !s.ok()) return Fail(ranks, s);
+  StatusOr<TrainResult> result = (*trainer)->Run();
+  if (!result.ok()) return Fail(ranks, result.status());
   return 0;
 }
+
+}  // namespace
+}  // namespace ddp
+
+int main(int argc, char** argv) { return ddp::Main(argc, argv); }

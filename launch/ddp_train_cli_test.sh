@@ -30,13 +30,13 @@ small=(--model resnet18 --image-size 32 --batch-size 4 --num-classes 10 --thread
 "$make_data" --out "$tmp/train.safetensors" --samples 16 --image-size 32 --num-classes 10 || fail "make_image_dataset"
 out=$("$bin" "${small[@]}" --steps 2 --data "tensors:$tmp/train.safetensors" --save-weights "$tmp/r18.safetensors" \
       --metrics-file "$tmp/metrics.jsonl" 2>&1) || { fail "short run: $out"; }
-printf '%s\n' "$out" | grep -q '^summary: resnet18  steps 2 ' || fail "no summary line in: $out"
+printf '%s\n' "$out" | grep -q '^summary: resnet18  1 rank  steps 2 ' || fail "no summary line in: $out"
 [ "$(grep -c '"step"' "$tmp/metrics.jsonl")" -eq 2 ] || fail "metrics file lacks 2 step records"
 tail -n 1 "$tmp/metrics.jsonl" | grep -q '"summary"' || fail "metrics file lacks the summary"
 # The config file sets flags; the command line overrides it.
 printf 'model: "resnet18"\nbatch_size: 4\nsteps: 1\nimage_size: 32\nnum_classes: 10\nthreads: 1\n' > "$tmp/good.cfg"
 out=$("$bin" --config "$tmp/good.cfg" --steps 2 2>&1) || fail "config run: $out"
-printf '%s\n' "$out" | grep -q '^summary: resnet18  steps 2 ' || fail "config + override: $out"
+printf '%s\n' "$out" | grep -q '^summary: resnet18  1 rank  steps 2 ' || fail "config + override: $out"
 
 # Flags.
 expect_error "--model 'resnet9000' is unknown; known models: resnet18" --model resnet9000

@@ -44,6 +44,11 @@ DEFINE_bool(zero_init_residual, false, "start each residual block's last BN at z
 DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters and buffers to start from");
 DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
 DEFINE_string(metrics_file, "", "JSON lines: one record per step, then a summary");
+DEFINE_double(bucket_mb, 25.0, "gradient bucket size in MiB");
+DEFINE_double(first_bucket_mb, 1.0, "size of the first gradient bucket in MiB");
+DEFINE_bool(overlap, true, "all-reduce buckets while backward runs; --nooverlap reduces after backward");
+DEFINE_int32(zero_stage, 0, "ZeRO stage: 0 (plain data parallelism)");
+DEFINE_string(grad_compression, "none", "none, fp16 or bf16 gradients on the wire");
 
 namespace ddp {
 namespace {
@@ -144,9 +149,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   if (!(FLAGS_lr >= 0.0) || !std::isfinite(FLAGS_lr)) {
     return InvalidArgument("--lr must be a positive number, got " + std::to_string(FLAGS_lr));
   }
-  // Goyal et al.'s linear scaling rule when no rate is given (one rank here;
-  // the trainer scales by the world size once ranks arrive).
-  o.lr = FLAGS_lr > 0.0 ? FLAGS_lr : 0.1 * static_cast<double>(FLAGS_batch_size * FLAGS_accumulation_steps) / 256.0;
+  o.lr = FLAGS_lr;  // 0: the trainer applies the linear scaling rule
   if (!(FLAGS_momentum >= 0.0 && FLAGS_momentum < 1.0)) return InvalidArgument("--momentum must be in [0, 1)");
   o.momentum = FLAGS_momentum;
   if (FLAGS_nesterov && FLAGS_momentum == 0.0) return InvalidArgument("--nesterov needs a positive --momentum");
@@ -158,7 +161,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.decay_bn_bias = FLAGS_decay_bn_bias;
   if (FLAGS_warmup_steps < 0) return InvalidArgument("--warmup-steps must be non-negative");
   ASSIGN_OR_RETURN(o.schedule.kind, ParseLrScheduleKind(FLAGS_lr_schedule));
-  o.schedule.base_lr = o.lr;
+  o.schedule.base_lr = o.lr;  // the trainer resolves 0
   o.schedule.warmup_steps = FLAGS_warmup_steps;
   if (FLAGS_lr_step_size < 0) return InvalidArgument("--lr-step-size must be non-negative");
   o.schedule.step_size = FLAGS_lr_step_size;
@@ -189,6 +192,31 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.load_weights = FLAGS_load_weights;
   o.save_weights = FLAGS_save_weights;
   o.metrics_file = FLAGS_metrics_file;
+
+  if (!(FLAGS_bucket_mb > 0.0) || !std::isfinite(FLAGS_bucket_mb)) {
+    return InvalidArgument("--bucket-mb must be positive, got " + std::to_string(FLAGS_bucket_mb));
+  }
+  if (!(FLAGS_first_bucket_mb > 0.0) || !std::isfinite(FLAGS_first_bucket_mb)) {
+    return InvalidArgument("--first-bucket-mb must be positive, got " + std::to_string(FLAGS_first_bucket_mb));
+  }
+  o.bucket_mb = FLAGS_bucket_mb;
+  o.first_bucket_mb = FLAGS_first_bucket_mb;
+  o.overlap = FLAGS_overlap;
+  if (FLAGS_zero_stage != 0) {
+    if (FLAGS_zero_stage == 1 || FLAGS_zero_stage == 2) {
+      return Unimplemented("--zero-stage " + std::to_string(FLAGS_zero_stage) + " is not in this build yet; use 0");
+    }
+    return InvalidArgument("--zero-stage must be 0, 1 or 2, got " + std::to_string(FLAGS_zero_stage));
+  }
+  if (FLAGS_grad_compression == "none") {
+    o.wire_dtype = DType::kF32;
+  } else if (FLAGS_grad_compression == "bf16") {
+    o.wire_dtype = DType::kBF16;
+  } else if (FLAGS_grad_compression == "fp16") {
+    o.wire_dtype = DType::kF16;
+  } else {
+    return InvalidArgument("--grad-compression '" + FLAGS_grad_compression + "' is unknown; use none, fp16 or bf16");
+  }
   return o;
 }
 

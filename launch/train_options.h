@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/dtype.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/status.h"
 
@@ -19,7 +20,8 @@ struct TrainOptions {
   int threads = 0;  // 0: the machine's cores
 
   std::string optimizer;  // sgd, adamw
-  double lr = 0.1, momentum = 0.9, weight_decay = 0.0;  // lr resolved: never 0
+  // lr 0: Goyal et al.'s linear scaling rule, 0.1 x global batch / 256.
+  double lr = 0.0, momentum = 0.9, weight_decay = 0.0;
   bool nesterov = false, decay_bn_bias = true;
   LrSchedule schedule;  // base_lr, warmup and kind; total_steps is set once data is known
   double label_smoothing = 0.0, clip_grad_norm = 0.0;
@@ -31,6 +33,11 @@ struct TrainOptions {
   bool zero_init_residual = false;
 
   std::string load_weights, save_weights, metrics_file;
+
+  // Data parallelism.
+  double bucket_mb = 25.0, first_bucket_mb = 1.0;
+  bool overlap = true;
+  DType wire_dtype = DType::kF32;  // --grad-compression none | fp16 | bf16
 };
 
 // Applies --config (a TrainConfig in protobuf text format): each field it

@@ -35,13 +35,30 @@ int64_t ResNetFinalSize(int64_t image) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainOptions& options)
-    : options_(options), ctx_(ExecutionContext::Cpu(options.threads > 0 ? options.threads : DefaultThreads())) {}
+// The machine's cores divided among the ranks on this node.
+int ThreadsFor(const TrainOptions& options, const RankInfo& ranks) {
+  if (options.threads > 0) return options.threads;
+  return std::max(1, DefaultThreads() / std::max(1, ranks.local_size));
+}
 
-StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options) {
-  std::unique_ptr<Trainer> trainer(new Trainer(options));
+Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks)
+    : options_(options), comm_(comm), ranks_(ranks), ctx_(ExecutionContext::Cpu(ThreadsFor(options, ranks))) {}
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, Communicator* comm,
+                                                   const RankInfo& ranks) {
+  CHECK(ranks.world_size == 1 || (comm != nullptr && comm->world_size() == ranks.world_size))
+      << "several ranks need a communicator";
+  std::unique_ptr<Trainer> trainer(new Trainer(options, comm, ranks));
   RETURN_IF_ERROR(trainer->Setup());
   return trainer;
+}
+
+Status Trainer::BroadcastInitialState() {
+  if (!distributed()) return Status::Ok();
+  std::vector<std::shared_ptr<Work>> works = {comm_->Broadcast(model_->flat_parameters(), 0)};
+  for (Buffer* b : model_->buffers()) works.push_back(comm_->Broadcast(b->value, 0));
+  for (auto& w : works) RETURN_IF_ERROR(w->Wait());
+  return Status::Ok();
 }
 
 Status Trainer::Setup() {
@@ -71,6 +88,8 @@ Status Trainer::Setup() {
 
   SamplerOptions sampler;
   sampler.dataset_size = train_data_->size();
+  sampler.world_size = ranks_.world_size;
+  sampler.rank = ranks_.rank;
   sampler.accumulation_steps = options_.accumulation_steps;
   sampler.batch_size = options_.batch_size;
   sampler.shuffle = options_.shuffle;
@@ -87,6 +106,11 @@ Status Trainer::Setup() {
     total_steps_ = options_.steps;
   }
   options_.schedule.total_steps = total_steps_;
+  if (options_.lr <= 0.0) {
+    // Goyal et al.'s linear scaling rule: 0.1 for a global batch of 256.
+    options_.lr = 0.1 * static_cast<double>(sampler_->global_batch()) / 256.0;
+  }
+  options_.schedule.base_lr = options_.lr;
 
   ModelOptions model_options;
   model_options.name = options_.model;
@@ -117,7 +141,15 @@ Status Trainer::Setup() {
   } else {
     optimizer_ = MakeAdamW(std::move(slots), AdamWOptions());
   }
-  if (!options_.metrics_file.empty()) RETURN_IF_ERROR(metrics_.Open(options_.metrics_file));
+  if (!options_.metrics_file.empty() && is_root()) RETURN_IF_ERROR(metrics_.Open(options_.metrics_file));
+  if (distributed()) {
+    ReducerOptions reducer;
+    reducer.bucket_mb = options_.bucket_mb;
+    reducer.first_bucket_mb = options_.first_bucket_mb;
+    reducer.overlap = options_.overlap;
+    reducer.wire_dtype = options_.wire_dtype;
+    reducer_ = std::make_unique<Reducer>(comm_, model_.get(), reducer);
+  }
 
   const int64_t b = options_.batch_size;
   images_ = Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32);
@@ -127,41 +159,59 @@ Status Trainer::Setup() {
   return Status::Ok();
 }
 
-StatusOr<double> Trainer::TrainStep(int64_t step, float lr) {
+StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const Status& local_status) {
   CrossEntropyParams ce;
   ce.label_smoothing = options_.label_smoothing;
   const int64_t k = options_.accumulation_steps;
   double loss_sum = 0.0;
+  StepResult result;
   for (int64_t micro = 0; micro < k; ++micro) {
     const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
     train_data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), images_, labels_);
     Tensor logits = model_->Forward(ctx_, images_);
-    const CrossEntropyResult loss = SoftmaxCrossEntropyForward(ctx_, ce, logits, labels_, probs_);
-    if (!std::isfinite(loss.loss)) {
-      return FailedPrecondition("loss is " + std::to_string(loss.loss) + " at step " + std::to_string(step + 1) +
-                                "; try a lower --lr");
-    }
-    loss_sum += loss.loss;
-    // Micro-batch losses are means; the step's gradient is their mean.
+    loss_sum += SoftmaxCrossEntropyForward(ctx_, ce, logits, labels_, probs_).loss;
+    // Micro-batch losses are means; the step's gradient is their mean (and
+    // the reducer averages over ranks).
     SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels_, 1.0 / static_cast<double>(k), dlogits_);
+    if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
     model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0);
+  }
+  result.loss = loss_sum / static_cast<double>(k);
+  if (reducer_) {
+    ASSIGN_OR_RETURN(const ReduceStats stats, reducer_->Wait(ctx_));
+    result.exposed_comm_seconds = stats.exposed_seconds;
+    // The step's loss, and whether any rank hit a local error, decided
+    // together: no rank stops alone and leaves the others waiting.
+    Tensor shared = Tensor::FromVector<double>({result.loss, local_status.ok() ? 0.0 : 1.0}, {2});
+    RETURN_IF_ERROR(comm_->AllReduce(shared, ReduceOp::kSum)->Wait());
+    if (!local_status.ok()) return local_status;
+    if (shared.data<double>()[1] > 0.0) return FailedPrecondition("another rank failed; stopping");
+    result.loss = shared.data<double>()[0] / ranks_.world_size;
+  } else if (!local_status.ok()) {
+    return local_status;
+  }
+  if (!std::isfinite(result.loss)) {
+    return FailedPrecondition("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
+                              "; try a lower --lr");
   }
   if (options_.clip_grad_norm > 0.0) {
     const double norm = std::sqrt(GradientSquaredNorm(ctx_, grads_));
     ClipGradientsToNorm(ctx_, grads_, norm, options_.clip_grad_norm);
   }
   optimizer_->Step(ctx_, lr);
-  return loss_sum / static_cast<double>(k);
+  return result;
 }
 
-double Trainer::Evaluate() {
+StatusOr<double> Trainer::Evaluate() {
   model_->SetTraining(false);
-  const int64_t n = eval_data_->size(), b = options_.batch_size;
+  // Rank r evaluates samples r, r + world, ...; the counts are summed.
+  const int64_t n = eval_data_->size(), b = options_.batch_size, world = ranks_.world_size;
+  std::vector<int64_t> mine;
+  for (int64_t i = ranks_.rank; i < n; i += world) mine.push_back(i);
   int64_t correct = 0;
-  for (int64_t start = 0; start < n; start += b) {
-    const int64_t count = std::min(b, n - start);
-    std::vector<int64_t> indices(count);
-    for (int64_t i = 0; i < count; ++i) indices[i] = start + i;
+  for (int64_t start = 0; start < static_cast<int64_t>(mine.size()); start += b) {
+    const int64_t count = std::min<int64_t>(b, static_cast<int64_t>(mine.size()) - start);
+    std::vector<int64_t> indices(mine.begin() + start, mine.begin() + start + count);
     Tensor images = Tensor::Empty({count, eval_data_->channels(), eval_data_->image_size(), eval_data_->image_size()},
                                   DType::kF32);
     Tensor labels = Tensor::Empty({count}, DType::kI64);
@@ -174,75 +224,100 @@ double Trainer::Evaluate() {
     }
   }
   model_->SetTraining(true);
+  if (distributed()) {
+    Tensor count = Tensor::FromVector<int64_t>({correct}, {1});
+    RETURN_IF_ERROR(comm_->AllReduce(count, ReduceOp::kSum)->Wait());
+    correct = count.data<int64_t>()[0];
+  }
   return static_cast<double>(correct) / static_cast<double>(n);
 }
 
 StatusOr<TrainResult> Trainer::Run() {
   const int64_t samples_per_step = sampler_->global_batch();
-  std::printf("ddp_train: %s, %lld parameters, 1 rank, %d threads, batch %lld x %lld micro-batches, %lld steps, "
-              "%s lr %g, %lldx%lld images from %s\n",
-              options_.model.c_str(), static_cast<long long>(model_->num_parameters()), ctx_.num_threads(),
-              static_cast<long long>(options_.batch_size), static_cast<long long>(options_.accumulation_steps),
-              static_cast<long long>(total_steps_), options_.optimizer.c_str(), options_.lr,
-              static_cast<long long>(train_data_->image_size()), static_cast<long long>(train_data_->image_size()),
-              options_.data.c_str());
-  std::fflush(stdout);
+  if (is_root()) {
+    std::printf("ddp_train: %s, %lld parameters, %d rank%s x %d threads, batch %lld x %lld micro-batches per rank, "
+                "%lld steps, %s lr %g, %lldx%lld images from %s\n",
+                options_.model.c_str(), static_cast<long long>(model_->num_parameters()), ranks_.world_size,
+                ranks_.world_size == 1 ? "" : "s", ctx_.num_threads(), static_cast<long long>(options_.batch_size),
+                static_cast<long long>(options_.accumulation_steps), static_cast<long long>(total_steps_),
+                options_.optimizer.c_str(), options_.lr, static_cast<long long>(train_data_->image_size()),
+                static_cast<long long>(train_data_->image_size()), options_.data.c_str());
+    std::fflush(stdout);
+  }
   const int64_t warmup = std::min<int64_t>(2, total_steps_ - 1);
-  double timed_seconds = 0.0;
+  double timed_seconds = 0.0, timed_exposed = 0.0;
   TrainResult result;
+  Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
   for (int64_t step = 0; step < total_steps_; ++step) {
     const float lr = static_cast<float>(options_.schedule.At(step));
     const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(const double loss, TrainStep(step, lr));
+    ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, local));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (step >= warmup) timed_seconds += seconds;
-    result.final_loss = loss;
+    if (step >= warmup) {
+      timed_seconds += seconds;
+      timed_exposed += r.exposed_comm_seconds;
+    }
+    result.final_loss = r.loss;
     nlohmann::ordered_json record = {{"step", step + 1},
-                                     {"loss", loss},
+                                     {"loss", r.loss},
                                      {"lr", lr},
                                      {"step_time_s", seconds},
                                      {"samples_per_s", samples_per_step / seconds}};
-    std::printf("step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f images/s", static_cast<long long>(step + 1),
-                static_cast<long long>(total_steps_), loss, lr, seconds, samples_per_step / seconds);
-    if (eval_data_ && options_.eval_every > 0 && (step + 1) % options_.eval_every == 0 && step + 1 < total_steps_) {
-      const double accuracy = Evaluate();
+    if (distributed()) record["exposed_comm_s"] = r.exposed_comm_seconds;
+    const bool evaluate =
+        eval_data_ && options_.eval_every > 0 && (step + 1) % options_.eval_every == 0 && step + 1 < total_steps_;
+    double accuracy = 0.0;
+    if (evaluate) {
+      ASSIGN_OR_RETURN(accuracy, Evaluate());
       record["eval_accuracy"] = accuracy;
-      std::printf("  eval accuracy %.4f", accuracy);
     }
-    std::printf("\n");
-    std::fflush(stdout);
-    RETURN_IF_ERROR(metrics_.Write(record));
+    if (is_root()) {
+      std::printf("step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f images/s", static_cast<long long>(step + 1),
+                  static_cast<long long>(total_steps_), r.loss, lr, seconds, samples_per_step / seconds);
+      if (distributed()) std::printf("  exposed comm %.3f s", r.exposed_comm_seconds);
+      if (evaluate) std::printf("  eval accuracy %.4f", accuracy);
+      std::printf("\n");
+      std::fflush(stdout);
+      local = metrics_.Write(record);
+    }
   }
-  result.samples_per_s = (total_steps_ - warmup) * samples_per_step / timed_seconds;
-  if (eval_data_) result.eval_accuracy = Evaluate();
-  if (!options_.save_weights.empty()) {
+  if (!local.ok()) return local;  // a write that failed after the last step
+  const int64_t timed_steps = total_steps_ - warmup;
+  result.samples_per_s = timed_steps * samples_per_step / timed_seconds;
+  if (eval_data_) {
+    ASSIGN_OR_RETURN(result.eval_accuracy, Evaluate());
+  }
+  if (!options_.save_weights.empty() && is_root()) {
     std::vector<NamedTensor> named;
     for (auto& [name, t] : model_->StateDict()) named.push_back({name, t});
     Status saved = WriteSafetensors(options_.save_weights, named, {{"format", "pt"}, {"model", options_.model}});
     if (!saved.ok()) return Status(saved.code(), "--save-weights " + saved.message());
   }
+  if (!is_root()) return result;
 
   const int64_t param_bytes = static_cast<int64_t>(model_->flat_parameters().nbytes());
   const int64_t grad_bytes = static_cast<int64_t>(model_->flat_gradients().nbytes());
   nlohmann::ordered_json summary = {
       {"model", options_.model},
-      {"world_size", 1},
+      {"world_size", ranks_.world_size},
       {"batch_size", options_.batch_size},
       {"accumulation_steps", options_.accumulation_steps},
       {"steps", total_steps_},
       {"samples_per_s", result.samples_per_s},
-      {"final_loss", result.final_loss},
-      {"memory",
-       {{"param_bytes", param_bytes},
-        {"grad_bytes", grad_bytes},
-        {"optimizer_bytes", optimizer_->state_bytes()},
-        {"peak_bytes", GetCpuAllocator()->peak_bytes_in_use()},
-        {"peak_resident_bytes", PeakResidentBytes()}}}};
+      {"final_loss", result.final_loss}};
+  if (distributed()) summary["exposed_comm_s"] = timed_exposed / timed_steps;
   if (eval_data_) summary["eval_accuracy"] = result.eval_accuracy;
+  summary["memory"] = {{"param_bytes", param_bytes},
+                       {"grad_bytes", grad_bytes},
+                       {"optimizer_bytes", optimizer_->state_bytes()},
+                       {"peak_bytes", GetCpuAllocator()->peak_bytes_in_use()},
+                       {"peak_resident_bytes", PeakResidentBytes()}};
   RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));
-  std::printf("summary: %s  steps %lld  final loss %.4f  %.2f images/s (excluding %lld warm-up steps)", options_.model.c_str(),
+  std::printf("summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f images/s (excluding %lld warm-up steps)",
+              options_.model.c_str(), ranks_.world_size, ranks_.world_size == 1 ? "" : "s",
               static_cast<long long>(total_steps_), result.final_loss, result.samples_per_s,
               static_cast<long long>(warmup));
+  if (distributed()) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
   if (eval_data_) std::printf("  eval accuracy %.4f", result.eval_accuracy);
   std::printf("  peak tensor memory %.1f MiB  peak resident %.1f MiB\n",
               GetCpuAllocator()->peak_bytes_in_use() / 1048576.0, PeakResidentBytes() / 1048576.0);

@@ -5,6 +5,9 @@
 
 #include <memory>
 
+#include "comm/bootstrap.h"
+#include "comm/communicator.h"
+#include "comm/reducer.h"
 #include "launch/train_options.h"
 #include "models/registry.h"
 #include "runtime/data/image_dataset.h"
@@ -25,24 +28,39 @@ class Trainer {
  public:
   // Opens data and files, builds the model and optimizer. Every user error
   // (bad file, mismatched weights, unwritable metrics) is returned here,
-  // before any training.
-  static StatusOr<std::unique_ptr<Trainer>> Create(const TrainOptions& options);
+  // before any training or communication. `comm` may be null for one rank.
+  static StatusOr<std::unique_ptr<Trainer>> Create(const TrainOptions& options, Communicator* comm = nullptr,
+                                                  const RankInfo& ranks = RankInfo());
 
+  int64_t num_parameters() const { return model_->num_parameters(); }
+  // Collective: rank 0's parameters and buffers become every rank's. Call on
+  // every rank once Create succeeded everywhere.
+  Status BroadcastInitialState();
+  // Collective when several ranks run: every rank trains; rank 0 prints and
+  // writes files.
   StatusOr<TrainResult> Run();
 
  private:
-  explicit Trainer(const TrainOptions& options);
+  Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks);
+  bool distributed() const { return comm_ != nullptr && ranks_.world_size > 1; }
+  bool is_root() const { return ranks_.rank == 0; }
   Status Setup();
-  // Mean loss of the global step.
-  StatusOr<double> TrainStep(int64_t step, float lr);
-  double Evaluate();
+  struct StepResult {
+    double loss = 0.0;  // mean over ranks and micro-batches
+    double exposed_comm_seconds = 0.0;
+  };
+  StatusOr<StepResult> TrainStep(int64_t step, float lr, const Status& local_status);
+  StatusOr<double> Evaluate();
 
   TrainOptions options_;
+  Communicator* comm_;
+  RankInfo ranks_;
   ExecutionContext ctx_;
   std::unique_ptr<ImageDataset> train_data_, eval_data_;
   std::unique_ptr<GlobalBatchSampler> sampler_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Reducer> reducer_;  // after model_: it unhooks itself from the model
   std::vector<Tensor> grads_;
   MetricsWriter metrics_;
   int64_t total_steps_ = 0;
