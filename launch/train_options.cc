@@ -53,6 +53,13 @@ DEFINE_string(grad_compression, "none", "none, fp16 or bf16 gradients on the wir
 namespace ddp {
 namespace {
 
+// 0.05, 25, -1: doubles as a user typed them.
+std::string Num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 class ConfigErrors : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
@@ -147,7 +154,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   }
   o.optimizer = FLAGS_optimizer;
   if (!(FLAGS_lr >= 0.0) || !std::isfinite(FLAGS_lr)) {
-    return InvalidArgument("--lr must be a positive number, got " + std::to_string(FLAGS_lr));
+    return InvalidArgument("--lr must be a positive number, got " + Num(FLAGS_lr));
   }
   o.lr = FLAGS_lr;  // 0: the trainer applies the linear scaling rule
   if (!(FLAGS_momentum >= 0.0 && FLAGS_momentum < 1.0)) return InvalidArgument("--momentum must be in [0, 1)");
@@ -194,10 +201,10 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.metrics_file = FLAGS_metrics_file;
 
   if (!(FLAGS_bucket_mb > 0.0) || !std::isfinite(FLAGS_bucket_mb)) {
-    return InvalidArgument("--bucket-mb must be positive, got " + std::to_string(FLAGS_bucket_mb));
+    return InvalidArgument("--bucket-mb must be positive, got " + Num(FLAGS_bucket_mb));
   }
   if (!(FLAGS_first_bucket_mb > 0.0) || !std::isfinite(FLAGS_first_bucket_mb)) {
-    return InvalidArgument("--first-bucket-mb must be positive, got " + std::to_string(FLAGS_first_bucket_mb));
+    return InvalidArgument("--first-bucket-mb must be positive, got " + Num(FLAGS_first_bucket_mb));
   }
   o.bucket_mb = FLAGS_bucket_mb;
   o.first_bucket_mb = FLAGS_first_bucket_mb;

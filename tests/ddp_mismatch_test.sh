@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Ranks that disagree, or one rank that fails alone, never hang: every rank
+# exits non-zero with one line naming the problem (mpirun's MPMD syntax
+# starts ranks with different flags).
+set -u
+bin=launch/ddp_train
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+base=(--image-size 32 --num-classes 10 --batch-size 2 --steps 2 --threads 1)
+
+expect_all_ranks_fail() {  # expect_all_ranks_fail "<fragment>" -- mpirun arguments...
+  local fragment="$1"; shift 2
+  local out rc
+  out=$(timeout 120 mpirun --oversubscribe --bind-to none "$@" 2>&1); rc=$?
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then fail "exit $rc (124: hung) for: $*"; echo "$out"; return; fi
+  local lines
+  lines=$(printf '%s\n' "$out" | grep -c '^ddp_train: rank [01]: error: ')
+  if [ "$lines" -ne 2 ]; then fail "expected one error line from each of 2 ranks, got $lines:"; echo "$out"; return; fi
+  if ! printf '%s\n' "$out" | grep '^ddp_train: rank' | grep -qF -- "$fragment"; then
+    fail "expected '$fragment' in:"; echo "$out"; return
+  fi
+  echo "ok: $(printf '%s\n' "$out" | grep '^ddp_train: rank 0')"
+}
+
+expect_all_ranks_fail "ranks disagree on --model: rank 0 has resnet18, rank 1 has resnet34" -- \
+  -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet34 "${base[@]}"
+expect_all_ranks_fail "ranks disagree on --batch-size: rank 0 has 2, rank 1 has 4" -- \
+  -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" --batch-size 4
+expect_all_ranks_fail "ranks disagree on --num-classes: rank 0 has 10, rank 1 has 12" -- \
+  -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" --num-classes 12
+# One rank fails alone (its weights file is missing): the other stops too.
+expect_all_ranks_fail "rank 1 failed: --load-weights $tmp/missing.safetensors: cannot open" -- \
+  -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" \
+  --load-weights "$tmp/missing.safetensors"
+expect_all_ranks_fail "--bucket-mb must be positive, got 0" -- -np 2 "$bin" --model resnet18 "${base[@]}" --bucket-mb 0
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all checks passed"
