@@ -1,0 +1,69 @@
+// The NCCL backend against exact sums, under mpirun, one GPU per rank.
+// Reports SKIPPED without CUDA in the build or without a GPU for each rank.
+#include <mpi.h>
+
+#include <gtest/gtest.h>
+
+#include "runtime/cuda/cuda_device.h"
+
+#ifdef DDP_HAVE_CUDA
+#include "comm/nccl_communicator.h"
+#endif
+
+namespace ddp {
+namespace {
+
+TEST(NcclCommunicatorTest, AllReduceReduceScatterAllGatherBroadcastAreExact) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (cuda::DeviceCount() < world) {
+    GTEST_SKIP() << (cuda::BuiltWithCuda() ? "fewer GPUs than ranks" : "built without CUDA");
+  }
+#ifdef DDP_HAVE_CUDA
+  cuda::SetDevice(rank);
+  StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(MPI_COMM_WORLD, rank, nullptr);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  NcclCommunicator& c = **comm;
+  const int64_t n = 1000003;
+  Tensor host = Tensor::Empty({n * world}, DType::kF32);
+  for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>((rank + 1) * (i % 1000));
+  Tensor dev = Tensor::Empty(host.shape(), DType::kF32, Device::Cuda(rank));
+  cuda::CopyTensor(host, dev, nullptr);
+  ASSERT_TRUE(c.AllReduce(dev, ReduceOp::kSum)->Wait().ok());
+  Tensor back = Tensor::Empty(host.shape(), DType::kF32);
+  cuda::CopyTensor(dev, back, nullptr);
+  for (int64_t i = 0; i < back.numel(); ++i) {
+    ASSERT_EQ(back.data<float>()[i], static_cast<float>((i % 1000) * world * (world + 1) / 2)) << i;
+  }
+  Tensor shard = Tensor::Empty({n}, DType::kF32, Device::Cuda(rank));
+  cuda::CopyTensor(host, dev, nullptr);
+  ASSERT_TRUE(c.ReduceScatter(dev, shard, ReduceOp::kSum)->Wait().ok());
+  Tensor gathered = Tensor::Empty({n * world}, DType::kF32, Device::Cuda(rank));
+  ASSERT_TRUE(c.AllGather(shard, gathered)->Wait().ok());
+  cuda::CopyTensor(gathered, back, nullptr);
+  for (int64_t i = 0; i < back.numel(); ++i) {
+    ASSERT_EQ(back.data<float>()[i], static_cast<float>((i % 1000) * world * (world + 1) / 2)) << i;
+  }
+  ASSERT_TRUE(c.Broadcast(dev, 0)->Wait().ok());
+  ASSERT_TRUE(c.Barrier()->Wait().ok());
+  cuda::Synchronize(nullptr);
+#endif
+}
+
+}  // namespace
+}  // namespace ddp
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return 1;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (rank != 0) ::testing::GTEST_FLAG(output) = "";
+  const int failed = RUN_ALL_TESTS();
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any_failed;
+}
