@@ -23,11 +23,11 @@ void CastToWire(const Tensor& grads, Tensor& wire) {
   }
 }
 
-// grads = wire / world: the wire held the sum over ranks.
-void CastFromWire(const Tensor& wire, int world, Tensor& grads) {
+// grads = wire * scale: the wire held the sum over ranks.
+void CastFromWire(const Tensor& wire, float scale, Tensor& grads) {
   float* g = grads.data<float>();
   const int64_t n = grads.numel();
-  const float inv = 1.0f / static_cast<float>(world);
+  const float inv = scale;
   if (wire.dtype() == DType::kBF16) {
     const BFloat16* w = wire.data<BFloat16>();
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
@@ -114,7 +114,8 @@ void Reducer::MarkGradientReady(Parameter& param) {
 void Reducer::Launch(Bucket& bucket) {
   bucket.launched = Now() - backward_start_;
   if (options_.wire_dtype == DType::kF32) {
-    bucket.work = comm_->AllReduce(bucket.grads, ReduceOp::kAverage);
+    bucket.work =
+        comm_->AllReduce(bucket.grads, options_.gradients_prescaled ? ReduceOp::kSum : ReduceOp::kAverage);
     return;
   }
   const double start = Now();
@@ -144,7 +145,8 @@ StatusOr<ReduceStats> Reducer::Wait(ExecutionContext&) {
     timing.waited = Now() - start;
     if (options_.wire_dtype != DType::kF32) {
       const double cast_start = Now();
-      CastFromWire(b.wire, comm_->world_size(), b.grads);
+      CastFromWire(b.wire, options_.gradients_prescaled ? 1.0f : 1.0f / static_cast<float>(comm_->world_size()),
+                   b.grads);
       cast_seconds_ += Now() - cast_start;
     }
     timing.launched = b.launched;

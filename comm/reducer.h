@@ -28,6 +28,10 @@ struct ReducerOptions {
   bool overlap = true;  // false: reduce only after backward (for measuring)
   // kF32: none; kBF16 or kF16 halve the bytes on the wire.
   DType wire_dtype = DType::kF32;
+  // The caller already divided its gradients by the world size (by scaling
+  // the loss gradient), so buckets are summed: PyTorch DDP's pre-division,
+  // without a pass over every bucket after it arrives.
+  bool gradients_prescaled = false;
 };
 
 struct BucketTiming {

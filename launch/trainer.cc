@@ -148,6 +148,7 @@ Status Trainer::Setup() {
     reducer.first_bucket_mb = options_.first_bucket_mb;
     reducer.overlap = options_.overlap;
     reducer.wire_dtype = options_.wire_dtype;
+    reducer.gradients_prescaled = true;  // TrainStep divides the loss gradient by the world size
     reducer_ = std::make_unique<Reducer>(comm_, model_.get(), reducer);
   }
 
@@ -170,9 +171,12 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     train_data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), images_, labels_);
     Tensor logits = model_->Forward(ctx_, images_);
     loss_sum += SoftmaxCrossEntropyForward(ctx_, ce, logits, labels_, probs_).loss;
-    // Micro-batch losses are means; the step's gradient is their mean (and
-    // the reducer averages over ranks).
-    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels_, 1.0 / static_cast<double>(k), dlogits_);
+    // Micro-batch losses are means; the step's gradient is their mean over
+    // micro-batches and ranks. Dividing the loss gradient by K x world here
+    // makes the reducer's job a plain sum, and N ranks compute exactly what
+    // one rank with N micro-batches does.
+    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels_, 1.0 / static_cast<double>(k * ranks_.world_size),
+                                dlogits_);
     if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
     model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0);
   }
@@ -180,6 +184,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   if (reducer_) {
     ASSIGN_OR_RETURN(const ReduceStats stats, reducer_->Wait(ctx_));
     result.exposed_comm_seconds = stats.exposed_seconds;
+    result.buckets = stats.buckets;
     // The step's loss, and whether any rank hit a local error, decided
     // together: no rank stops alone and leaves the others waiting.
     Tensor shared = Tensor::FromVector<double>({result.loss, local_status.ok() ? 0.0 : 1.0}, {2});
@@ -263,7 +268,16 @@ StatusOr<TrainResult> Trainer::Run() {
                                      {"lr", lr},
                                      {"step_time_s", seconds},
                                      {"samples_per_s", samples_per_step / seconds}};
-    if (distributed()) record["exposed_comm_s"] = r.exposed_comm_seconds;
+    if (distributed()) {
+      record["exposed_comm_s"] = r.exposed_comm_seconds;
+      // Per bucket, in launch order: seconds after backward began that it
+      // launched and finished, and how long the step waited on it.
+      nlohmann::ordered_json buckets = nlohmann::ordered_json::array();
+      for (const BucketTiming& b : r.buckets) {
+        buckets.push_back({{"launched_s", b.launched}, {"finished_s", b.finished}, {"waited_s", b.waited}});
+      }
+      record["buckets"] = buckets;
+    }
     const bool evaluate =
         eval_data_ && options_.eval_every > 0 && (step + 1) % options_.eval_every == 0 && step + 1 < total_steps_;
     double accuracy = 0.0;

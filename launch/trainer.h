@@ -48,6 +48,7 @@ class Trainer {
   struct StepResult {
     double loss = 0.0;  // mean over ranks and micro-batches
     double exposed_comm_seconds = 0.0;
+    std::vector<BucketTiming> buckets;  // per bucket: launch, finish, wait
   };
   StatusOr<StepResult> TrainStep(int64_t step, float lr, const Status& local_status);
   StatusOr<double> Evaluate();
