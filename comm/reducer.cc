@@ -1,5 +1,7 @@
 #include "comm/reducer.h"
 
+#include "comm/buckets.h"
+
 #include <chrono>
 
 namespace ddp {
@@ -43,42 +45,19 @@ void CastFromWire(const Tensor& wire, float scale, Tensor& grads) {
 
 Reducer::Reducer(Communicator* comm, Model* model, const ReducerOptions& options)
     : comm_(comm), model_(model), options_(options) {
-  CHECK(options.bucket_mb > 0.0 && options.first_bucket_mb > 0.0) << "bucket sizes must be positive";
   CHECK(options.wire_dtype == DType::kF32 || options.wire_dtype == DType::kBF16 || options.wire_dtype == DType::kF16)
       << "wire dtype " << DTypeName(options.wire_dtype);
   expected_order_ = model->BackwardOrder();
-  std::unordered_map<const Parameter*, int64_t> offset;
-  int64_t running = 0;
-  for (Parameter* p : model->parameters()) {
-    offset[p] = running;
-    running += p->value.numel();
-  }
-  // Close a bucket once it reaches its cap.
-  std::vector<Parameter*> current;
-  int64_t bytes = 0;
-  auto close = [&] {
+  for (BucketPlan& plan : PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb)) {
     Bucket b;
-    b.params = current;
-    b.offset = offset[current.back()];  // backward order walks the flat buffer downwards
-    for (Parameter* p : current) b.numel += p->value.numel();
-    for (size_t k = 0; k + 1 < current.size(); ++k) {
-      CHECK_EQ(offset[current[k]], offset[current[k + 1]] + current[k + 1]->value.numel())
-          << "bucket parameters " << current[k]->name << " and " << current[k + 1]->name << " are not adjacent";
-    }
+    b.params = std::move(plan.params);
+    b.offset = plan.offset;
+    b.numel = plan.numel;
     b.grads = model->flat_gradients().View(b.offset, {b.numel});
     if (options_.wire_dtype != DType::kF32) b.wire = Tensor::Empty({b.numel}, options_.wire_dtype);
-    for (Parameter* p : current) bucket_of_[p] = static_cast<int>(buckets_.size());
+    for (Parameter* p : b.params) bucket_of_[p] = static_cast<int>(buckets_.size());
     buckets_.push_back(std::move(b));
-    current.clear();
-    bytes = 0;
-  };
-  for (Parameter* p : expected_order_) {
-    current.push_back(p);
-    bytes += static_cast<int64_t>(p->grad.nbytes());
-    const double cap_mb = buckets_.empty() ? options.first_bucket_mb : options.bucket_mb;
-    if (static_cast<double>(bytes) >= cap_mb * 1048576.0) close();
   }
-  if (!current.empty()) close();
   model->SetGradientReadyHook(this);
 }
 

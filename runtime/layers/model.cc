@@ -31,6 +31,13 @@ Tensor Model::Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate)
   return root_->Backward(ctx, dy);
 }
 
+void Model::ReleaseFlatGradients() {
+  for (Parameter* p : parameters_) {
+    CHECK(p->grad.storage() != flat_gradients_.storage()) << p->name << "'s gradient still views the flat buffer";
+  }
+  flat_gradients_ = Tensor();
+}
+
 std::vector<Parameter*> Model::BackwardOrder() const {
   return std::vector<Parameter*>(parameters_.rbegin(), parameters_.rend());
 }

@@ -40,7 +40,11 @@ class Model {
   const std::vector<Buffer*>& buffers() const { return buffers_; }
   int64_t num_parameters() const { return flat_parameters_.numel(); }
   Tensor& flat_parameters() { return flat_parameters_; }
+  // Undefined after ReleaseFlatGradients.
   Tensor& flat_gradients() { return flat_gradients_; }
+  // For owners that re-point every parameter's grad into buffers of their
+  // own (ZeRO's padded buckets): frees the flat gradient buffer.
+  void ReleaseFlatGradients();
 
   // Every parameter and buffer under its PyTorch name, in state_dict order.
   // The tensors are the live ones, not copies.

@@ -1,0 +1,24 @@
+// Gradient buckets, planned once from the model's static backward order:
+// byte-capped (the first with its own cap), never splitting a parameter.
+// Backward order is the reverse of registration order, so each bucket is one
+// contiguous range of the flat parameter (and gradient) space.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/layers/model.h"
+
+namespace ddp {
+
+struct BucketPlan {
+  std::vector<Parameter*> params;  // in backward order
+  int64_t offset = 0, numel = 0;   // range in the flat parameter space
+};
+
+std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb);
+
+// Where each parameter starts in the flat parameter space.
+int64_t FlatOffset(const Model& model, const Parameter* param);
+
+}  // namespace ddp
