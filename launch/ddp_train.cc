@@ -42,6 +42,7 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--bucket-mb", std::to_string(o.bucket_mb)},
           {"--first-bucket-mb", std::to_string(o.first_bucket_mb)},
           {"--overlap", o.overlap ? "true" : "false"},
+          {"--zero-stage", std::to_string(o.zero_stage)},
           {"--grad-compression", DTypeName(o.wire_dtype)}};
 }
 

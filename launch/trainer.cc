@@ -127,11 +127,24 @@ Status Trainer::Setup() {
     if (!loaded.ok()) return InvalidArgument("--load-weights " + options_.load_weights + ": " + loaded.message());
   }
 
+  auto weight_decay = [&](const Parameter& p) {
+    return options_.decay_bn_bias || !p.is_bias_or_norm ? static_cast<float>(options_.weight_decay) : 0.0f;
+  };
   std::vector<OptimizerSlot> slots;
-  for (Parameter* p : model_->parameters()) {
-    const bool decay = options_.decay_bn_bias || !p->is_bias_or_norm;
-    slots.push_back({p->name, p->value, p->grad, decay ? static_cast<float>(options_.weight_decay) : 0.0f});
-    grads_.push_back(p->grad);
+  if (distributed() && options_.zero_stage >= 1) {
+    // ZeRO: gradients move into padded bucket buffers, and the optimizer
+    // sees only this rank's pieces.
+    ZeroOptions zero;
+    zero.bucket_mb = options_.bucket_mb;
+    zero.first_bucket_mb = options_.first_bucket_mb;
+    zero.overlap = options_.overlap;
+    zero_ = std::make_unique<ZeroReducer>(comm_, model_.get(), zero);
+    slots = zero_->OptimizerSlots(weight_decay);
+  } else {
+    for (Parameter* p : model_->parameters()) {
+      slots.push_back({p->name, p->value, p->grad, weight_decay(*p)});
+      grads_.push_back(p->grad);
+    }
   }
   if (options_.optimizer == "sgd") {
     SgdOptions sgd;
@@ -142,7 +155,7 @@ Status Trainer::Setup() {
     optimizer_ = MakeAdamW(std::move(slots), AdamWOptions());
   }
   if (!options_.metrics_file.empty() && is_root()) RETURN_IF_ERROR(metrics_.Open(options_.metrics_file));
-  if (distributed()) {
+  if (distributed() && !zero_) {
     ReducerOptions reducer;
     reducer.bucket_mb = options_.bucket_mb;
     reducer.first_bucket_mb = options_.first_bucket_mb;
@@ -178,11 +191,17 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels_, 1.0 / static_cast<double>(k * ranks_.world_size),
                                 dlogits_);
     if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
+    if (zero_) zero_->PrepareForBackward(/*sync=*/micro == k - 1);
     model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0);
   }
   result.loss = loss_sum / static_cast<double>(k);
-  if (reducer_) {
-    ASSIGN_OR_RETURN(const ReduceStats stats, reducer_->Wait(ctx_));
+  if (distributed()) {
+    ReduceStats stats;
+    if (zero_) {
+      ASSIGN_OR_RETURN(stats, zero_->Wait());
+    } else {
+      ASSIGN_OR_RETURN(stats, reducer_->Wait(ctx_));
+    }
     result.exposed_comm_seconds = stats.exposed_seconds;
     result.buckets = stats.buckets;
     // The step's loss, and whether any rank hit a local error, decided
@@ -200,10 +219,18 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
                               "; try a lower --lr");
   }
   if (options_.clip_grad_norm > 0.0) {
-    const double norm = std::sqrt(GradientSquaredNorm(ctx_, grads_));
-    ClipGradientsToNorm(ctx_, grads_, norm, options_.clip_grad_norm);
+    if (zero_) {
+      // The global norm is the sum of every rank's pieces' squared norms.
+      ASSIGN_OR_RETURN(const double squared, zero_->GlobalGradientSquaredNorm(ctx_));
+      const double coef = options_.clip_grad_norm / (std::sqrt(squared) + 1e-6);
+      if (coef < 1.0) zero_->ScaleGradients(ctx_, static_cast<float>(coef));
+    } else {
+      const double norm = std::sqrt(GradientSquaredNorm(ctx_, grads_));
+      ClipGradientsToNorm(ctx_, grads_, norm, options_.clip_grad_norm);
+    }
   }
   optimizer_->Step(ctx_, lr);
+  if (zero_) RETURN_IF_ERROR(zero_->AllGatherParameters());
   return result;
 }
 
@@ -310,12 +337,13 @@ StatusOr<TrainResult> Trainer::Run() {
   if (!is_root()) return result;
 
   const int64_t param_bytes = static_cast<int64_t>(model_->flat_parameters().nbytes());
-  const int64_t grad_bytes = static_cast<int64_t>(model_->flat_gradients().nbytes());
+  const int64_t grad_bytes = zero_ ? zero_->gradient_bytes() : static_cast<int64_t>(model_->flat_gradients().nbytes());
   nlohmann::ordered_json summary = {
       {"model", options_.model},
       {"world_size", ranks_.world_size},
       {"batch_size", options_.batch_size},
       {"accumulation_steps", options_.accumulation_steps},
+      {"zero_stage", zero_ ? options_.zero_stage : 0},
       {"steps", total_steps_},
       {"samples_per_s", result.samples_per_s},
       {"final_loss", result.final_loss}};

@@ -8,6 +8,7 @@
 #include "comm/bootstrap.h"
 #include "comm/communicator.h"
 #include "comm/reducer.h"
+#include "comm/zero_reducer.h"
 #include "launch/train_options.h"
 #include "models/registry.h"
 #include "runtime/data/image_dataset.h"
@@ -61,7 +62,9 @@ class Trainer {
   std::unique_ptr<GlobalBatchSampler> sampler_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<Reducer> reducer_;  // after model_: it unhooks itself from the model
+  // After model_: they unhook themselves from the model. At most one is set.
+  std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<ZeroReducer> zero_;
   std::vector<Tensor> grads_;
   MetricsWriter metrics_;
   int64_t total_steps_ = 0;
