@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# ZeRO memory and step-time report: for N = 1, 2, 4 ranks and each stage,
+# rank 0's measured persistent bytes (parameters + gradients + optimizer
+# state, from the metrics summary) beside the fp32 theory for AdamW, and the
+# step time against stage 0 at the same N, all in one run.
+#   bash tools/bench_zero.sh [--model resnet50] [--ranks "1 2 4"] [--steps 4]
+# Theory (Ψ parameters): stage 0 16Ψ; stage 1 8Ψ + 8Ψ/N.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=resnet50 ranks="1 2 4" steps=4
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) model="$2"; shift 2 ;;
+    --ranks) ranks="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    *) echo "bench_zero.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+bash tools/install_deps.sh
+bazel build //launch:ddp_train >/dev/null 2>&1 || bazel build //launch:ddp_train
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mpi=(mpirun --oversubscribe --bind-to none)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+printf '%-3s %-6s %14s %14s %8s %12s %10s\n' N stage measured theory ratio "step s" "vs stage 0"
+for n in $ranks; do
+  for stage in 0 1; do
+    "${mpi[@]}" -np "$n" bazel-bin/launch/ddp_train --model "$model" --optimizer adamw --lr 1e-4 \
+      --image-size 64 --batch-size 2 --steps "$steps" --threads 1 --zero-stage "$stage" \
+      --metrics-file "$tmp/m.jsonl" >/dev/null
+    python3 - "$tmp/m.jsonl" "$n" "$stage" "$tmp/base_$n" <<'PY'
+import json, os, statistics, sys
+path, n, stage, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+records = [json.loads(line) for line in open(path)]
+s = records[-1]["summary"]
+m = s["memory"]
+psi = m["param_bytes"] / 4
+measured = m["param_bytes"] + m["grad_bytes"] + m["optimizer_bytes"]
+theory = 16 * psi if stage == 0 or n == 1 else 8 * psi + 8 * psi / n
+step = statistics.median(r["step_time_s"] for r in records[2:-1]) if len(records) > 3 else records[-2]["step_time_s"]
+if stage == 0:
+    open(base, "w").write(str(step))
+relative = step / float(open(base).read())
+print(f"{n:<3} {stage:<6} {measured / 2**20:11.1f} MiB {theory / 2**20:11.1f} MiB {measured / theory:8.3f} "
+      f"{step:12.3f} {relative:10.2f}")
+PY
+  done
+done
+echo "measured: rank 0's parameter + gradient (padded bucket buffers) + optimizer bytes; theory in fp32 for AdamW"
