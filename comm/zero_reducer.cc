@@ -17,12 +17,14 @@ double Now() {
 
 ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& options)
     : comm_(comm), model_(model), options_(options) {
+  CHECK(options.stage == 1 || options.stage == 2) << "ZeRO stage " << options.stage;
   const int world = comm->world_size(), rank = comm->rank();
   int64_t running = 0;
   for (Parameter* p : model->parameters()) {
     flat_offset_[p] = running;
     running += p->value.numel();
   }
+  int64_t largest = 0;
   for (BucketPlan& plan : PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb)) {
     Bucket b;
     b.params = std::move(plan.params);
@@ -30,12 +32,22 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     b.numel = plan.numel;
     b.shard = (b.numel + world - 1) / world;
     b.owned = std::max<int64_t>(0, std::min(b.shard, b.numel - rank * b.shard));
-    b.grads = Tensor::Zeros({b.shard * world}, DType::kF32);
-    for (Parameter* p : b.params) {
-      p->grad = b.grads.View(flat_offset_[p] - b.offset, p->shape);
-      bucket_of_[p] = static_cast<int>(buckets_.size());
-    }
+    largest = std::max(largest, b.shard * world);
+    for (Parameter* p : b.params) bucket_of_[p] = static_cast<int>(buckets_.size());
     buckets_.push_back(std::move(b));
+  }
+  if (options.stage == 2) {
+    for (int k = 0; k < kBuffersInFlight; ++k) pool_.push_back(Tensor::Zeros({largest}, DType::kF32));
+  }
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buckets_[k];
+    if (options.stage == 1) {
+      b.grads = Tensor::Zeros({b.shard * world}, DType::kF32);
+    } else {
+      b.piece = Tensor::Zeros({b.shard}, DType::kF32);
+      b.grads = pool_[k % kBuffersInFlight].View(0, {b.shard * world});
+    }
+    for (Parameter* p : b.params) p->grad = b.grads.View(flat_offset_[p] - b.offset, p->shape);
   }
   model->ReleaseFlatGradients();
   model->SetGradientReadyHook(this);
@@ -50,26 +62,49 @@ std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
   for (const Bucket& b : buckets_) {
     // This rank's piece, in bucket coordinates: [lo, hi).
     const int64_t lo = rank * b.shard, hi = lo + b.owned;
+    const Tensor owned = OwnedGradients(b);
     for (Parameter* p : b.params) {
       const int64_t start = flat_offset_.at(p) - b.offset, end = start + p->value.numel();
       const int64_t a = std::max(lo, start), z = std::min(hi, end);
       if (a >= z) continue;
-      slots.push_back({p->name, model_->flat_parameters().View(b.offset + a, {z - a}), b.grads.View(a, {z - a}),
+      slots.push_back({p->name, model_->flat_parameters().View(b.offset + a, {z - a}), owned.View(a - lo, {z - a}),
                        weight_decay(*p)});
     }
   }
   return slots;
 }
 
-void ZeroReducer::PrepareForBackward(bool sync) {
+void ZeroReducer::PrepareForBackward(bool sync, bool first_micro_batch) {
+  CHECK(sync || options_.stage == 1) << "ZeRO stage 2 reduces every micro-batch";
   sync_ = sync;
+  first_micro_batch_ = first_micro_batch;
   if (!sync) return;
   for (Bucket& b : buckets_) {
     b.pending = static_cast<int>(b.params.size());
     b.work.reset();
+    b.prepared = false;
   }
-  next_to_launch_ = 0;
+  next_to_launch_ = next_to_finish_ = 0;
+  timings_.assign(buckets_.size(), BucketTiming());
+  deferred_ = Status::Ok();
   backward_start_ = Now();
+}
+
+void ZeroReducer::PrepareGradient(Parameter& param) {
+  if (options_.stage == 1 || !sync_) return;
+  const int k = bucket_of_.at(&param);
+  Bucket& bucket = buckets_[k];
+  if (bucket.prepared) return;
+  // Take pool buffer k % kBuffersInFlight: the bucket that used it before
+  // must have finished its reduce-scatter (a failure is reported by Wait).
+  while (next_to_finish_ <= k - kBuffersInFlight) {
+    const int finishing = next_to_finish_++;
+    Status s = Finish(finishing, &timings_[finishing]);
+    if (!s.ok() && deferred_.ok()) deferred_ = s;
+  }
+  bucket.grads = pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
+  for (Parameter* p : bucket.params) p->grad = bucket.grads.View(flat_offset_[p] - bucket.offset, p->shape);
+  bucket.prepared = true;
 }
 
 void ZeroReducer::MarkGradientReady(Parameter& param) {
@@ -89,32 +124,43 @@ void ZeroReducer::Launch(Bucket& bucket) {
   bucket.work = comm_->ReduceScatter(bucket.grads, bucket.scattered, ReduceOp::kSum);
 }
 
+Status ZeroReducer::Finish(int k, BucketTiming* timing) {
+  // Buckets launch in order: any not launched yet (no overlap) go now.
+  while (next_to_launch_ <= k) Launch(buckets_[next_to_launch_++]);
+  Bucket& b = buckets_[k];
+  const double start = Now();
+  RETURN_IF_ERROR(b.work->Wait());
+  timing->waited = Now() - start;
+  timing->launched = b.launched;
+  timing->finished = b.work->timing().finished - backward_start_;
+  const Tensor summed = b.scattered.View(0, {b.owned});
+  Tensor owned = OwnedGradients(b);
+  if (options_.stage == 2 && !first_micro_batch_) {
+    ExecutionContext ctx = ExecutionContext::Cpu();
+    Axpy(ctx, 1.0f, summed, owned);  // accumulate this micro-batch into the piece
+  } else {
+    owned.CopyFrom(summed);  // in place, where the optimizer slots view it
+  }
+  b.scattered = Tensor();
+  return Status::Ok();
+}
+
 StatusOr<ReduceStats> ZeroReducer::Wait() {
   CHECK(sync_) << "ZeroReducer::Wait after a backward without sync";
-  Status local;
-  for (; next_to_launch_ < static_cast<int>(buckets_.size()); ++next_to_launch_) {
-    Bucket& b = buckets_[next_to_launch_];
-    if (b.pending != 0 && local.ok()) {
-      local = Internal("bucket " + std::to_string(next_to_launch_) + " is missing " + std::to_string(b.pending) +
+  Status local = deferred_;
+  for (int k = next_to_launch_; k < static_cast<int>(buckets_.size()); ++k) {
+    if (buckets_[k].pending != 0 && local.ok()) {
+      local = Internal("bucket " + std::to_string(k) + " is missing " + std::to_string(buckets_[k].pending) +
                        " gradient(s)");
     }
-    Launch(b);
+  }
+  for (; next_to_finish_ < static_cast<int>(buckets_.size()); ++next_to_finish_) {
+    RETURN_IF_ERROR(Finish(next_to_finish_, &timings_[next_to_finish_]));
   }
   ReduceStats stats;
-  for (Bucket& b : buckets_) {
-    const double start = Now();
-    RETURN_IF_ERROR(b.work->Wait());
-    BucketTiming timing;
-    timing.waited = Now() - start;
-    timing.launched = b.launched;
-    timing.finished = b.work->timing().finished - backward_start_;
-    // The summed piece goes back in place, where the optimizer slots view it.
-    Tensor owned = OwnedGradients(b);
-    owned.CopyFrom(b.scattered.View(0, {b.owned}));
-    b.scattered = Tensor();
-    stats.exposed_seconds += timing.waited;
-    stats.buckets.push_back(timing);
-  }
+  stats.buckets = timings_;
+  // Includes waits inside backward for a free pool buffer (stage 2).
+  for (const BucketTiming& t : timings_) stats.exposed_seconds += t.waited;
   sync_ = false;
   if (!local.ok()) return local;
   return stats;
@@ -159,7 +205,13 @@ Status ZeroReducer::AllGatherParameters() {
 
 int64_t ZeroReducer::gradient_bytes() const {
   int64_t bytes = 0;
-  for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(b.grads.nbytes());
+  for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(options_.stage == 2 ? b.piece.nbytes() : b.grads.nbytes());
+  return bytes;
+}
+
+int64_t ZeroReducer::transient_bytes() const {
+  int64_t bytes = 0;
+  for (const Tensor& t : pool_) bytes += static_cast<int64_t>(t.nbytes());
   return bytes;
 }
 

@@ -1,4 +1,4 @@
-// ZeRO stage 1 (Megatron's distributed-optimizer layout): the flat parameter
+// ZeRO stages 1 and 2 (Megatron's distributed-optimizer layout): the flat parameter
 // space is split per bucket, each bucket padded to a multiple of the world
 // size, and rank r owns piece r of every bucket. Gradients live in padded
 // bucket buffers (each parameter's grad is a view into one); as a bucket
@@ -7,6 +7,12 @@
 // The optimizer sees only this rank's pieces (OptimizerSlots), so its state
 // is 1/N; after the update the pieces are all-gathered back into the full
 // parameters, bucket by bucket. Never falls back to unsharded.
+//
+// Stage 2 keeps only the pieces of the gradients: full-size bucket buffers
+// are transient, a few (kBuffersInFlight) in a pool that buckets take in
+// turn as backward reaches them, each reused once its reduce-scatter has
+// finished. Every micro-batch is reduce-scattered and added into the pieces
+// (DeepSpeed's accumulation), so backward always overwrites the buffers.
 #pragma once
 
 #include <functional>
@@ -23,6 +29,7 @@
 namespace ddp {
 
 struct ZeroOptions {
+  int stage = 1;  // 1 or 2
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool overlap = true;
@@ -35,8 +42,10 @@ class ZeroReducer : public GradientReadyHook {
     int64_t offset = 0, numel = 0;   // range in the flat parameter space
     int64_t shard = 0;               // padded numel / world
     int64_t owned = 0;               // this rank's elements inside numel (0 <= owned <= shard)
-    Tensor grads;                    // padded bucket buffer: world * shard
+    Tensor grads;                    // padded bucket buffer, world * shard (stage 2: a pool buffer while in use)
+    Tensor piece;                    // stage 2: this rank's summed gradient piece, shard elements
     Tensor scattered;                // transient reduce-scatter output, shard elements
+    bool prepared = false;           // stage 2: holds a pool buffer in this backward
     int pending = 0;
     std::shared_ptr<Work> work;
     double launched = 0.0;
@@ -53,7 +62,11 @@ class ZeroReducer : public GradientReadyHook {
   // weight decay is exact. `weight_decay(p)` gives each parameter's rate.
   std::vector<OptimizerSlot> OptimizerSlots(const std::function<float(const Parameter&)>& weight_decay) const;
 
-  void PrepareForBackward(bool sync);
+  // Stage 1: `sync` false keeps gradients in the buffers to accumulate
+  // (no_sync). Stage 2 reduces every micro-batch: `first_micro_batch` says
+  // whether the pieces start over or add up.
+  void PrepareForBackward(bool sync, bool first_micro_batch = true);
+  void PrepareGradient(Parameter& param) override;
   void MarkGradientReady(Parameter& param) override;
   // After a synchronized backward: this rank's pieces hold the summed
   // gradients (the rest of the bucket buffers is stale).
@@ -67,12 +80,20 @@ class ZeroReducer : public GradientReadyHook {
   Status AllGatherParameters();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
-  // Persistent gradient bytes (the padded bucket buffers).
+  // Persistent gradient bytes: the padded bucket buffers (stage 1), or only
+  // this rank's pieces (stage 2).
   int64_t gradient_bytes() const;
+  // Stage 2's pool of full-size bucket buffers, reused while training.
+  int64_t transient_bytes() const;
+  static constexpr int kBuffersInFlight = 3;
 
  private:
   void Launch(Bucket& bucket);
-  Tensor OwnedGradients(const Bucket& b) const { return b.grads.View(comm_->rank() * b.shard, {b.owned}); }
+  // Waits for bucket `k`'s reduce-scatter and moves its result into place.
+  Status Finish(int k, BucketTiming* timing);
+  Tensor OwnedGradients(const Bucket& b) const {
+    return options_.stage == 2 ? b.piece.View(0, {b.owned}) : b.grads.View(comm_->rank() * b.shard, {b.owned});
+  }
 
   Communicator* comm_;
   Model* model_;
@@ -81,8 +102,13 @@ class ZeroReducer : public GradientReadyHook {
   std::unordered_map<const Parameter*, int> bucket_of_;
   std::unordered_map<const Parameter*, int64_t> flat_offset_;
   bool sync_ = false;
+  bool first_micro_batch_ = true;
   int next_to_launch_ = 0;
+  int next_to_finish_ = 0;
   double backward_start_ = 0.0;
+  Status deferred_;  // a failure met inside backward, reported by Wait
+  std::vector<Tensor> pool_;  // stage 2
+  std::vector<BucketTiming> timings_;
 };
 
 }  // namespace ddp

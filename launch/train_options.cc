@@ -47,7 +47,7 @@ DEFINE_string(metrics_file, "", "JSON lines: one record per step, then a summary
 DEFINE_double(bucket_mb, 25.0, "gradient bucket size in MiB");
 DEFINE_double(first_bucket_mb, 1.0, "size of the first gradient bucket in MiB");
 DEFINE_bool(overlap, true, "all-reduce buckets while backward runs; --nooverlap reduces after backward");
-DEFINE_int32(zero_stage, 0, "ZeRO stage: 0 (plain data parallelism) or 1 (optimizer state sharded across ranks)");
+DEFINE_int32(zero_stage, 0, "ZeRO stage: 0 (plain data parallelism), 1 (optimizer state sharded across ranks), 2 (gradients too)");
 DEFINE_string(grad_compression, "none", "none, fp16 or bf16 gradients on the wire");
 
 namespace ddp {
@@ -209,11 +209,9 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.bucket_mb = FLAGS_bucket_mb;
   o.first_bucket_mb = FLAGS_first_bucket_mb;
   o.overlap = FLAGS_overlap;
-  if (FLAGS_zero_stage != 0 && FLAGS_zero_stage != 1) {
-    if (FLAGS_zero_stage == 2) {
-      return Unimplemented("--zero-stage " + std::to_string(FLAGS_zero_stage) + " is not in this build yet; use 0");
-    }
-    return InvalidArgument("--zero-stage must be 0, 1 or 2, got " + std::to_string(FLAGS_zero_stage));
+  if (FLAGS_zero_stage < 0 || FLAGS_zero_stage > 2) {
+    return InvalidArgument("--zero-stage must be 0, 1 or 2, got " + std::to_string(FLAGS_zero_stage) +
+                           " (stage 3 is not supported)");
   }
   o.zero_stage = FLAGS_zero_stage;
   if (o.zero_stage > 0 && FLAGS_grad_compression != "none") {

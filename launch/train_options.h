@@ -37,7 +37,7 @@ struct TrainOptions {
   // Data parallelism.
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool overlap = true;
-  int zero_stage = 0;  // 0: plain data parallelism; 1: optimizer state sharded
+  int zero_stage = 0;  // 0: plain data parallelism; 1: optimizer state sharded; 2: gradients too
   DType wire_dtype = DType::kF32;  // --grad-compression none | fp16 | bf16
 };
 

@@ -135,6 +135,7 @@ Status Trainer::Setup() {
     // ZeRO: gradients move into padded bucket buffers, and the optimizer
     // sees only this rank's pieces.
     ZeroOptions zero;
+    zero.stage = options_.zero_stage;
     zero.bucket_mb = options_.bucket_mb;
     zero.first_bucket_mb = options_.first_bucket_mb;
     zero.overlap = options_.overlap;
@@ -179,6 +180,9 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   const int64_t k = options_.accumulation_steps;
   double loss_sum = 0.0;
   StepResult result;
+  // ZeRO-2 reduce-scatters every micro-batch into the gradient pieces;
+  // otherwise gradients accumulate locally and are reduced once.
+  const bool reduce_each_micro_batch = zero_ && options_.zero_stage == 2;
   for (int64_t micro = 0; micro < k; ++micro) {
     const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
     train_data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), images_, labels_);
@@ -191,8 +195,12 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels_, 1.0 / static_cast<double>(k * ranks_.world_size),
                                 dlogits_);
     if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
-    if (zero_) zero_->PrepareForBackward(/*sync=*/micro == k - 1);
-    model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0);
+    if (zero_) zero_->PrepareForBackward(/*sync=*/reduce_each_micro_batch || micro == k - 1, micro == 0);
+    model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0 && !reduce_each_micro_batch);
+    if (reduce_each_micro_batch && micro < k - 1) {
+      ASSIGN_OR_RETURN(const ReduceStats stats, zero_->Wait());
+      result.exposed_comm_seconds += stats.exposed_seconds;
+    }
   }
   result.loss = loss_sum / static_cast<double>(k);
   if (distributed()) {
@@ -202,7 +210,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     } else {
       ASSIGN_OR_RETURN(stats, reducer_->Wait(ctx_));
     }
-    result.exposed_comm_seconds = stats.exposed_seconds;
+    result.exposed_comm_seconds += stats.exposed_seconds;
     result.buckets = stats.buckets;
     // The step's loss, and whether any rank hit a local error, decided
     // together: no rank stops alone and leaves the others waiting.
@@ -352,6 +360,7 @@ StatusOr<TrainResult> Trainer::Run() {
   summary["memory"] = {{"param_bytes", param_bytes},
                        {"grad_bytes", grad_bytes},
                        {"optimizer_bytes", optimizer_->state_bytes()},
+                       {"transient_bucket_bytes", zero_ ? zero_->transient_bytes() : 0},
                        {"peak_bytes", GetCpuAllocator()->peak_bytes_in_use()},
                        {"peak_resident_bytes", PeakResidentBytes()}};
   RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));

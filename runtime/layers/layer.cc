@@ -78,12 +78,14 @@ Buffer* Layer::AddBuffer(const std::string& local_name, Tensor value) {
 }
 
 Tensor Layer::GradientTarget(ExecutionContext& ctx, Parameter& p) {
+  if (backward_state_ != nullptr && backward_state_->hook != nullptr) backward_state_->hook->PrepareGradient(p);
   CHECK(p.grad.defined()) << p.name << " has no gradient buffer: was the model finalized?";
   if (backward_state_ == nullptr || !backward_state_->accumulate) return p.grad;
   return ctx.ScratchTensor(kGradientStagingSlot, p.shape, DType::kF32);
 }
 
 void Layer::FinishGradient(ExecutionContext& ctx, Parameter& p, const Tensor& computed) {
+  if (backward_state_ != nullptr && backward_state_->hook != nullptr) backward_state_->hook->PrepareGradient(p);
   if (computed.raw_data() != p.grad.raw_data()) {
     if (backward_state_ != nullptr && backward_state_->accumulate) {
       Axpy(ctx, 1.0f, computed, p.grad);

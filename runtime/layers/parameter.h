@@ -32,6 +32,10 @@ struct Buffer {
 class GradientReadyHook {
  public:
   virtual ~GradientReadyHook() = default;
+  // Called before a layer writes `param`'s gradient in this backward pass:
+  // where gradient buffers are transient (ZeRO-2), the hook points
+  // param.grad at a free one here.
+  virtual void PrepareGradient(Parameter& param) { (void)param; }
   virtual void MarkGradientReady(Parameter& param) = 0;
 };
 
