@@ -41,7 +41,8 @@ class Communicator {
   // float, rounded to the format at each step, as NCCL does), i32, i64.
   virtual std::shared_ptr<Work> AllReduce(Tensor tensor, ReduceOp op) = 0;
   // `input` holds world_size blocks of output.numel() elements; `output`
-  // receives this rank's block of the reduction.
+  // receives this rank's block of the reduction. Backends may use `input`
+  // as scratch: its contents afterwards are unspecified.
   virtual std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op) = 0;
   // `output` receives every rank's `input`, rank r's at block r.
   virtual std::shared_ptr<Work> AllGather(Tensor input, Tensor output) = 0;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstring>
 
 #include "runtime/dtype.h"
 
@@ -68,12 +69,15 @@ Status MpiFailure(const char* call, int code) {
 // Drives one nonblocking request to completion. MPI_Test both checks and
 // progresses it; between tests the thread spins briefly, then yields, then
 // sleeps with growing pauses, so an in-flight collective costs little CPU.
-Status Complete(MPI_Request* request, const char* call) {
+//
+// Point-to-point transfers of large messages advance one fragment per test,
+// so the ring collectives cap the pause lower (max_sleep_ns).
+Status Complete(MPI_Request* request, const char* call, int count = 1, long max_sleep_ns = 100000) {
   int idle = 0;
   long sleep_ns = 2000;
   while (true) {
     int done = 0;
-    const int code = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    const int code = MPI_Testall(count, request, &done, MPI_STATUSES_IGNORE);
     if (code != MPI_SUCCESS) return MpiFailure(call, code);
     if (done) return Status::Ok();
     if (++idle < 64) continue;
@@ -83,8 +87,46 @@ Status Complete(MPI_Request* request, const char* call) {
     }
     timespec pause{0, sleep_ns};
     nanosleep(&pause, nullptr);
-    sleep_ns = std::min(sleep_ns * 2, 100000L);
+    sleep_ns = std::min(sleep_ns * 2, max_sleep_ns);
   }
+}
+
+// dst[i] += src[i] for n elements of `dtype`.
+void AddInto(DType dtype, const void* src, void* dst, int64_t n) {
+  auto add = [n](auto* d, const auto* s) {
+    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  };
+  switch (dtype) {
+    case DType::kF32: return add(static_cast<float*>(dst), static_cast<const float*>(src));
+    case DType::kF64: return add(static_cast<double*>(dst), static_cast<const double*>(src));
+    case DType::kI32: return add(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src));
+    case DType::kI64: return add(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src));
+    case DType::kU8: return add(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src));
+    case DType::kBF16: {
+      BFloat16* d = static_cast<BFloat16*>(dst);
+      const BFloat16* s = static_cast<const BFloat16*>(src);
+      for (int64_t i = 0; i < n; ++i) d[i] = FloatToBFloat16(BFloat16ToFloat(d[i]) + BFloat16ToFloat(s[i]));
+      return;
+    }
+    case DType::kF16: {
+      Half* d = static_cast<Half*>(dst);
+      const Half* s = static_cast<const Half*>(src);
+      for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(HalfToFloat(d[i]) + HalfToFloat(s[i]));
+      return;
+    }
+  }
+}
+
+// One ring step: send `send_bytes` at `send` to the next rank while
+// receiving as many bytes into `receive` from the previous one.
+Status RingExchange(MPI_Comm comm, int rank, int world, const void* send, void* receive, int bytes, int tag,
+                    const char* call) {
+  MPI_Request requests[2];
+  int code = MPI_Irecv(receive, bytes, MPI_BYTE, (rank + world - 1) % world, tag, comm, &requests[0]);
+  if (code != MPI_SUCCESS) return MpiFailure(call, code);
+  code = MPI_Isend(send, bytes, MPI_BYTE, (rank + 1) % world, tag, comm, &requests[1]);
+  if (code != MPI_SUCCESS) return MpiFailure(call, code);
+  return Complete(requests, call, 2, /*max_sleep_ns=*/10000);
 }
 
 // Scales a reduced tensor by 1/world for an average.
@@ -246,14 +288,25 @@ std::shared_ptr<Work> MpiCommunicator::ReduceScatter(Tensor input, Tensor output
   CHECK(input.dtype() == output.dtype() && input.numel() == output.numel() * world_size_)
       << "ReduceScatter of " << input.DebugString() << " into " << output.DebugString() << " over " << world_size_
       << " ranks";
-  CHECK_LE(output.numel(), INT_MAX) << "ReduceScatter blocks are limited to 2^31 - 1 elements";
+  CHECK_LE(output.nbytes(), static_cast<size_t>(INT_MAX)) << "ReduceScatter blocks are limited to 2 GiB";
+  // A ring: in W - 1 steps each rank passes one partially reduced block on
+  // and adds the one it receives, so rank r ends with block r reduced, and
+  // each rank moves (W - 1)/W of the data once. (Open MPI's nonblocking
+  // reduce-scatter funnels everything through a root, several times slower.)
+  // The input serves as the accumulator.
   return Enqueue([this, input, output, op]() mutable -> Status {
-    const MpiType t = TypeFor(input.dtype());
-    MPI_Request request;
-    const int code = MPI_Ireduce_scatter_block(input.raw_data(), output.raw_data(), static_cast<int>(output.numel()),
-                                               t.type, t.sum, comm_, &request);
-    if (code != MPI_SUCCESS) return MpiFailure("MPI_Ireduce_scatter_block", code);
-    RETURN_IF_ERROR(Complete(&request, "MPI_Ireduce_scatter_block"));
+    const int w = world_size_, r = rank_;
+    const int64_t block = output.numel();
+    const int bytes = static_cast<int>(output.nbytes());
+    char* data = static_cast<char*>(input.raw_data());
+    Tensor incoming = Tensor::Empty({block}, input.dtype());
+    for (int step = 0; step < w - 1; ++step) {
+      const int send_block = (r - step - 1 + 2 * w) % w, receive_block = (r - step - 2 + 2 * w) % w;
+      RETURN_IF_ERROR(RingExchange(comm_, r, w, data + send_block * static_cast<int64_t>(bytes), incoming.raw_data(),
+                                   bytes, /*tag=*/1, "ring reduce-scatter (MPI_Isend/MPI_Irecv)"));
+      AddInto(input.dtype(), incoming.raw_data(), data + receive_block * static_cast<int64_t>(bytes), block);
+    }
+    std::memcpy(output.raw_data(), data + r * static_cast<int64_t>(bytes), output.nbytes());
     if (op == ReduceOp::kAverage) DivideInPlace(output, world_size_);
     return Status::Ok();
   });
@@ -266,14 +319,19 @@ std::shared_ptr<Work> MpiCommunicator::AllGather(Tensor input, Tensor output) {
       << "AllGather of " << input.DebugString() << " into " << output.DebugString() << " over " << world_size_
       << " ranks";
   CHECK_LE(input.nbytes(), static_cast<size_t>(INT_MAX)) << "AllGather blocks are limited to 2 GiB";
+  // A ring, like ReduceScatter: W - 1 steps, each passing one block on.
   return Enqueue([this, input, output]() mutable -> Status {
-    MPI_Request request;
-    // As bytes: gathering moves data without arithmetic.
+    const int w = world_size_, r = rank_;
     const int bytes = static_cast<int>(input.nbytes());
-    const int code =
-        MPI_Iallgather(input.raw_data(), bytes, MPI_BYTE, output.raw_data(), bytes, MPI_BYTE, comm_, &request);
-    if (code != MPI_SUCCESS) return MpiFailure("MPI_Iallgather", code);
-    return Complete(&request, "MPI_Iallgather");
+    char* data = static_cast<char*>(output.raw_data());
+    std::memcpy(data + r * static_cast<int64_t>(bytes), input.raw_data(), input.nbytes());
+    for (int step = 0; step < w - 1; ++step) {
+      const int send_block = (r - step + w) % w, receive_block = (r - step - 1 + w) % w;
+      RETURN_IF_ERROR(RingExchange(comm_, r, w, data + send_block * static_cast<int64_t>(bytes),
+                                   data + receive_block * static_cast<int64_t>(bytes), bytes, /*tag=*/2,
+                                   "ring all-gather (MPI_Isend/MPI_Irecv)"));
+    }
+    return Status::Ok();
   });
 }
 

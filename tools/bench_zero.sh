@@ -4,7 +4,8 @@
 # state, from the metrics summary) beside the fp32 theory for AdamW, and the
 # step time against stage 0 at the same N, all in one run.
 #   bash tools/bench_zero.sh [--model resnet50] [--ranks "1 2 4"] [--steps 4]
-# Theory (Ψ parameters): stage 0 16Ψ; stage 1 8Ψ + 8Ψ/N.
+# Theory (Ψ parameters): stage 0 16Ψ; stage 1 8Ψ + 8Ψ/N; stage 2 4Ψ + 12Ψ/N.
+# Stage 2's transient bucket buffers (a pool of 3) are reported separately.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=resnet50 ranks="1 2 4" steps=4
@@ -22,9 +23,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mpi=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-printf '%-3s %-6s %14s %14s %8s %12s %10s\n' N stage measured theory ratio "step s" "vs stage 0"
+printf '%-3s %-6s %14s %14s %8s %14s %10s %10s\n' N stage measured theory ratio transient "step s" "vs stage 0"
 for n in $ranks; do
-  for stage in 0 1; do
+  for stage in 0 1 2; do
     "${mpi[@]}" -np "$n" bazel-bin/launch/ddp_train --model "$model" --optimizer adamw --lr 1e-4 \
       --image-size 64 --batch-size 2 --steps "$steps" --threads 1 --zero-stage "$stage" \
       --metrics-file "$tmp/m.jsonl" >/dev/null
@@ -36,13 +37,18 @@ s = records[-1]["summary"]
 m = s["memory"]
 psi = m["param_bytes"] / 4
 measured = m["param_bytes"] + m["grad_bytes"] + m["optimizer_bytes"]
-theory = 16 * psi if stage == 0 or n == 1 else 8 * psi + 8 * psi / n
+if stage == 0 or n == 1:
+    theory = 16 * psi
+elif stage == 1:
+    theory = 8 * psi + 8 * psi / n
+else:
+    theory = 4 * psi + 12 * psi / n
 step = statistics.median(r["step_time_s"] for r in records[2:-1]) if len(records) > 3 else records[-2]["step_time_s"]
 if stage == 0:
     open(base, "w").write(str(step))
 relative = step / float(open(base).read())
 print(f"{n:<3} {stage:<6} {measured / 2**20:11.1f} MiB {theory / 2**20:11.1f} MiB {measured / theory:8.3f} "
-      f"{step:12.3f} {relative:10.2f}")
+      f"{m.get('transient_bucket_bytes', 0) / 2**20:10.1f} MiB {step:10.3f} {relative:10.2f}")
 PY
   done
 done
