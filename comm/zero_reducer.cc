@@ -59,6 +59,8 @@ std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
     const std::function<float(const Parameter&)>& weight_decay) const {
   std::vector<OptimizerSlot> slots;
   const int64_t rank = comm_->rank();
+  std::unordered_map<const Parameter*, int> index;
+  for (Parameter* p : model_->parameters()) index.emplace(p, static_cast<int>(index.size()));
   for (const Bucket& b : buckets_) {
     // This rank's piece, in bucket coordinates: [lo, hi).
     const int64_t lo = rank * b.shard, hi = lo + b.owned;
@@ -68,7 +70,7 @@ std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
       const int64_t a = std::max(lo, start), z = std::min(hi, end);
       if (a >= z) continue;
       slots.push_back({p->name, model_->flat_parameters().View(b.offset + a, {z - a}), owned.View(a - lo, {z - a}),
-                       weight_decay(*p)});
+                       weight_decay(*p), index.at(p)});
     }
   }
   return slots;

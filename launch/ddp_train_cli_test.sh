@@ -46,7 +46,7 @@ expect_error "--accumulation-steps must be positive" --accumulation-steps 0
 expect_error "--bucket-mb must be positive, got -1" --bucket-mb=-1
 expect_error "--grad-compression 'int8' is unknown" --grad-compression int8
 expect_error "--zero-stage must be 0, 1 or 2, got 3 (stage 3 is not supported)" --zero-stage 3
-expect_error "--optimizer 'adagrad' is unknown" --optimizer adagrad
+expect_error "--optimizer 'adagrad' is unknown; use sgd, adamw or lamb" --optimizer adagrad
 expect_error "--lr-schedule 'exponential' is unknown" --lr-schedule exponential
 expect_error "--device 'tpu' is unknown" --device tpu
 expect_error "--lr must be a positive number" --lr nan

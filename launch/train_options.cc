@@ -21,7 +21,7 @@ DEFINE_int64(steps, 0, "optimizer steps (default 100 unless --epochs is given)")
 DEFINE_int64(epochs, 0, "passes over a tensors: dataset");
 DEFINE_uint64(seed, 1, "seed for initial weights, synthetic data and shuffling");
 DEFINE_int32(threads, 0, "CPU threads per rank; 0: the machine's cores");
-DEFINE_string(optimizer, "sgd", "sgd or adamw");
+DEFINE_string(optimizer, "sgd", "sgd, adamw or lamb");
 DEFINE_double(lr, 0.0, "base learning rate; 0: the linear scaling rule, 0.1 x global batch / 256");
 DEFINE_double(momentum, 0.9, "SGD momentum");
 DEFINE_bool(nesterov, false, "Nesterov momentum");
@@ -148,9 +148,8 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   if (FLAGS_threads < 0) return InvalidArgument("--threads must be non-negative, got " + std::to_string(FLAGS_threads));
   o.threads = FLAGS_threads;
 
-  if (FLAGS_optimizer != "sgd" && FLAGS_optimizer != "adamw") {
-    if (FLAGS_optimizer == "lamb") return Unimplemented("--optimizer lamb is not in this build yet; use sgd or adamw");
-    return InvalidArgument("--optimizer '" + FLAGS_optimizer + "' is unknown; use sgd or adamw");
+  if (FLAGS_optimizer != "sgd" && FLAGS_optimizer != "adamw" && FLAGS_optimizer != "lamb") {
+    return InvalidArgument("--optimizer '" + FLAGS_optimizer + "' is unknown; use sgd, adamw or lamb");
   }
   o.optimizer = FLAGS_optimizer;
   if (!(FLAGS_lr >= 0.0) || !std::isfinite(FLAGS_lr)) {

@@ -142,8 +142,9 @@ Status Trainer::Setup() {
     zero_ = std::make_unique<ZeroReducer>(comm_, model_.get(), zero);
     slots = zero_->OptimizerSlots(weight_decay);
   } else {
+    int index = 0;
     for (Parameter* p : model_->parameters()) {
-      slots.push_back({p->name, p->value, p->grad, weight_decay(*p)});
+      slots.push_back({p->name, p->value, p->grad, weight_decay(*p), index++});
       grads_.push_back(p->grad);
     }
   }
@@ -152,8 +153,13 @@ Status Trainer::Setup() {
     sgd.momentum = static_cast<float>(options_.momentum);
     sgd.nesterov = options_.nesterov;
     optimizer_ = MakeSgd(std::move(slots), sgd);
-  } else {
+  } else if (options_.optimizer == "adamw") {
     optimizer_ = MakeAdamW(std::move(slots), AdamWOptions());
+  } else {
+    // Sharded, a parameter's trust-ratio norms sum over every rank's pieces.
+    AllReduceSum all_reduce;
+    if (zero_) all_reduce = [this](Tensor& t) { return comm_->AllReduce(t, ReduceOp::kSum)->Wait(); };
+    optimizer_ = MakeLamb(std::move(slots), LambOptions(), static_cast<int>(model_->parameters().size()), all_reduce);
   }
   if (!options_.metrics_file.empty() && is_root()) RETURN_IF_ERROR(metrics_.Open(options_.metrics_file));
   if (distributed() && !zero_) {
@@ -237,7 +243,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
       ClipGradientsToNorm(ctx_, grads_, norm, options_.clip_grad_norm);
     }
   }
-  optimizer_->Step(ctx_, lr);
+  RETURN_IF_ERROR(optimizer_->Step(ctx_, lr));
   if (zero_) RETURN_IF_ERROR(zero_->AllGatherParameters());
   return result;
 }
@@ -286,6 +292,11 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   const int64_t warmup = std::min<int64_t>(2, total_steps_ - 1);
   double timed_seconds = 0.0, timed_exposed = 0.0;
+  // Everything allocated from here on is per-step working memory
+  // (activations, their gradients, transient buffers).
+  const int64_t persistent_in_use = GetCpuAllocator()->bytes_in_use();
+  const int64_t setup_peak = GetCpuAllocator()->peak_bytes_in_use();
+  GetCpuAllocator()->ResetPeak();
   TrainResult result;
   Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
   for (int64_t step = 0; step < total_steps_; ++step) {
@@ -344,6 +355,8 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   if (!is_root()) return result;
 
+  const int64_t activation_peak = GetCpuAllocator()->peak_bytes_in_use() - persistent_in_use;
+  const int64_t allocator_peak = std::max(setup_peak, GetCpuAllocator()->peak_bytes_in_use());
   const int64_t param_bytes = static_cast<int64_t>(model_->flat_parameters().nbytes());
   const int64_t grad_bytes = zero_ ? zero_->gradient_bytes() : static_cast<int64_t>(model_->flat_gradients().nbytes());
   nlohmann::ordered_json summary = {
@@ -361,7 +374,8 @@ StatusOr<TrainResult> Trainer::Run() {
                        {"grad_bytes", grad_bytes},
                        {"optimizer_bytes", optimizer_->state_bytes()},
                        {"transient_bucket_bytes", zero_ ? zero_->transient_bytes() : 0},
-                       {"peak_bytes", GetCpuAllocator()->peak_bytes_in_use()},
+                       {"activation_peak_bytes", activation_peak},
+                       {"peak_bytes", allocator_peak},
                        {"peak_resident_bytes", PeakResidentBytes()}};
   RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));
   std::printf("summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f images/s (excluding %lld warm-up steps)",
@@ -371,7 +385,12 @@ StatusOr<TrainResult> Trainer::Run() {
   if (distributed()) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
   if (eval_data_) std::printf("  eval accuracy %.4f", result.eval_accuracy);
   std::printf("  peak tensor memory %.1f MiB  peak resident %.1f MiB\n",
-              GetCpuAllocator()->peak_bytes_in_use() / 1048576.0, PeakResidentBytes() / 1048576.0);
+              allocator_peak / 1048576.0, PeakResidentBytes() / 1048576.0);
+  std::printf("memory (rank 0): parameters %.1f MiB  gradients %.1f MiB  optimizer state %.1f MiB  transient buckets "
+              "%.1f MiB  activations peak %.1f MiB  allocator peak %.1f MiB\n",
+              param_bytes / 1048576.0, grad_bytes / 1048576.0, optimizer_->state_bytes() / 1048576.0,
+              (zero_ ? zero_->transient_bytes() : 0) / 1048576.0, activation_peak / 1048576.0,
+              allocator_peak / 1048576.0);
   return result;
 }
 

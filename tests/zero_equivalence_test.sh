@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ZeRO stages 1 and 2 follow the stage-0 (plain DDP) trajectory under a real
 # mpirun: per-step losses within 1e-4 and weights after 2 steps within 1e-5
-# (BN running statistics excluded), for SGD with momentum and for AdamW with
-# clipping on, and with accumulation (stage 2 reduce-scatters every
+# (BN running statistics excluded), for SGD with momentum, AdamW with
+# clipping on, and LAMB (whose per-parameter trust ratios need norms summed
+# across shard boundaries), and with accumulation (stage 2 reduce-scatters every
 # micro-batch, so its sums run in another order: near, not bitwise). ResNet-18 with 10 classes has 11,181,642 parameters: not
 # divisible by 4, so buckets are padded and tensors straddle shard boundaries.
 #   zero_equivalence_test.sh NP
@@ -19,7 +20,7 @@ common=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/d
 
 run() {  # run NAME ARGS...: mpirun ddp_train, metrics and weights under NAME
   local name="$1"; shift
-  mpirun -np "$np" --oversubscribe --bind-to none "$bin" "${common[@]}" "$@" \
+  timeout 120 mpirun -np "$np" --oversubscribe --bind-to none "$bin" "${common[@]}" "$@" \
     --metrics-file "$tmp/$name.jsonl" --save-weights "$tmp/$name.safetensors" > "$tmp/$name.log" 2>&1 ||
     { cat "$tmp/$name.log"; fail "$name"; }
 }
@@ -41,10 +42,14 @@ PY
 
 sgd=(--optimizer sgd --lr 0.02 --momentum 0.9 --weight-decay 1e-4 --nodecay-bn-bias)
 adamw=(--optimizer adamw --lr 0.001 --weight-decay 0.01 --clip-grad-norm 0.5)
+lamb=(--optimizer lamb --lr 0.002 --weight-decay 0.01 --nodecay-bn-bias)
 run sgd0 "${sgd[@]}" --zero-stage 0
 run adamw0 "${adamw[@]}" --zero-stage 0
 run accum0 "${sgd[@]}" --zero-stage 0 --accumulation-steps 2
+run lamb0 "${lamb[@]}" --zero-stage 0
 for stage in 1 2; do
+  run "lamb$stage" "${lamb[@]}" --zero-stage "$stage"
+  echo "np $np, stage $stage, LAMB (per-parameter norms across shards):"; compare lamb0 "lamb$stage" "$stage"
   run "sgd$stage" "${sgd[@]}" --zero-stage "$stage"
   echo "np $np, stage $stage, SGD with momentum:"; compare sgd0 "sgd$stage" "$stage"
   run "adamw$stage" "${adamw[@]}" --zero-stage "$stage"

@@ -31,7 +31,7 @@ class Sgd final : public Optimizer {
     }
   }
 
-  void Step(ExecutionContext& ctx, float lr) override {
+  Status Step(ExecutionContext& ctx, float lr) override {
     CheckOnCpu(ctx, "Sgd::Step");
     const float m = options_.momentum;
     const bool first = steps_ == 0;
@@ -54,6 +54,7 @@ class Sgd final : public Optimizer {
       }
     }
     ++steps_;
+    return Status::Ok();
   }
 
   int64_t state_bytes() const override { return StateBytes(momentum_); }
@@ -75,7 +76,7 @@ class AdamW final : public Optimizer {
     }
   }
 
-  void Step(ExecutionContext& ctx, float lr) override {
+  Status Step(ExecutionContext& ctx, float lr) override {
     CheckOnCpu(ctx, "AdamW::Step");
     ++steps_;
     const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
@@ -98,6 +99,7 @@ class AdamW final : public Optimizer {
         w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bias2 + eps);
       }
     }
+    return Status::Ok();
   }
 
   int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
@@ -109,7 +111,86 @@ class AdamW final : public Optimizer {
   int64_t steps_ = 0;
 };
 
+class Lamb final : public Optimizer {
+ public:
+  Lamb(std::vector<OptimizerSlot> slots, const LambOptions& options, int num_params, AllReduceSum all_reduce)
+      : slots_(std::move(slots)), options_(options), all_reduce_(std::move(all_reduce)), groups_(num_params) {
+    CheckSlots(slots_);
+    for (const OptimizerSlot& s : slots_) {
+      CHECK(s.param_index >= 0 && s.param_index < groups_)
+          << "LAMB slot " << s.name << " has parameter index " << s.param_index << " of " << groups_;
+      exp_avg_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
+      exp_avg_sq_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
+    }
+  }
+
+  Status Step(ExecutionContext& ctx, float lr) override {
+    CheckOnCpu(ctx, "Lamb::Step");
+    ++steps_;
+    const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
+    const float inv_bias1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(b1), steps_)));
+    const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2), steps_)));
+    // Pass 1: moments, and per parameter the squared norms of w and of the
+    // update direction u ([2 * p] and [2 * p + 1]).
+    Tensor norms = Tensor::Zeros({2 * static_cast<int64_t>(groups_)}, DType::kF64);
+    double* sums = norms.data<double>();
+    for (size_t k = 0; k < slots_.size(); ++k) {
+      const float* w = slots_[k].value.data<float>();
+      const float* g = slots_[k].grad.data<float>();
+      float* m = exp_avg_[k].data<float>();
+      float* v = exp_avg_sq_[k].data<float>();
+      const float wd = slots_[k].weight_decay;
+      double ww = 0.0, uu = 0.0;
+      const int64_t n = slots_[k].value.numel();
+#pragma omp parallel for reduction(+ : ww, uu) schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) {
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        const float u = m[i] * inv_bias1 / (std::sqrt(v[i]) * inv_sqrt_bias2 + eps) + wd * w[i];
+        ww += static_cast<double>(w[i]) * w[i];
+        uu += static_cast<double>(u) * u;
+      }
+      sums[2 * slots_[k].param_index] += ww;
+      sums[2 * slots_[k].param_index + 1] += uu;
+    }
+    if (all_reduce_) RETURN_IF_ERROR(all_reduce_(norms));
+    // Pass 2: the update, scaled by each parameter's trust ratio.
+    for (size_t k = 0; k < slots_.size(); ++k) {
+      const double w_norm = std::sqrt(sums[2 * slots_[k].param_index]);
+      const double u_norm = std::sqrt(sums[2 * slots_[k].param_index + 1]);
+      const float ratio = w_norm > 0.0 && u_norm > 0.0 ? static_cast<float>(w_norm / u_norm) : 1.0f;
+      float* w = slots_[k].value.data<float>();
+      const float* m = exp_avg_[k].data<float>();
+      const float* v = exp_avg_sq_[k].data<float>();
+      const float wd = slots_[k].weight_decay;
+      const float scale = lr * ratio;
+      const int64_t n = slots_[k].value.numel();
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) {
+        const float u = m[i] * inv_bias1 / (std::sqrt(v[i]) * inv_sqrt_bias2 + eps) + wd * w[i];
+        w[i] -= scale * u;
+      }
+    }
+    return Status::Ok();
+  }
+
+  int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
+
+ private:
+  std::vector<OptimizerSlot> slots_;
+  LambOptions options_;
+  AllReduceSum all_reduce_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  int groups_;
+  int64_t steps_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<Optimizer> MakeLamb(std::vector<OptimizerSlot> slots, const LambOptions& options, int num_params,
+                                    AllReduceSum all_reduce) {
+  return std::make_unique<Lamb>(std::move(slots), options, num_params, std::move(all_reduce));
+}
 
 std::unique_ptr<Optimizer> MakeSgd(std::vector<OptimizerSlot> slots, const SgdOptions& options) {
   return std::make_unique<Sgd>(std::move(slots), options);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,13 +20,17 @@ struct OptimizerSlot {
   Tensor value;      // f32 master weights
   Tensor grad;
   float weight_decay = 0.0f;
+  // Which parameter this slot is (a piece of): slots of one parameter share
+  // it. LAMB's per-parameter norms sum over them.
+  int param_index = -1;
 };
 
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // One update of every slot with learning rate `lr`.
-  virtual void Step(ExecutionContext& ctx, float lr) = 0;
+  // One update of every slot with learning rate `lr`. Fails only if a
+  // collective it needs (sharded LAMB's norms) fails.
+  virtual Status Step(ExecutionContext& ctx, float lr) = 0;
   // Bytes of optimizer state (momentum, moments) this rank holds.
   virtual int64_t state_bytes() const = 0;
 };
@@ -39,6 +44,14 @@ struct AdamWOptions {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
 };
 
+struct LambOptions {
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f;
+};
+
+// Sums a f64 tensor across ranks in place (sharded optimizers), or null when
+// every slot holds a whole parameter.
+using AllReduceSum = std::function<Status(Tensor&)>;
+
 // torch.optim.SGD(momentum, nesterov, weight_decay), dampening 0:
 //   g = grad + wd * w;  buf = g (first step) or momentum * buf + g;
 //   w -= lr * (nesterov ? g + momentum * buf : buf)
@@ -46,6 +59,14 @@ std::unique_ptr<Optimizer> MakeSgd(std::vector<OptimizerSlot> slots, const SgdOp
 // torch.optim.AdamW: decoupled weight decay w -= lr * wd * w, then the Adam
 // step with bias corrections.
 std::unique_ptr<Optimizer> MakeAdamW(std::vector<OptimizerSlot> slots, const AdamWOptions& options);
+// LAMB (You et al.): the Adam direction u = m_hat / (sqrt(v_hat) + eps) +
+// wd * w, scaled per parameter by the trust ratio ||w|| / ||u|| (1 when
+// either is 0): w -= lr * ratio * u. Under ZeRO a parameter can span several
+// ranks' pieces: its norms are summed over its slots and, through
+// `all_reduce`, over ranks. `num_params` (every rank's alike) sizes that
+// all-reduce; slot param_index values lie below it.
+std::unique_ptr<Optimizer> MakeLamb(std::vector<OptimizerSlot> slots, const LambOptions& options, int num_params,
+                                    AllReduceSum all_reduce = nullptr);
 
 // Sum of squares of every gradient, in double: the square of the global norm
 // (under data parallelism, reduce this across ranks before the square root).
