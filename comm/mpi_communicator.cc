@@ -8,13 +8,10 @@
 #include <cstring>
 
 #include "runtime/dtype.h"
+#include "runtime/clock.h"
 
 namespace ddp {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // MPI counts are ints; larger tensors go in pieces of this many elements.
 constexpr int64_t kMaxChunk = int64_t{1} << 30;
@@ -234,7 +231,7 @@ std::shared_ptr<Work> MpiCommunicator::Enqueue(std::function<Status()> run) {
   auto task = std::make_unique<Task>();
   task->run = std::move(run);
   task->work = std::make_shared<MpiWork>();
-  task->enqueued = Now();
+  task->enqueued = SteadySeconds();
   std::shared_ptr<Work> work = task->work;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -257,9 +254,9 @@ void MpiCommunicator::Loop() {
     }
     WorkTiming timing;
     timing.enqueued = task->enqueued;
-    timing.started = Now();
+    timing.started = SteadySeconds();
     Status status = task->run();
-    timing.finished = Now();
+    timing.finished = SteadySeconds();
     task->work->Finish(std::move(status), timing);
   }
 }

@@ -1,4 +1,5 @@
 #include "comm/nccl_communicator.h"
+#include "runtime/clock.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -8,10 +9,6 @@
 
 namespace ddp {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 Status CudaStatus(cudaError_t e, const char* call) {
   if (e == cudaSuccess) return Status::Ok();
@@ -51,7 +48,7 @@ class NcclWork final : public Work {
   }
   bool IsCompleted() override {
     const bool done = cudaEventQuery(done_) == cudaSuccess;
-    if (done && timing_.finished == 0.0) timing_.finished = Now();
+    if (done && timing_.finished == 0.0) timing_.finished = SteadySeconds();
     return done;
   }
   WorkTiming timing() const override { return timing_; }
@@ -128,7 +125,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   // the compute stream, issue, record the end event.
   template <typename Issue>
   std::shared_ptr<Work> Run(Issue issue) {
-    const double enqueued = Now();
+    const double enqueued = SteadySeconds();
     Status s = [&]() -> Status {
       RETURN_IF_CUDA(cudaSetDevice(device_));
       cudaEvent_t ready;

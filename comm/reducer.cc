@@ -1,15 +1,10 @@
 #include "comm/reducer.h"
 
 #include "comm/buckets.h"
-
-#include <chrono>
+#include "runtime/clock.h"
 
 namespace ddp {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 void CastToWire(const Tensor& grads, Tensor& wire) {
   const float* g = grads.data<float>();
@@ -72,7 +67,7 @@ void Reducer::PrepareForBackward(bool sync) {
   }
   next_to_launch_ = 0;
   observed_order_.clear();
-  backward_start_ = Now();
+  backward_start_ = SteadySeconds();
   cast_seconds_ = 0.0;
 }
 
@@ -91,15 +86,15 @@ void Reducer::MarkGradientReady(Parameter& param) {
 }
 
 void Reducer::Launch(Bucket& bucket) {
-  bucket.launched = Now() - backward_start_;
+  bucket.launched = SteadySeconds() - backward_start_;
   if (options_.wire_dtype == DType::kF32) {
     bucket.work =
         comm_->AllReduce(bucket.grads, options_.gradients_prescaled ? ReduceOp::kSum : ReduceOp::kAverage);
     return;
   }
-  const double start = Now();
+  const double start = SteadySeconds();
   CastToWire(bucket.grads, bucket.wire);
-  cast_seconds_ += Now() - start;
+  cast_seconds_ += SteadySeconds() - start;
   bucket.work = comm_->AllReduce(bucket.wire, ReduceOp::kSum);
 }
 
@@ -118,15 +113,15 @@ StatusOr<ReduceStats> Reducer::Wait(ExecutionContext&) {
   }
   ReduceStats stats;
   for (Bucket& b : buckets_) {
-    const double start = Now();
+    const double start = SteadySeconds();
     RETURN_IF_ERROR(b.work->Wait());
     BucketTiming timing;
-    timing.waited = Now() - start;
+    timing.waited = SteadySeconds() - start;
     if (options_.wire_dtype != DType::kF32) {
-      const double cast_start = Now();
+      const double cast_start = SteadySeconds();
       CastFromWire(b.wire, options_.gradients_prescaled ? 1.0f : 1.0f / static_cast<float>(comm_->world_size()),
                    b.grads);
-      cast_seconds_ += Now() - cast_start;
+      cast_seconds_ += SteadySeconds() - cast_start;
     }
     timing.launched = b.launched;
     timing.finished = b.work->timing().finished - backward_start_;

@@ -1,19 +1,11 @@
 #include "comm/zero_reducer.h"
 
-#include <chrono>
-
 #include "comm/buckets.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/clock.h"
 
 namespace ddp {
-namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& options)
     : comm_(comm), model_(model), options_(options) {
@@ -89,7 +81,7 @@ void ZeroReducer::PrepareForBackward(bool sync, bool first_micro_batch) {
   next_to_launch_ = next_to_finish_ = 0;
   timings_.assign(buckets_.size(), BucketTiming());
   deferred_ = Status::Ok();
-  backward_start_ = Now();
+  backward_start_ = SteadySeconds();
 }
 
 void ZeroReducer::PrepareGradient(Parameter& param) {
@@ -121,7 +113,7 @@ void ZeroReducer::MarkGradientReady(Parameter& param) {
 }
 
 void ZeroReducer::Launch(Bucket& bucket) {
-  bucket.launched = Now() - backward_start_;
+  bucket.launched = SteadySeconds() - backward_start_;
   bucket.scattered = Tensor::Empty({bucket.shard}, DType::kF32);
   bucket.work = comm_->ReduceScatter(bucket.grads, bucket.scattered, ReduceOp::kSum);
 }
@@ -130,9 +122,9 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
   // Buckets launch in order: any not launched yet (no overlap) go now.
   while (next_to_launch_ <= k) Launch(buckets_[next_to_launch_++]);
   Bucket& b = buckets_[k];
-  const double start = Now();
+  const double start = SteadySeconds();
   RETURN_IF_ERROR(b.work->Wait());
-  timing->waited = Now() - start;
+  timing->waited = SteadySeconds() - start;
   timing->launched = b.launched;
   timing->finished = b.work->timing().finished - backward_start_;
   const Tensor summed = b.scattered.View(0, {b.owned});
