@@ -3,7 +3,6 @@
 #include <sched.h>
 #include <time.h>
 
-#include <chrono>
 #include <climits>
 #include <cstring>
 
