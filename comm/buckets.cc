@@ -4,23 +4,19 @@
 
 namespace ddp {
 
-int64_t FlatOffset(const Model& model, const Parameter* param) {
-  int64_t offset = 0;
+std::unordered_map<const Parameter*, int64_t> FlatOffsets(const Model& model) {
+  std::unordered_map<const Parameter*, int64_t> offsets;
+  int64_t running = 0;
   for (const Parameter* p : model.parameters()) {
-    if (p == param) return offset;
-    offset += p->value.numel();
+    offsets[p] = running;
+    running += p->value.numel();
   }
-  LOG(FATAL) << param->name << " is not a parameter of " << model.name();
+  return offsets;
 }
 
 std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb) {
   CHECK(bucket_mb > 0.0 && first_bucket_mb > 0.0) << "bucket sizes must be positive";
-  std::unordered_map<const Parameter*, int64_t> offset;
-  int64_t running = 0;
-  for (Parameter* p : model.parameters()) {
-    offset[p] = running;
-    running += p->value.numel();
-  }
+  std::unordered_map<const Parameter*, int64_t> offset = FlatOffsets(model);
   std::vector<BucketPlan> plans;
   BucketPlan current;
   int64_t bytes = 0;

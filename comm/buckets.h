@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/layers/model.h"
@@ -19,6 +20,6 @@ struct BucketPlan {
 std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb);
 
 // Where each parameter starts in the flat parameter space.
-int64_t FlatOffset(const Model& model, const Parameter* param);
+std::unordered_map<const Parameter*, int64_t> FlatOffsets(const Model& model);
 
 }  // namespace ddp

@@ -98,7 +98,7 @@ void Reducer::Launch(Bucket& bucket) {
   bucket.work = comm_->AllReduce(bucket.wire, ReduceOp::kSum);
 }
 
-StatusOr<ReduceStats> Reducer::Wait(ExecutionContext&) {
+StatusOr<ReduceStats> Reducer::Wait() {
   CHECK(sync_) << "Reducer::Wait after a backward without sync";
   Status local;
   // Buckets not launched yet (no overlap, or a gradient never arrived) go

@@ -70,7 +70,7 @@ class Reducer : public GradientReadyHook {
   // After a synchronized backward: every gradient is the average over ranks.
   // Fails (on every rank alike) if the observed gradient-ready order differs
   // from the static backward order on any rank, or a collective failed.
-  StatusOr<ReduceStats> Wait(ExecutionContext& ctx);
+  StatusOr<ReduceStats> Wait();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
 

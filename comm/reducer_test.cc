@@ -86,7 +86,7 @@ TEST_P(ReducerTest, AveragesGradientsAcrossRanksInOrderedBuckets) {
     model->Forward(ctx, x);
     reducer.PrepareForBackward(true);
     model->Backward(ctx, dy, false);
-    StatusOr<ReduceStats> stats = reducer.Wait(ctx);
+    StatusOr<ReduceStats> stats = reducer.Wait();
     ASSERT_TRUE(stats.ok()) << stats.status().ToString();
     EXPECT_EQ(stats->buckets.size(), reducer.buckets().size());
     EXPECT_EQ(std::memcmp(model->flat_gradients().raw_data(), expected.raw_data(), expected.nbytes()), 0)
@@ -110,7 +110,7 @@ TEST(ReducerTest, PrescaledGradientsAreSummed) {
   model->Forward(ctx, x);
   reducer.PrepareForBackward(true);
   model->Backward(ctx, dy, false);
-  ASSERT_TRUE(reducer.Wait(ctx).ok());
+  ASSERT_TRUE(reducer.Wait().ok());
   // Dividing before the backward pass instead of after rounds differently
   // (exactly alike only for powers of two): compare each parameter
   // normwise.
@@ -155,7 +155,7 @@ TEST(ReducerTest, CompressedWireStaysWithinItsPrecision) {
     model->Forward(ctx, x);
     reducer.PrepareForBackward(true);
     model->Backward(ctx, dy, false);
-    ASSERT_TRUE(reducer.Wait(ctx).ok());
+    ASSERT_TRUE(reducer.Wait().ok());
     // Each rank's value rounds once and each partial sum once more: at most
     // (world + 1) roundings, each within half an ulp of the sum of
     // magnitudes; f16 also flushes below its subnormal step 2^-24.

@@ -11,11 +11,7 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     : comm_(comm), model_(model), options_(options) {
   CHECK(options.stage == 1 || options.stage == 2) << "ZeRO stage " << options.stage;
   const int world = comm->world_size(), rank = comm->rank();
-  int64_t running = 0;
-  for (Parameter* p : model->parameters()) {
-    flat_offset_[p] = running;
-    running += p->value.numel();
-  }
+  flat_offset_ = FlatOffsets(*model);
   int64_t largest = 0;
   for (BucketPlan& plan : PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb)) {
     Bucket b;

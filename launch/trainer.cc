@@ -214,7 +214,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     if (zero_) {
       ASSIGN_OR_RETURN(stats, zero_->Wait());
     } else {
-      ASSIGN_OR_RETURN(stats, reducer_->Wait(ctx_));
+      ASSIGN_OR_RETURN(stats, reducer_->Wait());
     }
     result.exposed_comm_seconds += stats.exposed_seconds;
     result.buckets = stats.buckets;
