@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "comm/bucket_schedule.h"
 #include "comm/communicator.h"
 #include "runtime/execution_context.h"
 #include "runtime/layers/model.h"
@@ -54,7 +55,6 @@ class Reducer : public GradientReadyHook {
     int64_t offset = 0, numel = 0;   // range in the flat gradient buffer
     Tensor grads;                    // view of that range
     Tensor wire;                     // compressed copy, when compressing
-    int pending = 0;
     std::shared_ptr<Work> work;
     double launched = 0.0;
   };
@@ -81,12 +81,8 @@ class Reducer : public GradientReadyHook {
   Model* model_;
   ReducerOptions options_;
   std::vector<Bucket> buckets_;
-  std::unordered_map<const Parameter*, int> bucket_of_;
-  std::vector<Parameter*> expected_order_;
-  std::vector<Parameter*> observed_order_;
-  bool order_checked_ = false;
+  std::unique_ptr<BucketSchedule> schedule_;
   bool sync_ = false;
-  int next_to_launch_ = 0;
   double backward_start_ = 0.0;
   double cast_seconds_ = 0.0;
 };

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "comm/mpi_communicator.h"
+#include "comm/zero_reducer.h"
 #include "models/registry.h"
 
 namespace ddp {
@@ -170,6 +171,88 @@ TEST(ReducerTest, CompressedWireStaysWithinItsPrecision) {
     }
     EXPECT_EQ(bad, 0) << DTypeName(wire);
   }
+}
+
+// Marks every gradient ready by hand, in `order`, as a backward pass that
+// computed them in that order would.
+template <typename R>
+void MarkAll(R& reducer, const std::vector<Parameter*>& order) {
+  for (Parameter* p : order) {
+    reducer.PrepareGradient(*p);
+    reducer.MarkGradientReady(*p);
+  }
+}
+
+// The first synchronized backward checks the gradient-ready order against
+// the static one. Rank 1 sees its gradients in registration order (as a
+// model whose backward ran forwards would): it names the first mismatch,
+// every other rank fails too, naming how many ranks disagreed. Nobody hangs.
+template <typename R, typename... Args>
+void ExpectOrderMismatchFailsEveryRank(Args&&... args) {
+  if (Comm().world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  std::unique_ptr<Model> model = SmallResNet();
+  R reducer(&Comm(), model.get(), std::forward<Args>(args)...);
+  std::vector<Parameter*> order = model->BackwardOrder();
+  if (Comm().rank() == 1) std::reverse(order.begin(), order.end());
+  reducer.PrepareForBackward(true);
+  MarkAll(reducer, order);
+  StatusOr<ReduceStats> stats = reducer.Wait();
+  ASSERT_FALSE(stats.ok());
+  const std::string message = stats.status().ToString();
+  if (Comm().rank() == 1) {
+    EXPECT_NE(message.find("order differs from the static backward order at position 0: expected fc.bias, got conv1.weight"),
+              std::string::npos)
+        << message;
+  } else {
+    EXPECT_NE(message.find("1 other rank(s) saw gradients arrive out of the static backward order"), std::string::npos)
+        << message;
+  }
+}
+
+TEST(ReducerTest, OutOfOrderGradientsFailEveryRank) { ExpectOrderMismatchFailsEveryRank<Reducer>(ReducerOptions()); }
+
+// Runs `check` with the options of ZeRO stage 1, then of stage 2.
+template <typename Check>
+void ForEachZeroStage(Check check) {
+  for (int stage : {1, 2}) {
+    ZeroOptions options;
+    options.stage = stage;
+    options.bucket_mb = 4.0;
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    check(options);
+  }
+}
+
+TEST(ReducerTest, ZeroOutOfOrderGradientsFailEveryRank) {
+  ForEachZeroStage([](const ZeroOptions& options) { ExpectOrderMismatchFailsEveryRank<ZeroReducer>(options); });
+}
+
+// A gradient that never arrives: the first backward fails on every rank (the
+// rank that missed it names its bucket and a parameter); the static order
+// check passes once and is not repeated, so a later complete backward works.
+template <typename R, typename... Args>
+void ExpectMissingGradientFails(Args&&... args) {
+  std::unique_ptr<Model> model = SmallResNet();
+  R reducer(&Comm(), model.get(), std::forward<Args>(args)...);
+  std::vector<Parameter*> order = model->BackwardOrder();
+  reducer.PrepareForBackward(true);
+  MarkAll(reducer, std::vector<Parameter*>(order.begin(), order.end() - 1));  // conv1.weight missing
+  StatusOr<ReduceStats> stats = reducer.Wait();
+  ASSERT_FALSE(stats.ok());
+  const std::string message = stats.status().ToString();
+  const int last = static_cast<int>(reducer.buckets().size()) - 1;
+  EXPECT_NE(message.find("bucket " + std::to_string(last) + " is missing 1 gradient(s), e.g. of conv1.weight"),
+            std::string::npos)
+      << message;
+  reducer.PrepareForBackward(true);
+  MarkAll(reducer, order);
+  EXPECT_TRUE(reducer.Wait().ok());
+}
+
+TEST(ReducerTest, MissingGradientFails) { ExpectMissingGradientFails<Reducer>(ReducerOptions()); }
+
+TEST(ReducerTest, ZeroMissingGradientFails) {
+  ForEachZeroStage([](const ZeroOptions& options) { ExpectMissingGradientFails<ZeroReducer>(options); });
 }
 
 }  // namespace

@@ -13,7 +13,9 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
   const int world = comm->world_size(), rank = comm->rank();
   flat_offset_ = FlatOffsets(*model);
   int64_t largest = 0;
-  for (BucketPlan& plan : PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb)) {
+  std::vector<BucketPlan> plans = PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb);
+  schedule_ = std::make_unique<BucketSchedule>(*model, plans);
+  for (BucketPlan& plan : plans) {
     Bucket b;
     b.params = std::move(plan.params);
     b.offset = plan.offset;
@@ -21,7 +23,6 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     b.shard = (b.numel + world - 1) / world;
     b.owned = std::max<int64_t>(0, std::min(b.shard, b.numel - rank * b.shard));
     largest = std::max(largest, b.shard * world);
-    for (Parameter* p : b.params) bucket_of_[p] = static_cast<int>(buckets_.size());
     buckets_.push_back(std::move(b));
   }
   if (options.stage == 2) {
@@ -70,11 +71,11 @@ void ZeroReducer::PrepareForBackward(bool sync, bool first_micro_batch) {
   first_micro_batch_ = first_micro_batch;
   if (!sync) return;
   for (Bucket& b : buckets_) {
-    b.pending = static_cast<int>(b.params.size());
     b.work.reset();
     b.prepared = false;
   }
-  next_to_launch_ = next_to_finish_ = 0;
+  schedule_->Reset();
+  next_to_finish_ = 0;
   timings_.assign(buckets_.size(), BucketTiming());
   deferred_ = Status::Ok();
   backward_start_ = SteadySeconds();
@@ -82,7 +83,7 @@ void ZeroReducer::PrepareForBackward(bool sync, bool first_micro_batch) {
 
 void ZeroReducer::PrepareGradient(Parameter& param) {
   if (options_.stage == 1 || !sync_) return;
-  const int k = bucket_of_.at(&param);
+  const int k = schedule_->bucket_of(param);
   Bucket& bucket = buckets_[k];
   if (bucket.prepared) return;
   // Take pool buffer k % kBuffersInFlight: the bucket that used it before
@@ -99,13 +100,9 @@ void ZeroReducer::PrepareGradient(Parameter& param) {
 
 void ZeroReducer::MarkGradientReady(Parameter& param) {
   if (!sync_) return;
-  Bucket& bucket = buckets_[bucket_of_.at(&param)];
-  CHECK_GT(bucket.pending, 0) << param.name << " marked ready twice in one backward";
-  --bucket.pending;
+  schedule_->MarkReady(param);
   if (!options_.overlap) return;
-  while (next_to_launch_ < static_cast<int>(buckets_.size()) && buckets_[next_to_launch_].pending == 0) {
-    Launch(buckets_[next_to_launch_++]);
-  }
+  for (int k = schedule_->TakeLaunchable(); k >= 0; k = schedule_->TakeLaunchable()) Launch(buckets_[k]);
 }
 
 void ZeroReducer::Launch(Bucket& bucket) {
@@ -116,7 +113,7 @@ void ZeroReducer::Launch(Bucket& bucket) {
 
 Status ZeroReducer::Finish(int k, BucketTiming* timing) {
   // Buckets launch in order: any not launched yet (no overlap) go now.
-  while (next_to_launch_ <= k) Launch(buckets_[next_to_launch_++]);
+  while (schedule_->next_to_launch() <= k) Launch(buckets_[schedule_->TakeNext()]);
   Bucket& b = buckets_[k];
   const double start = SteadySeconds();
   RETURN_IF_ERROR(b.work->Wait());
@@ -138,12 +135,7 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
 StatusOr<ReduceStats> ZeroReducer::Wait() {
   CHECK(sync_) << "ZeroReducer::Wait after a backward without sync";
   Status local = deferred_;
-  for (int k = next_to_launch_; k < static_cast<int>(buckets_.size()); ++k) {
-    if (buckets_[k].pending != 0 && local.ok()) {
-      local = Internal("bucket " + std::to_string(k) + " is missing " + std::to_string(buckets_[k].pending) +
-                       " gradient(s)");
-    }
-  }
+  if (local.ok()) local = schedule_->CheckComplete();
   for (; next_to_finish_ < static_cast<int>(buckets_.size()); ++next_to_finish_) {
     RETURN_IF_ERROR(Finish(next_to_finish_, &timings_[next_to_finish_]));
   }
@@ -152,7 +144,9 @@ StatusOr<ReduceStats> ZeroReducer::Wait() {
   // Includes waits inside backward for a free pool buffer (stage 2).
   for (const BucketTiming& t : timings_) stats.exposed_seconds += t.waited;
   sync_ = false;
-  if (!local.ok()) return local;
+  // The first synchronized backward: the observed order must be the static
+  // one on every rank, decided together.
+  RETURN_IF_ERROR(schedule_->FinishBackward(comm_, local));
   return stats;
 }
 

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "comm/bucket_schedule.h"
 #include "comm/communicator.h"
 #include "comm/reducer.h"
 #include "runtime/layers/model.h"
@@ -46,7 +47,6 @@ class ZeroReducer : public GradientReadyHook {
     Tensor piece;                    // stage 2: this rank's summed gradient piece, shard elements
     Tensor scattered;                // transient reduce-scatter output, shard elements
     bool prepared = false;           // stage 2: holds a pool buffer in this backward
-    int pending = 0;
     std::shared_ptr<Work> work;
     double launched = 0.0;
   };
@@ -99,11 +99,10 @@ class ZeroReducer : public GradientReadyHook {
   Model* model_;
   ZeroOptions options_;
   std::vector<Bucket> buckets_;
-  std::unordered_map<const Parameter*, int> bucket_of_;
   std::unordered_map<const Parameter*, int64_t> flat_offset_;
   bool sync_ = false;
   bool first_micro_batch_ = true;
-  int next_to_launch_ = 0;
+  std::unique_ptr<BucketSchedule> schedule_;
   int next_to_finish_ = 0;
   double backward_start_ = 0.0;
   Status deferred_;  // a failure met inside backward, reported by Wait

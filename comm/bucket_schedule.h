@@ -1,0 +1,60 @@
+// When gradient buckets may launch during one synchronized backward, shared
+// by the Reducer and the ZeroReducer: a bucket is complete once every one of
+// its parameters was marked ready, and launches once complete and once every
+// lower-numbered bucket has launched, so buckets always go out in index
+// order and every rank issues the same collective sequence.
+//
+// It also records the gradient-ready order of the first synchronized
+// backward. Backward order is static in this runtime and the buckets were
+// planned from it, so that observed order must equal the static one, on
+// every rank: FinishBackward decides it together, with one all-reduce.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "comm/buckets.h"
+#include "comm/communicator.h"
+#include "runtime/layers/model.h"
+#include "runtime/status.h"
+
+namespace ddp {
+
+class BucketSchedule {
+ public:
+  BucketSchedule(const Model& model, const std::vector<BucketPlan>& plans);
+
+  // Start of a synchronized backward: every bucket waits for all of its
+  // parameters again.
+  void Reset();
+  // Marks `param` ready; returns its bucket. Marking one twice in a backward
+  // is a programming error (CHECK).
+  int MarkReady(const Parameter& param);
+  // The next bucket that may launch now (complete, every lower one
+  // launched), taken; -1 when there is none.
+  int TakeLaunchable();
+  // The next bucket in order whether complete or not (for launching after
+  // backward); -1 once all have launched.
+  int TakeNext();
+  int next_to_launch() const { return next_; }
+  int bucket_of(const Parameter& param) const { return bucket_of_.at(&param); }
+  int num_buckets() const { return static_cast<int>(pending_.size()); }
+
+  // An error naming the first bucket that is still missing gradients.
+  Status CheckComplete() const;
+  // After a synchronized backward, with this rank's own verdict `local`.
+  // The first time, on every rank alike: fails if this or any other rank
+  // saw gradients out of the static order, or had `local` fail. Later,
+  // returns `local`.
+  Status FinishBackward(Communicator* comm, Status local);
+
+ private:
+  std::unordered_map<const Parameter*, int> bucket_of_;
+  std::vector<std::vector<const Parameter*>> params_;
+  std::vector<int> pending_;
+  std::vector<const Parameter*> expected_order_, observed_order_;
+  bool order_checked_ = false;
+  int next_ = 0;
+};
+
+}  // namespace ddp
