@@ -17,6 +17,7 @@ packages=(
   openmpi-bin libopenmpi-dev                        # CPU ranks and bootstrap
   protobuf-compiler libprotobuf-dev                 # TrainConfig
   libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
+  slurmctld slurmd slurm-client                     # the srun --mpi=pmix launch test
 )
 for arg in "$@"; do
   case "$arg" in
