@@ -134,7 +134,8 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
 
 StatusOr<ReduceStats> ZeroReducer::Wait() {
   CHECK(sync_) << "ZeroReducer::Wait after a backward without sync";
-  Status local = deferred_;
+  Status local = FinishParameterGather();  // a parameter the forward never read
+  if (local.ok()) local = deferred_;
   if (local.ok()) local = schedule_->CheckComplete();
   for (; next_to_finish_ < static_cast<int>(buckets_.size()); ++next_to_finish_) {
     RETURN_IF_ERROR(Finish(next_to_finish_, &timings_[next_to_finish_]));
@@ -143,6 +144,9 @@ StatusOr<ReduceStats> ZeroReducer::Wait() {
   stats.buckets = timings_;
   // Includes waits inside backward for a free pool buffer (stage 2).
   for (const BucketTiming& t : timings_) stats.exposed_seconds += t.waited;
+  // And the waits of this step's forward for the previous update's gather.
+  stats.exposed_seconds += gather_waited_;
+  gather_waited_ = 0.0;
   sync_ = false;
   // The first synchronized backward: the observed order must be the static
   // one on every rank, decided together.
@@ -165,26 +169,66 @@ void ZeroReducer::ScaleGradients(ExecutionContext& ctx, float scale) {
   }
 }
 
-Status ZeroReducer::AllGatherParameters() {
+Status ZeroReducer::LaunchParameterGather() {
+  RETURN_IF_ERROR(FinishParameterGather());  // a gather never overtakes the previous one
   const int64_t rank = comm_->rank();
-  std::vector<Tensor> gathered(buckets_.size());
-  std::vector<std::shared_ptr<Work>> works(buckets_.size());
-  for (size_t k = 0; k < buckets_.size(); ++k) {
+  gathered_.assign(buckets_.size(), Tensor());
+  gather_work_.assign(buckets_.size(), nullptr);
+  // The forward reads the flat space upwards: the last bucket first.
+  for (int k = static_cast<int>(buckets_.size()) - 1; k >= 0; --k) {
     const Bucket& b = buckets_[k];
     Tensor piece = Tensor::Zeros({b.shard}, DType::kF32);
     Tensor mine = piece.View(0, {b.owned});
     mine.CopyFrom(model_->flat_parameters().View(b.offset + rank * b.shard, {b.owned}));
-    gathered[k] = Tensor::Empty({b.shard * comm_->world_size()}, DType::kF32);
-    works[k] = comm_->AllGather(piece, gathered[k]);
+    gathered_[k] = Tensor::Empty({b.shard * comm_->world_size()}, DType::kF32);
+    gather_work_[k] = comm_->AllGather(piece, gathered_[k]);
   }
-  // Copy each bucket back as soon as it arrives, while later ones travel.
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    RETURN_IF_ERROR(works[k]->Wait());
+  if (!options_.overlap) return FinishParameterGather();
+  return Status::Ok();
+}
+
+Status ZeroReducer::FinishGather(int k) {
+  const double start = SteadySeconds();
+  Status s = gather_work_[k]->Wait();
+  gather_waited_ += SteadySeconds() - start;
+  gather_work_[k].reset();
+  if (s.ok()) {
     const Bucket& b = buckets_[k];
     Tensor params = model_->flat_parameters().View(b.offset, {b.numel});
-    params.CopyFrom(gathered[k].View(0, {b.numel}));
+    params.CopyFrom(gathered_[k].View(0, {b.numel}));
   }
-  return Status::Ok();
+  gathered_[k] = Tensor();
+  return s;
+}
+
+void ZeroReducer::PrepareParameter(Parameter& param) {
+  if (gather_work_.empty()) return;
+  const int k = schedule_->bucket_of(param);
+  if (gather_work_[k] == nullptr) return;
+  // Buckets arrive in launch order: copy every earlier one on the way.
+  for (int j = static_cast<int>(buckets_.size()) - 1; j >= k; --j) {
+    if (gather_work_[j] == nullptr) continue;
+    Status s = FinishGather(j);
+    if (!s.ok() && gather_status_.ok()) gather_status_ = s;
+  }
+}
+
+Status ZeroReducer::FinishParameterGather() {
+  for (int k = static_cast<int>(gather_work_.size()) - 1; k >= 0; --k) {
+    if (gather_work_[k] == nullptr) continue;
+    Status s = FinishGather(k);
+    if (!s.ok() && gather_status_.ok()) gather_status_ = s;
+  }
+  gather_work_.clear();
+  gathered_.clear();
+  Status s = gather_status_;
+  gather_status_ = Status::Ok();
+  return s;
+}
+
+Status ZeroReducer::AllGatherParameters() {
+  RETURN_IF_ERROR(LaunchParameterGather());
+  return FinishParameterGather();
 }
 
 int64_t ZeroReducer::gradient_bytes() const {

@@ -75,8 +75,19 @@ class ZeroReducer : public GradientReadyHook {
   StatusOr<double> GlobalGradientSquaredNorm(ExecutionContext& ctx);
   // Scales this rank's gradient pieces (clipping).
   void ScaleGradients(ExecutionContext& ctx, float scale);
-  // After the optimizer updated this rank's pieces: every rank gets the full
-  // updated parameters.
+  // After the optimizer updated this rank's pieces: starts all-gathering
+  // them into the full parameters, bucket by bucket, in the order the next
+  // forward reads them (the flat space upwards, so the last bucket first).
+  // Each bucket is copied into place when the forward first reads one of
+  // its parameters (PrepareParameter), so the gather overlaps the next
+  // forward; without overlap (--nooverlap) it finishes here.
+  Status LaunchParameterGather();
+  void PrepareParameter(Parameter& param) override;
+  // Every bucket still in flight arrives and is copied into place; the first
+  // failure of any bucket's gather, also one met inside forward. Call before
+  // anything reads all parameters (evaluation, saving); Wait() calls it too.
+  Status FinishParameterGather();
+  // Launch and finish: every rank has the full updated parameters.
   Status AllGatherParameters();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
@@ -91,6 +102,8 @@ class ZeroReducer : public GradientReadyHook {
   void Launch(Bucket& bucket);
   // Waits for bucket `k`'s reduce-scatter and moves its result into place.
   Status Finish(int k, BucketTiming* timing);
+  // Waits for bucket `k`'s parameter gather and copies it into place.
+  Status FinishGather(int k);
   Tensor OwnedGradients(const Bucket& b) const {
     return options_.stage == 2 ? b.piece.View(0, {b.owned}) : b.grads.View(comm_->rank() * b.shard, {b.owned});
   }
@@ -106,6 +119,12 @@ class ZeroReducer : public GradientReadyHook {
   int next_to_finish_ = 0;
   double backward_start_ = 0.0;
   Status deferred_;  // a failure met inside backward, reported by Wait
+  // Parameter gathers in flight: per bucket, the full-size staging buffer
+  // and the collective (null once copied into place).
+  std::vector<Tensor> gathered_;
+  std::vector<std::shared_ptr<Work>> gather_work_;
+  Status gather_status_;        // the first gather failure, reported by FinishParameterGather
+  double gather_waited_ = 0.0;  // seconds forward and Finish blocked on gathers, added to the next Wait's stats
   std::vector<Tensor> pool_;  // stage 2
   std::vector<BucketTiming> timings_;
 };

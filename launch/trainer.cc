@@ -244,11 +244,14 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     }
   }
   RETURN_IF_ERROR(optimizer_->Step(ctx_, lr));
-  if (zero_) RETURN_IF_ERROR(zero_->AllGatherParameters());
+  // The updated pieces travel while the next step loads data and runs its
+  // forward, which waits for each bucket as it reaches its parameters.
+  if (zero_) RETURN_IF_ERROR(zero_->LaunchParameterGather());
   return result;
 }
 
 StatusOr<double> Trainer::Evaluate() {
+  if (zero_) RETURN_IF_ERROR(zero_->FinishParameterGather());
   model_->SetTraining(false);
   // Rank r evaluates samples r, r + world, ...; the counts are summed.
   const int64_t n = eval_data_->size(), b = options_.batch_size, world = ranks_.world_size;
@@ -342,6 +345,7 @@ StatusOr<TrainResult> Trainer::Run() {
     }
   }
   if (!local.ok()) return local;  // a write that failed after the last step
+  if (zero_) RETURN_IF_ERROR(zero_->FinishParameterGather());  // the last update, before eval and saving
   const int64_t timed_steps = total_steps_ - warmup;
   result.samples_per_s = timed_steps * samples_per_step / timed_seconds;
   if (eval_data_) {

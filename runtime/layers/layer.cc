@@ -11,6 +11,9 @@ constexpr int kGradientStagingSlot = ExecutionContext::kFirstLayerScratchSlot;
 
 Tensor Layer::Forward(ExecutionContext& ctx, const Tensor& x) {
   CHECK(x.defined()) << "Forward of an undefined tensor";
+  if (backward_state_ != nullptr && backward_state_->hook != nullptr) {
+    for (OwnParameter& own : params_) backward_state_->hook->PrepareParameter(*own.param);
+  }
   return ForwardImpl(ctx, x);
 }
 

@@ -32,6 +32,10 @@ struct Buffer {
 class GradientReadyHook {
  public:
   virtual ~GradientReadyHook() = default;
+  // Called before a layer's forward reads `param`'s value: where parameters
+  // may still be arriving (ZeRO's all-gather of the updated pieces, which
+  // overlaps the next forward), the hook waits for param's bucket here.
+  virtual void PrepareParameter(Parameter& param) { (void)param; }
   // Called before a layer writes `param`'s gradient in this backward pass:
   // where gradient buffers are transient (ZeRO-2), the hook points
   // param.grad at a free one here.
@@ -39,7 +43,8 @@ class GradientReadyHook {
   virtual void MarkGradientReady(Parameter& param) = 0;
 };
 
-// Shared by every layer of a model during one backward pass.
+// Shared by every layer of a model: the hook (also asked before forward
+// reads parameters) and how the current backward pass writes gradients.
 struct BackwardState {
   // Later micro-batches of an accumulated step add into the gradients; the
   // first overwrites them.
