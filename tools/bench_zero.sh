@@ -23,7 +23,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mpi=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-printf '%-3s %-6s %14s %14s %8s %14s %10s %10s\n' N stage measured theory ratio transient "step s" "vs stage 0"
+printf '%-3s %-6s %14s %14s %8s %14s %10s %10s %10s\n' N stage measured theory ratio transient "step s" "vs stage 0" "exposed s"
 for n in $ranks; do
   for stage in 0 1 2; do
     "${mpi[@]}" -np "$n" bazel-bin/launch/ddp_train --model "$model" --optimizer adamw --lr 1e-4 \
@@ -48,8 +48,11 @@ if stage == 0:
     open(base, "w").write(str(step))
 relative = step / float(open(base).read())
 print(f"{n:<3} {stage:<6} {measured / 2**20:11.1f} MiB {theory / 2**20:11.1f} MiB {measured / theory:8.3f} "
-      f"{m.get('transient_bucket_bytes', 0) / 2**20:10.1f} MiB {step:10.3f} {relative:10.2f}")
+      f"{m.get('transient_bucket_bytes', 0) / 2**20:10.1f} MiB {step:10.3f} {relative:10.2f} "
+      f"{s.get('exposed_comm_s', 0.0):10.3f}")
 PY
   done
 done
 echo "measured: rank 0's parameter + gradient (padded bucket buffers) + optimizer bytes; theory in fp32 for AdamW"
+echo "exposed: seconds per step the compute thread waited on communication (ZeRO: reduce-scatters, and the"
+echo "next forward's waits for the parameter all-gather)"
