@@ -2,6 +2,7 @@
 // per process, under mpirun, srun --mpi=pmix, or alone. See DESIGN.md for
 // the command-line contract.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include <gflags/gflags.h>
@@ -9,6 +10,8 @@
 
 #include "comm/bootstrap.h"
 #include "comm/mpi_communicator.h"
+#include "runtime/cuda/cuda_device.h"
+#include "launch/device_binding.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
 
@@ -62,6 +65,23 @@ int Main(int argc, char** argv) {
   StatusOr<TrainOptions> options = status.ok() ? ReadTrainOptions() : StatusOr<TrainOptions>(status);
   if (Status s = AgreeOnStatus(world, options.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, SharedSettings(*options)); !s.ok()) return Fail(ranks, s);
+
+  // One GPU per rank by local rank, among those CUDA_VISIBLE_DEVICES shows.
+  DeviceRequest request;
+  request.flag = options->device;
+  request.local_rank = ranks.local_rank;
+  request.local_size = ranks.local_size;
+  request.visible_gpus = options->device == "cpu" ? 0 : cuda::DeviceCount();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible != nullptr) request.cuda_visible_devices = visible;
+  request.cuda_training = false;  // the CUDA training path is not in this build yet
+  StatusOr<DeviceChoice> device = ChooseDevice(request);
+  if (Status s = AgreeOnStatus(world, device.status()); !s.ok()) return Fail(ranks, s);
+  if (Status s = CheckRanksAgree(world, {{"the device kind", device->cuda ? "cuda" : "cpu"}}); !s.ok()) {
+    return Fail(ranks, s);
+  }
+  if (device->cuda) cuda::SetDevice(device->gpu);
+  options->device = device->description;
 
   std::unique_ptr<MpiCommunicator> comm;
   if (ranks.world_size > 1) comm = std::make_unique<MpiCommunicator>(world);

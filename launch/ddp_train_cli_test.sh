@@ -49,6 +49,9 @@ expect_error "--zero-stage must be 0, 1 or 2, got 3 (stage 3 is not supported)" 
 expect_error "--optimizer 'adagrad' is unknown; use sgd, adamw or lamb" --optimizer adagrad
 expect_error "--lr-schedule 'exponential' is unknown" --lr-schedule exponential
 expect_error "--device 'tpu' is unknown" --device tpu
+# With no GPU visible (here, or hidden on a GPU machine), --device cuda says so.
+CUDA_VISIBLE_DEVICES= expect_error "--device cuda: no GPU is visible (CUDA_VISIBLE_DEVICES='')" \
+  "${small[@]}" --steps 1 --device cuda
 expect_error "--lr must be a positive number" --lr nan
 expect_error "give --steps or --epochs, not both" --steps 3 --epochs 2
 expect_error "--epochs needs a tensors:FILE dataset" "${small[@]}" --epochs 1

@@ -128,7 +128,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
     return InvalidArgument("--device '" + FLAGS_device + "' is unknown; use auto, cpu or cuda");
   }
-  if (FLAGS_device == "cuda") return Unimplemented("--device cuda: CUDA training is not in this build yet; use cpu");
+  o.device = FLAGS_device;  // launch/device_binding chooses the rank's device
   if (FLAGS_precision != "fp32") {
     if (FLAGS_precision == "tf32" || FLAGS_precision == "fp16" || FLAGS_precision == "bf16") {
       return Unimplemented("--precision " + FLAGS_precision + ": only fp32 trains in this build");

@@ -14,6 +14,9 @@ namespace ddp {
 
 struct TrainOptions {
   std::string model;
+  // --device as given (auto, cpu, cuda); ddp_train replaces it with the
+  // device chosen for the rank ("cpu", "cuda:1").
+  std::string device = "auto";
   int64_t batch_size = 0, accumulation_steps = 1;
   int64_t steps = 0, epochs = 0;  // exactly one is positive
   uint64_t seed = 1;

@@ -284,10 +284,11 @@ StatusOr<double> Trainer::Evaluate() {
 StatusOr<TrainResult> Trainer::Run() {
   const int64_t samples_per_step = sampler_->global_batch();
   if (is_root()) {
-    std::printf("ddp_train: %s, %lld parameters, %d rank%s x %d threads, batch %lld x %lld micro-batches per rank, "
+    std::printf("ddp_train: %s, %lld parameters, %d rank%s x %d threads on %s, batch %lld x %lld micro-batches per rank, "
                 "%lld steps, %s lr %g, %lldx%lld images from %s\n",
                 options_.model.c_str(), static_cast<long long>(model_->num_parameters()), ranks_.world_size,
-                ranks_.world_size == 1 ? "" : "s", ctx_.num_threads(), static_cast<long long>(options_.batch_size),
+                ranks_.world_size == 1 ? "" : "s", ctx_.num_threads(), options_.device.c_str(),
+                static_cast<long long>(options_.batch_size),
                 static_cast<long long>(options_.accumulation_steps), static_cast<long long>(total_steps_),
                 options_.optimizer.c_str(), options_.lr, static_cast<long long>(train_data_->image_size()),
                 static_cast<long long>(train_data_->image_size()), options_.data.c_str());
