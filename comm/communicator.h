@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "runtime/status.h"
 #include "runtime/tensor.h"
@@ -47,6 +48,11 @@ class Communicator {
   // `output` receives every rank's `input`, rank r's at block r.
   virtual std::shared_ptr<Work> AllGather(Tensor input, Tensor output) = 0;
   virtual std::shared_ptr<Work> Broadcast(Tensor tensor, int root) = 0;
+  // Several tensors of any dtypes and sizes as one operation with one Work:
+  // NCCL issues them inside one ncclGroupStart/End; MPI starts every
+  // broadcast before waiting for any. For many small tensors (a model's BN
+  // buffers) this costs one launch and one wait, not one per tensor.
+  virtual std::shared_ptr<Work> BroadcastCoalesced(std::vector<Tensor> tensors, int root) = 0;
   virtual std::shared_ptr<Work> Barrier() = 0;
 };
 

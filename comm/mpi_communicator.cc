@@ -332,20 +332,32 @@ std::shared_ptr<Work> MpiCommunicator::AllGather(Tensor input, Tensor output) {
 }
 
 std::shared_ptr<Work> MpiCommunicator::Broadcast(Tensor tensor, int root) {
-  CheckHost(tensor, "Broadcast");
+  return BroadcastCoalesced({std::move(tensor)}, root);
+}
+
+std::shared_ptr<Work> MpiCommunicator::BroadcastCoalesced(std::vector<Tensor> tensors, int root) {
+  for (const Tensor& t : tensors) CheckHost(t, "Broadcast");
   CHECK(root >= 0 && root < world_size_) << "Broadcast root " << root;
-  return Enqueue([this, tensor, root]() mutable -> Status {
-    char* data = static_cast<char*>(tensor.raw_data());
-    const int64_t total = static_cast<int64_t>(tensor.nbytes());
-    for (int64_t first = 0; first < total || first == 0; first += kMaxChunk) {
-      const int count = static_cast<int>(std::min(kMaxChunk, total - first));
-      MPI_Request request;
-      const int code = MPI_Ibcast(data + first, count, MPI_BYTE, root, comm_, &request);
-      if (code != MPI_SUCCESS) return MpiFailure("MPI_Ibcast", code);
-      RETURN_IF_ERROR(Complete(&request, "MPI_Ibcast"));
-      if (total == 0) break;
+  return Enqueue([this, tensors, root]() mutable -> Status {
+    // Every piece of every tensor in flight at once, completed together.
+    std::vector<MPI_Request> requests;
+    for (Tensor& tensor : tensors) {
+      char* data = static_cast<char*>(tensor.raw_data());
+      const int64_t total = static_cast<int64_t>(tensor.nbytes());
+      for (int64_t first = 0; first < total; first += kMaxChunk) {
+        const int count = static_cast<int>(std::min(kMaxChunk, total - first));
+        requests.emplace_back();
+        const int code = MPI_Ibcast(data + first, count, MPI_BYTE, root, comm_, &requests.back());
+        if (code != MPI_SUCCESS) {
+          requests.pop_back();
+          // Those already started must finish before their buffers may go.
+          if (!requests.empty()) (void)Complete(requests.data(), "MPI_Ibcast", static_cast<int>(requests.size()));
+          return MpiFailure("MPI_Ibcast", code);
+        }
+      }
     }
-    return Status::Ok();
+    if (requests.empty()) return Status::Ok();
+    return Complete(requests.data(), "MPI_Ibcast", static_cast<int>(requests.size()));
   });
 }
 

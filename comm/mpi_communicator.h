@@ -31,6 +31,7 @@ class MpiCommunicator final : public Communicator {
   std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op) override;
   std::shared_ptr<Work> AllGather(Tensor input, Tensor output) override;
   std::shared_ptr<Work> Broadcast(Tensor tensor, int root) override;
+  std::shared_ptr<Work> BroadcastCoalesced(std::vector<Tensor> tensors, int root) override;
   std::shared_ptr<Work> Barrier() override;
 
   class MpiWork;

@@ -105,6 +105,39 @@ TEST(MpiCommunicatorTest, BroadcastAndBarrier) {
   ASSERT_TRUE(c.Barrier()->Wait().ok());
 }
 
+TEST(MpiCommunicatorTest, CoalescedBroadcastOfMixedTensors) {
+  // A model's initial state in one operation: a large flat f32 buffer, small
+  // f32 buffers, 0-dimensional i64 counters and an empty tensor.
+  MpiCommunicator& c = Comm();
+  const int root = c.world_size() - 1;
+  std::vector<Tensor> tensors = {Tensor::Empty({3000017}, DType::kF32), Tensor::Empty({64}, DType::kF32),
+                                 Tensor::Empty({}, DType::kI64), Tensor::Empty({0}, DType::kF32),
+                                 Tensor::Empty({5}, DType::kF64)};
+  auto expected = [](size_t k, int64_t i) { return static_cast<double>(k * 1000 + (i % 997)); };
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    Tensor& t = tensors[k];
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = c.rank() == root ? expected(k, i) : -1.0;
+      switch (t.dtype()) {
+        case DType::kF32: t.data<float>()[i] = static_cast<float>(v); break;
+        case DType::kF64: t.data<double>()[i] = v; break;
+        default: t.data<int64_t>()[i] = static_cast<int64_t>(v); break;
+      }
+    }
+  }
+  ASSERT_TRUE(c.BroadcastCoalesced(tensors, root)->Wait().ok());
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const Tensor& t = tensors[k];
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double got = t.dtype() == DType::kF32   ? t.data<float>()[i]
+                         : t.dtype() == DType::kF64 ? t.data<double>()[i]
+                                                    : static_cast<double>(t.data<int64_t>()[i]);
+      ASSERT_EQ(got, expected(k, i)) << "tensor " << k << " element " << i;
+    }
+  }
+  ASSERT_TRUE(c.BroadcastCoalesced({}, 0)->Wait().ok());
+}
+
 TEST(MpiCommunicatorTest, ManyOutstandingCollectivesRunInIssueOrder) {
   MpiCommunicator& c = Comm();
   std::vector<Tensor> tensors;

@@ -114,6 +114,20 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
           "ncclBroadcast");
     });
   }
+  std::shared_ptr<Work> BroadcastCoalesced(std::vector<Tensor> tensors, int root) override {
+    return Run([&]() -> Status {
+      RETURN_IF_NCCL(ncclGroupStart());
+      Status issued;
+      for (Tensor& t : tensors) {
+        issued = NcclStatus(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, comm_, stream_),
+                            "ncclBroadcast");
+        if (!issued.ok()) break;
+      }
+      // The group is closed whatever happened inside it.
+      Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+      return issued.ok() ? ended : issued;
+    });
+  }
   std::shared_ptr<Work> Barrier() override {
     // NCCL has no barrier: an all-reduce of one element is one.
     if (!barrier_.defined()) barrier_ = Tensor::Zeros({1}, DType::kF32, Device::Cuda(device_));

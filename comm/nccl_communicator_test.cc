@@ -46,6 +46,21 @@ TEST(NcclCommunicatorTest, AllReduceReduceScatterAllGatherBroadcastAreExact) {
     ASSERT_EQ(back.data<float>()[i], static_cast<float>((i % 1000) * world * (world + 1) / 2)) << i;
   }
   ASSERT_TRUE(c.Broadcast(dev, 0)->Wait().ok());
+  // Coalesced: several tensors of different dtypes in one NCCL group, from
+  // the last rank.
+  Tensor big_host = Tensor::Empty({300007}, DType::kF32), small_host = Tensor::Empty({7}, DType::kI64);
+  for (int64_t i = 0; i < big_host.numel(); ++i) big_host.data<float>()[i] = rank == world - 1 ? i % 1009 : -1.0f;
+  for (int64_t i = 0; i < small_host.numel(); ++i) small_host.data<int64_t>()[i] = rank == world - 1 ? 10 * i : -1;
+  Tensor big = Tensor::Empty(big_host.shape(), DType::kF32, Device::Cuda(rank));
+  Tensor small = Tensor::Empty(small_host.shape(), DType::kI64, Device::Cuda(rank));
+  cuda::CopyTensor(big_host, big, nullptr);
+  cuda::CopyTensor(small_host, small, nullptr);
+  ASSERT_TRUE(c.BroadcastCoalesced({big, small}, world - 1)->Wait().ok());
+  cuda::Synchronize(nullptr);
+  cuda::CopyTensor(big, big_host, nullptr);
+  cuda::CopyTensor(small, small_host, nullptr);
+  for (int64_t i = 0; i < big_host.numel(); ++i) ASSERT_EQ(big_host.data<float>()[i], i % 1009) << i;
+  for (int64_t i = 0; i < small_host.numel(); ++i) ASSERT_EQ(small_host.data<int64_t>()[i], 10 * i) << i;
   ASSERT_TRUE(c.Barrier()->Wait().ok());
   cuda::Synchronize(nullptr);
 #endif

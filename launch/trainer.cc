@@ -55,10 +55,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, 
 
 Status Trainer::BroadcastInitialState() {
   if (!distributed()) return Status::Ok();
-  std::vector<std::shared_ptr<Work>> works = {comm_->Broadcast(model_->flat_parameters(), 0)};
-  for (Buffer* b : model_->buffers()) works.push_back(comm_->Broadcast(b->value, 0));
-  for (auto& w : works) RETURN_IF_ERROR(w->Wait());
-  return Status::Ok();
+  std::vector<Tensor> state = {model_->flat_parameters()};
+  for (Buffer* b : model_->buffers()) state.push_back(b->value);
+  return comm_->BroadcastCoalesced(std::move(state), 0)->Wait();
 }
 
 Status Trainer::Setup() {

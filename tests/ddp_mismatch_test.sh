@@ -35,5 +35,27 @@ expect_all_ranks_fail "rank 1 failed: --load-weights $tmp/missing.safetensors: c
   --load-weights "$tmp/missing.safetensors"
 expect_all_ranks_fail "--bucket-mb must be positive, got 0" -- -np 2 "$bin" --model resnet18 "${base[@]}" --bucket-mb 0
 
+# Rank 0 broadcasts its initial parameters and buffers: with weights loaded
+# on rank 0 only, training is the same, bit for bit, as when every rank loads
+# them (without the broadcast rank 1 would start from its own random init).
+"$bin" --model resnet18 "${base[@]}" --seed 9 --steps 1 --save-weights "$tmp/start.safetensors" > /dev/null 2>&1 ||
+  fail "writing start weights"
+run() {  # run NAME mpirun-arguments...
+  local name="$1"; shift
+  timeout 120 mpirun --oversubscribe --bind-to none "$@" > "$tmp/$name.log" 2>&1 || { fail "$name run failed"; cat "$tmp/$name.log"; }
+}
+out=(--metrics-file "$tmp/m.jsonl" --save-weights "$tmp/w.safetensors")
+run only_root -np 1 "$bin" --model resnet18 "${base[@]}" --load-weights "$tmp/start.safetensors" "${out[@]}" : \
+  -np 1 "$bin" --model resnet18 "${base[@]}" "${out[@]}"
+mv "$tmp/m.jsonl" "$tmp/only_root.jsonl"; mv "$tmp/w.safetensors" "$tmp/only_root.safetensors"
+run everyone -np 2 "$bin" --model resnet18 "${base[@]}" --load-weights "$tmp/start.safetensors" "${out[@]}"
+losses() { grep -o '"loss":[^,]*' "$1"; }
+if [ -n "$(losses "$tmp/only_root.jsonl" 2>/dev/null)" ] && [ "$(losses "$tmp/only_root.jsonl")" = "$(losses "$tmp/m.jsonl")" ]; then
+  echo "ok: weights loaded on rank 0 only train as when every rank loads them: $(losses "$tmp/m.jsonl" | tr '\n' ' ')"
+else
+  fail "losses differ: rank 0 only $(losses "$tmp/only_root.jsonl" | tr '\n' ' ') vs every rank $(losses "$tmp/m.jsonl" | tr '\n' ' ')"
+fi
+tools/compare_weights "$tmp/only_root.safetensors" "$tmp/w.safetensors" --rtol 0 || fail "weights differ"
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all checks passed"
