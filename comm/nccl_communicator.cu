@@ -23,6 +23,12 @@ Status NcclStatus(ncclResult_t r, const char* call) {
 #define RETURN_IF_CUDA(call) RETURN_IF_ERROR(CudaStatus((call), #call))
 #define RETURN_IF_NCCL(call) RETURN_IF_ERROR(NcclStatus((call), #call))
 
+// Where nothing can be returned (destructors): checked, and a failure logged.
+void WarnIfFailed(const Status& s) {
+  if (!s.ok()) LOG(WARNING) << s.message();
+}
+#define WARN_IF_CUDA(call) WarnIfFailed(CudaStatus((call), #call))
+
 StatusOr<ncclDataType_t> NcclType(DType dtype) {
   switch (dtype) {
     case DType::kF32: return ncclFloat32;
@@ -41,7 +47,7 @@ class NcclWork final : public Work {
   NcclWork(cudaEvent_t done, cudaStream_t compute, double enqueued) : done_(done), compute_(compute) {
     timing_.enqueued = timing_.started = enqueued;
   }
-  ~NcclWork() override { cudaEventDestroy(done_); }
+  ~NcclWork() override { WARN_IF_CUDA(cudaEventDestroy(done_)); }
   Status Wait() override {
     // The compute stream waits; the host goes on queueing work.
     return CudaStatus(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
@@ -76,10 +82,10 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   NcclCommunicatorImpl(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream, cudaStream_t compute)
       : comm_(comm), rank_(rank), world_(world), device_(device), stream_(stream), compute_(compute) {}
   ~NcclCommunicatorImpl() override {
-    cudaSetDevice(device_);
-    cudaStreamSynchronize(stream_);
-    ncclCommDestroy(comm_);
-    cudaStreamDestroy(stream_);
+    WARN_IF_CUDA(cudaSetDevice(device_));
+    WARN_IF_CUDA(cudaStreamSynchronize(stream_));
+    WarnIfFailed(NcclStatus(ncclCommDestroy(comm_), "ncclCommDestroy"));
+    WARN_IF_CUDA(cudaStreamDestroy(stream_));
   }
 
   int rank() const override { return rank_; }
@@ -117,14 +123,15 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   std::shared_ptr<Work> BroadcastCoalesced(std::vector<Tensor> tensors, int root) override {
     return Run([&]() -> Status {
       RETURN_IF_NCCL(ncclGroupStart());
-      Status issued;
-      for (Tensor& t : tensors) {
-        issued = NcclStatus(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, comm_, stream_),
-                            "ncclBroadcast");
-        if (!issued.ok()) break;
-      }
+      auto issue_all = [&]() -> Status {
+        for (Tensor& t : tensors) {
+          RETURN_IF_NCCL(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, comm_, stream_));
+        }
+        return Status::Ok();
+      };
+      const Status issued = issue_all();
       // The group is closed whatever happened inside it.
-      Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+      const Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
       return issued.ok() ? ended : issued;
     });
   }
@@ -151,9 +158,13 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     }();
     if (!s.ok()) return std::make_shared<FailedWork>(s);
     cudaEvent_t done;
-    Status recorded = CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-    if (recorded.ok()) recorded = CudaStatus(cudaEventRecord(done, stream_), "cudaEventRecord");
-    if (!recorded.ok()) return std::make_shared<FailedWork>(recorded);
+    const Status created = CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    if (!created.ok()) return std::make_shared<FailedWork>(created);
+    const Status recorded = CudaStatus(cudaEventRecord(done, stream_), "cudaEventRecord");
+    if (!recorded.ok()) {
+      WARN_IF_CUDA(cudaEventDestroy(done));
+      return std::make_shared<FailedWork>(recorded);
+    }
     return std::make_shared<NcclWork>(done, compute_, enqueued);
   }
 
