@@ -7,7 +7,7 @@
 # ends every rank with one line and a non-zero exit.
 #   slurm_launch_test.sh
 # Without root, without Slurm's daemons (Debian slurmd, slurmctld,
-# slurm-client; tools/install_deps.sh installs them), or where this host's
+# slurm-client; `tools/install_deps.sh --with-slurm` installs them), or where this host's
 # name does not resolve (Slurm's daemons need it), the test reports itself
 # skipped, unless DDP_REQUIRE_SLURM=1 (CI) makes that a failure.
 set -u

@@ -4,6 +4,7 @@
 #
 #   tools/install_deps.sh                 # build and test dependencies
 #   tools/install_deps.sh --with-pytorch  # also PyTorch, the benchmark peer
+#   tools/install_deps.sh --with-slurm    # also Slurm, for the srun launch test (CI)
 #
 # The CUDA 13 toolkit (cuDNN, cuBLASLt, NCCL) is not a Debian package: where
 # /usr/local/cuda/bin/nvcc exists the build uses it, elsewhere it builds for
@@ -17,11 +18,13 @@ packages=(
   openmpi-bin libopenmpi-dev                        # CPU ranks and bootstrap
   protobuf-compiler libprotobuf-dev                 # TrainConfig
   libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
-  slurmctld slurmd slurm-client                     # the srun --mpi=pmix launch test
 )
 for arg in "$@"; do
   case "$arg" in
     --with-pytorch) packages+=(python3-torch python3-torchvision libopenblas0-pthread) ;;
+    # Slurm's daemons, for tests/slurm_launch_test.sh (which starts its own
+    # throwaway cluster). Opt-in: Debian enables their system services.
+    --with-slurm) packages+=(slurmctld slurmd slurm-client) ;;
     *) echo "install_deps.sh: unknown option '$arg'" >&2; exit 2 ;;
   esac
 done
