@@ -43,9 +43,11 @@ class Communicator {
   virtual std::shared_ptr<Work> AllReduce(Tensor tensor, ReduceOp op) = 0;
   // `input` holds world_size blocks of output.numel() elements; `output`
   // receives this rank's block of the reduction. Backends may use `input`
-  // as scratch: its contents afterwards are unspecified.
+  // as scratch: its contents afterwards are unspecified, except that
+  // `output` may be this rank's block of `input` (in place, as NCCL allows).
   virtual std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op) = 0;
-  // `output` receives every rank's `input`, rank r's at block r.
+  // `output` receives every rank's `input`, rank r's at block r. In place
+  // when `input` is this rank's block of `output` (as NCCL allows).
   virtual std::shared_ptr<Work> AllGather(Tensor input, Tensor output) = 0;
   virtual std::shared_ptr<Work> Broadcast(Tensor tensor, int root) = 0;
   // Several tensors of any dtypes and sizes as one operation with one Work:

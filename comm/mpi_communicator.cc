@@ -302,7 +302,8 @@ std::shared_ptr<Work> MpiCommunicator::ReduceScatter(Tensor input, Tensor output
                                    bytes, /*tag=*/1, "ring reduce-scatter (MPI_Isend/MPI_Irecv)"));
       AddInto(input.dtype(), incoming.raw_data(), data + receive_block * static_cast<int64_t>(bytes), block);
     }
-    std::memcpy(output.raw_data(), data + r * static_cast<int64_t>(bytes), output.nbytes());
+    const char* mine = data + r * static_cast<int64_t>(bytes);
+    if (output.raw_data() != mine) std::memcpy(output.raw_data(), mine, output.nbytes());  // else in place
     if (op == ReduceOp::kAverage) DivideInPlace(output, world_size_);
     return Status::Ok();
   });
@@ -320,7 +321,8 @@ std::shared_ptr<Work> MpiCommunicator::AllGather(Tensor input, Tensor output) {
     const int w = world_size_, r = rank_;
     const int bytes = static_cast<int>(input.nbytes());
     char* data = static_cast<char*>(output.raw_data());
-    std::memcpy(data + r * static_cast<int64_t>(bytes), input.raw_data(), input.nbytes());
+    char* mine = data + r * static_cast<int64_t>(bytes);
+    if (mine != input.raw_data()) std::memcpy(mine, input.raw_data(), input.nbytes());  // else in place
     for (int step = 0; step < w - 1; ++step) {
       const int send_block = (r - step + w) % w, receive_block = (r - step - 1 + w) % w;
       RETURN_IF_ERROR(RingExchange(comm_, r, w, data + send_block * static_cast<int64_t>(bytes),

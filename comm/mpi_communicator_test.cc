@@ -79,6 +79,12 @@ TEST(MpiCommunicatorTest, ReduceScatterGivesEachRankItsBlock) {
   int64_t wrong = 0;
   for (int64_t i = 0; i < block; ++i) wrong += out.data<float>()[i] != Sum(c.world_size(), c.rank() * block + i);
   EXPECT_EQ(wrong, 0);
+  // In place: the output is this rank's block of the input.
+  for (int64_t i = 0; i < in.numel(); ++i) in.data<float>()[i] = Value(c.rank(), i);
+  Tensor mine = in.View(c.rank() * block, {block});
+  ASSERT_TRUE(c.ReduceScatter(in, mine, ReduceOp::kSum)->Wait().ok());
+  for (int64_t i = 0; i < block; ++i) wrong += mine.data<float>()[i] != Sum(c.world_size(), c.rank() * block + i);
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(MpiCommunicatorTest, AllGatherPlacesRankRAtBlockR) {
@@ -89,6 +95,15 @@ TEST(MpiCommunicatorTest, AllGatherPlacesRankRAtBlockR) {
   ASSERT_TRUE(c.AllGather(in, out)->Wait().ok());
   for (int r = 0; r < c.world_size(); ++r) {
     for (int64_t i = 0; i < block; i += 997) ASSERT_EQ(out.data<float>()[r * block + i], r * 100000 + i);
+  }
+  // In place: the input is this rank's block of the output.
+  Tensor inplace = Tensor::Empty({block * c.world_size()}, DType::kF32);
+  for (int64_t i = 0; i < inplace.numel(); ++i) inplace.data<float>()[i] = -1.0f;
+  Tensor mine = inplace.View(c.rank() * block, {block});
+  for (int64_t i = 0; i < block; ++i) mine.data<float>()[i] = static_cast<float>(c.rank() * 100000 + i);
+  ASSERT_TRUE(c.AllGather(mine, inplace)->Wait().ok());
+  for (int r = 0; r < c.world_size(); ++r) {
+    for (int64_t i = 0; i < block; ++i) ASSERT_EQ(inplace.data<float>()[r * block + i], r * 100000 + i);
   }
 }
 

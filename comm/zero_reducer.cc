@@ -67,6 +67,11 @@ std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
 
 void ZeroReducer::PrepareForBackward(bool sync, bool first_micro_batch) {
   CHECK(sync || options_.stage == 1) << "ZeRO stage 2 reduces every micro-batch";
+  // Gathers land in the buffers backward writes: any the forward did not
+  // wait for (a parameter it never read) finish now; a failure is reported
+  // by Wait.
+  const Status gathered = FinishParameterGather();
+  if (!gathered.ok()) gather_status_ = gathered;
   sync_ = sync;
   first_micro_batch_ = first_micro_batch;
   if (!sync) return;
@@ -107,8 +112,10 @@ void ZeroReducer::MarkGradientReady(Parameter& param) {
 
 void ZeroReducer::Launch(Bucket& bucket) {
   bucket.launched = SteadySeconds() - backward_start_;
-  bucket.scattered = Tensor::Empty({bucket.shard}, DType::kF32);
-  bucket.work = comm_->ReduceScatter(bucket.grads, bucket.scattered, ReduceOp::kSum);
+  // In place: this rank's summed block lands in its own block of the bucket
+  // buffer, which for stage 1 is where the optimizer slots view it.
+  bucket.work = comm_->ReduceScatter(bucket.grads, bucket.grads.View(comm_->rank() * bucket.shard, {bucket.shard}),
+                                     ReduceOp::kSum);
 }
 
 Status ZeroReducer::Finish(int k, BucketTiming* timing) {
@@ -120,15 +127,16 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
   timing->waited = SteadySeconds() - start;
   timing->launched = b.launched;
   timing->finished = b.work->timing().finished - backward_start_;
-  const Tensor summed = b.scattered.View(0, {b.owned});
+  if (options_.stage == 1) return Status::Ok();  // already where the optimizer slots view it
+  // Stage 2: from the transient pool buffer into the persistent piece.
+  const Tensor summed = b.grads.View(comm_->rank() * b.shard, {b.owned});
   Tensor owned = OwnedGradients(b);
-  if (options_.stage == 2 && !first_micro_batch_) {
+  if (first_micro_batch_) {
+    owned.CopyFrom(summed);
+  } else {
     ExecutionContext ctx = ExecutionContext::Cpu();
     Axpy(ctx, 1.0f, summed, owned);  // accumulate this micro-batch into the piece
-  } else {
-    owned.CopyFrom(summed);  // in place, where the optimizer slots view it
   }
-  b.scattered = Tensor();
   return Status::Ok();
 }
 
@@ -169,58 +177,67 @@ void ZeroReducer::ScaleGradients(ExecutionContext& ctx, float scale) {
   }
 }
 
+Tensor ZeroReducer::GatherTarget(int k) const {
+  // Free at this point of the step: stage 1's own bucket buffer (its
+  // gradients were consumed by the optimizer, and the next backward
+  // overwrites them), or stage 2's pool buffer of the bucket.
+  const Bucket& b = buckets_[k];
+  const int64_t size = b.shard * comm_->world_size();
+  return options_.stage == 1 ? b.grads : pool_[k % kBuffersInFlight].View(0, {size});
+}
+
+void ZeroReducer::LaunchGather(int k) {
+  const Bucket& b = buckets_[k];
+  Tensor target = GatherTarget(k);
+  // In place: this rank's piece goes to its block of the target first.
+  Tensor mine = target.View(comm_->rank() * b.shard, {b.shard});
+  mine.View(0, {b.owned}).CopyFrom(model_->flat_parameters().View(b.offset + comm_->rank() * b.shard, {b.owned}));
+  gather_work_[k] = comm_->AllGather(mine, target);
+  ++gathers_in_flight_;
+}
+
+void ZeroReducer::TopUpGathers() {
+  // Stage 2 shares kBuffersInFlight pool buffers (bucket k uses k % 3, and
+  // gathers go from the last bucket down), so at most that many travel.
+  const int limit = options_.stage == 1 ? static_cast<int>(buckets_.size()) : kBuffersInFlight;
+  while (next_gather_launch_ >= 0 && gathers_in_flight_ < limit) LaunchGather(next_gather_launch_--);
+}
+
 Status ZeroReducer::LaunchParameterGather() {
   RETURN_IF_ERROR(FinishParameterGather());  // a gather never overtakes the previous one
-  const int64_t rank = comm_->rank();
-  gathered_.assign(buckets_.size(), Tensor());
   gather_work_.assign(buckets_.size(), nullptr);
   // The forward reads the flat space upwards: the last bucket first.
-  for (int k = static_cast<int>(buckets_.size()) - 1; k >= 0; --k) {
-    const Bucket& b = buckets_[k];
-    Tensor piece = Tensor::Zeros({b.shard}, DType::kF32);
-    Tensor mine = piece.View(0, {b.owned});
-    mine.CopyFrom(model_->flat_parameters().View(b.offset + rank * b.shard, {b.owned}));
-    gathered_[k] = Tensor::Empty({b.shard * comm_->world_size()}, DType::kF32);
-    gather_work_[k] = comm_->AllGather(piece, gathered_[k]);
-  }
+  next_gather_launch_ = next_gather_finish_ = static_cast<int>(buckets_.size()) - 1;
+  TopUpGathers();
   if (!options_.overlap) return FinishParameterGather();
   return Status::Ok();
 }
 
-Status ZeroReducer::FinishGather(int k) {
+void ZeroReducer::FinishNextGather() {
+  const int k = next_gather_finish_--;
+  while (gather_work_[k] == nullptr) LaunchGather(next_gather_launch_--);  // not launched yet: launch up to it
   const double start = SteadySeconds();
   Status s = gather_work_[k]->Wait();
   gather_waited_ += SteadySeconds() - start;
   gather_work_[k].reset();
+  --gathers_in_flight_;
   if (s.ok()) {
     const Bucket& b = buckets_[k];
-    Tensor params = model_->flat_parameters().View(b.offset, {b.numel});
-    params.CopyFrom(gathered_[k].View(0, {b.numel}));
+    model_->flat_parameters().View(b.offset, {b.numel}).CopyFrom(GatherTarget(k).View(0, {b.numel}));
+  } else if (gather_status_.ok()) {
+    gather_status_ = s;
   }
-  gathered_[k] = Tensor();
-  return s;
+  TopUpGathers();
 }
 
 void ZeroReducer::PrepareParameter(Parameter& param) {
-  if (gather_work_.empty()) return;
-  const int k = schedule_->bucket_of(param);
-  if (gather_work_[k] == nullptr) return;
   // Buckets arrive in launch order: copy every earlier one on the way.
-  for (int j = static_cast<int>(buckets_.size()) - 1; j >= k; --j) {
-    if (gather_work_[j] == nullptr) continue;
-    Status s = FinishGather(j);
-    if (!s.ok() && gather_status_.ok()) gather_status_ = s;
-  }
+  const int k = schedule_->bucket_of(param);
+  while (next_gather_finish_ >= k) FinishNextGather();
 }
 
 Status ZeroReducer::FinishParameterGather() {
-  for (int k = static_cast<int>(gather_work_.size()) - 1; k >= 0; --k) {
-    if (gather_work_[k] == nullptr) continue;
-    Status s = FinishGather(k);
-    if (!s.ok() && gather_status_.ok()) gather_status_ = s;
-  }
-  gather_work_.clear();
-  gathered_.clear();
+  while (next_gather_finish_ >= 0) FinishNextGather();
   Status s = gather_status_;
   gather_status_ = Status::Ok();
   return s;

@@ -45,7 +45,6 @@ class ZeroReducer : public GradientReadyHook {
     int64_t owned = 0;               // this rank's elements inside numel (0 <= owned <= shard)
     Tensor grads;                    // padded bucket buffer, world * shard (stage 2: a pool buffer while in use)
     Tensor piece;                    // stage 2: this rank's summed gradient piece, shard elements
-    Tensor scattered;                // transient reduce-scatter output, shard elements
     bool prepared = false;           // stage 2: holds a pool buffer in this backward
     std::shared_ptr<Work> work;
     double launched = 0.0;
@@ -102,8 +101,15 @@ class ZeroReducer : public GradientReadyHook {
   void Launch(Bucket& bucket);
   // Waits for bucket `k`'s reduce-scatter and moves its result into place.
   Status Finish(int k, BucketTiming* timing);
-  // Waits for bucket `k`'s parameter gather and copies it into place.
-  Status FinishGather(int k);
+  // The parameter gather of bucket k lands in a buffer that is free between
+  // the optimizer step and the next backward: stage 1's bucket buffer,
+  // stage 2's pool buffer k % kBuffersInFlight. No staging memory.
+  Tensor GatherTarget(int k) const;
+  void LaunchGather(int k);
+  // Launches further gathers, as far as free buffers allow.
+  void TopUpGathers();
+  // Waits for the oldest gather in flight, copies it into place, tops up.
+  void FinishNextGather();
   Tensor OwnedGradients(const Bucket& b) const {
     return options_.stage == 2 ? b.piece.View(0, {b.owned}) : b.grads.View(comm_->rank() * b.shard, {b.owned});
   }
@@ -119,10 +125,11 @@ class ZeroReducer : public GradientReadyHook {
   int next_to_finish_ = 0;
   double backward_start_ = 0.0;
   Status deferred_;  // a failure met inside backward, reported by Wait
-  // Parameter gathers in flight: per bucket, the full-size staging buffer
-  // and the collective (null once copied into place).
-  std::vector<Tensor> gathered_;
+  // Parameter gathers: per bucket, the collective in flight (null before
+  // launch and once copied into place); they launch and finish from the last
+  // bucket down.
   std::vector<std::shared_ptr<Work>> gather_work_;
+  int next_gather_launch_ = -1, next_gather_finish_ = -1, gathers_in_flight_ = 0;
   Status gather_status_;        // the first gather failure, reported by FinishParameterGather
   double gather_waited_ = 0.0;  // seconds forward and Finish blocked on gathers, added to the next Wait's stats
   std::vector<Tensor> pool_;  // stage 2
