@@ -243,11 +243,6 @@ Status ZeroReducer::FinishParameterGather() {
   return s;
 }
 
-Status ZeroReducer::AllGatherParameters() {
-  RETURN_IF_ERROR(LaunchParameterGather());
-  return FinishParameterGather();
-}
-
 int64_t ZeroReducer::gradient_bytes() const {
   int64_t bytes = 0;
   for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(options_.stage == 2 ? b.piece.nbytes() : b.grads.nbytes());

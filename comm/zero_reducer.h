@@ -2,11 +2,14 @@
 // space is split per bucket, each bucket padded to a multiple of the world
 // size, and rank r owns piece r of every bucket. Gradients live in padded
 // bucket buffers (each parameter's grad is a view into one); as a bucket
-// completes during backward it is reduce-scattered, so each rank ends up
-// with the summed gradient of its pieces, in place in its bucket buffers.
-// The optimizer sees only this rank's pieces (OptimizerSlots), so its state
-// is 1/N; after the update the pieces are all-gathered back into the full
-// parameters, bucket by bucket. Never falls back to unsharded.
+// completes during backward it is reduce-scattered in place, so each rank
+// ends up with the summed gradient of its pieces in its own block of the
+// bucket buffer. The optimizer sees only this rank's pieces
+// (OptimizerSlots), so its state is 1/N; after the update the pieces are
+// all-gathered back into the full parameters, bucket by bucket, in place in
+// buffers that are free until the next backward, while the next forward
+// runs (each layer waits only for its bucket). Never falls back to
+// unsharded.
 //
 // Stage 2 keeps only the pieces of the gradients: full-size bucket buffers
 // are transient, a few (kBuffersInFlight) in a pool that buckets take in
@@ -86,8 +89,6 @@ class ZeroReducer : public GradientReadyHook {
   // failure of any bucket's gather, also one met inside forward. Call before
   // anything reads all parameters (evaluation, saving); Wait() calls it too.
   Status FinishParameterGather();
-  // Launch and finish: every rank has the full updated parameters.
-  Status AllGatherParameters();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Persistent gradient bytes: the padded bucket buffers (stage 1), or only
