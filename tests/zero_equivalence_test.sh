@@ -28,12 +28,21 @@ run() {  # run NAME ARGS...: mpirun ddp_train, metrics and weights under NAME
 compare() {  # compare A B STAGE
   /usr/bin/python3 - "$tmp/$1.jsonl" "$tmp/$2.jsonl" <<'PY' || fail "losses of $1 and $2 differ"
 import json, sys
+def records(path):
+    return [json.loads(line) for line in open(path)]
 def losses(path):
-    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
+    return [r["loss"] for r in records(path) if "loss" in r]
+def accuracies(path):  # during training, and the summary's
+    rs = records(path)
+    return [r["eval_accuracy"] for r in rs if "eval_accuracy" in r] + \
+           [r["summary"]["eval_accuracy"] for r in rs if "eval_accuracy" in r.get("summary", {})]
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 print(f"losses {a} vs {b}: worst relative difference {worst:.3g}")
-sys.exit(0 if len(a) == len(b) >= 1 and worst <= 1e-4 else 1)
+ea, eb = accuracies(sys.argv[1]), accuracies(sys.argv[2])
+if ea or eb:
+    print(f"eval accuracies {ea} vs {eb}")
+sys.exit(0 if len(a) == len(b) >= 1 and worst <= 1e-4 and ea == eb else 1)
 PY
   tools/compare_weights "$tmp/$1.safetensors" "$tmp/$2.safetensors" --rtol 1e-5 \
     --exclude running_,num_batches_tracked || fail "weights of $1 and $2 differ"
@@ -41,6 +50,9 @@ PY
 }
 
 sgd=(--optimizer sgd --lr 0.02 --momentum 0.9 --weight-decay 1e-4 --nodecay-bn-bias)
+# Evaluation under ZeRO (after step 1, while the parameter gather may still
+# be in flight, and at the end) gives stage 0's accuracies.
+eval=(--eval-data "tensors:$tmp/data.safetensors" --eval-every 1)
 # Adam-type updates divide by tiny second moments and amplify a reordered
 # sum most: DESIGN.md compares them after the first step (PyTorch moved
 # 5.7e-4 after 2 AdamW steps from reordering alone). Stage 2 with
@@ -49,7 +61,7 @@ sgd=(--optimizer sgd --lr 0.02 --momentum 0.9 --weight-decay 1e-4 --nodecay-bn-b
 # step (after two, a BN bias near zero moved 1.45e-5 at 4 ranks).
 adamw=(--optimizer adamw --lr 0.001 --weight-decay 0.01 --clip-grad-norm 0.5 --steps 1)
 lamb=(--optimizer lamb --lr 0.002 --weight-decay 0.01 --nodecay-bn-bias --steps 1)
-run sgd0 "${sgd[@]}" --zero-stage 0
+run sgd0 "${sgd[@]}" "${eval[@]}" --zero-stage 0
 run adamw0 "${adamw[@]}" --zero-stage 0
 run accum0 "${sgd[@]}" --zero-stage 0 --accumulation-steps 2
 run accum0_1 "${sgd[@]}" --zero-stage 0 --accumulation-steps 2 --steps 1
@@ -57,8 +69,8 @@ run lamb0 "${lamb[@]}" --zero-stage 0
 for stage in 1 2; do
   run "lamb$stage" "${lamb[@]}" --zero-stage "$stage"
   echo "np $np, stage $stage, LAMB (per-parameter norms across shards):"; compare lamb0 "lamb$stage" "$stage"
-  run "sgd$stage" "${sgd[@]}" --zero-stage "$stage"
-  echo "np $np, stage $stage, SGD with momentum:"; compare sgd0 "sgd$stage" "$stage"
+  run "sgd$stage" "${sgd[@]}" "${eval[@]}" --zero-stage "$stage"
+  echo "np $np, stage $stage, SGD with momentum, evaluated:"; compare sgd0 "sgd$stage" "$stage"
   run "adamw$stage" "${adamw[@]}" --zero-stage "$stage"
   echo "np $np, stage $stage, AdamW with clipping:"; compare adamw0 "adamw$stage" "$stage"
   accum_steps=2
