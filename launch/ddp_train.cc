@@ -10,10 +10,10 @@
 
 #include "comm/bootstrap.h"
 #include "comm/mpi_communicator.h"
-#include "runtime/cuda/cuda_device.h"
 #include "launch/device_binding.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
+#include "runtime/cuda/cuda_device.h"
 
 namespace ddp {
 namespace {
