@@ -16,6 +16,13 @@ void CheckSlots(const std::vector<OptimizerSlot>& slots) {
   }
 }
 
+// One zero f32 tensor per slot, the slot's size: per-element optimizer state.
+std::vector<Tensor> ZeroStateFor(const std::vector<OptimizerSlot>& slots) {
+  std::vector<Tensor> state;
+  for (const OptimizerSlot& s : slots) state.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
+  return state;
+}
+
 int64_t StateBytes(const std::vector<Tensor>& state) {
   int64_t bytes = 0;
   for (const Tensor& t : state) bytes += static_cast<int64_t>(t.nbytes());
@@ -26,9 +33,7 @@ class Sgd final : public Optimizer {
  public:
   Sgd(std::vector<OptimizerSlot> slots, const SgdOptions& options) : slots_(std::move(slots)), options_(options) {
     CheckSlots(slots_);
-    if (options_.momentum != 0.0f) {
-      for (const OptimizerSlot& s : slots_) momentum_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
-    }
+    if (options_.momentum != 0.0f) momentum_ = ZeroStateFor(slots_);
   }
 
   Status Step(ExecutionContext& ctx, float lr) override {
@@ -70,10 +75,8 @@ class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<OptimizerSlot> slots, const AdamWOptions& options) : slots_(std::move(slots)), options_(options) {
     CheckSlots(slots_);
-    for (const OptimizerSlot& s : slots_) {
-      exp_avg_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
-      exp_avg_sq_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
-    }
+    exp_avg_ = ZeroStateFor(slots_);
+    exp_avg_sq_ = ZeroStateFor(slots_);
   }
 
   Status Step(ExecutionContext& ctx, float lr) override {
@@ -119,9 +122,9 @@ class Lamb final : public Optimizer {
     for (const OptimizerSlot& s : slots_) {
       CHECK(s.param_index >= 0 && s.param_index < groups_)
           << "LAMB slot " << s.name << " has parameter index " << s.param_index << " of " << groups_;
-      exp_avg_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
-      exp_avg_sq_.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
     }
+    exp_avg_ = ZeroStateFor(slots_);
+    exp_avg_sq_ = ZeroStateFor(slots_);
   }
 
   Status Step(ExecutionContext& ctx, float lr) override {
