@@ -2,7 +2,6 @@
 
 #include "comm/buckets.h"
 #include "runtime/ops/elementwise.h"
-#include "runtime/ops/reduce.h"
 #include "runtime/clock.h"
 
 namespace ddp {
@@ -162,19 +161,16 @@ StatusOr<ReduceStats> ZeroReducer::Wait() {
   return stats;
 }
 
-StatusOr<double> ZeroReducer::GlobalGradientSquaredNorm(ExecutionContext& ctx) {
-  double local = 0.0;
-  for (const Bucket& b : buckets_) local += SumOfSquares(ctx, OwnedGradients(b));
-  Tensor sum = Tensor::FromVector<double>({local}, {1});
-  RETURN_IF_ERROR(comm_->AllReduce(sum, ReduceOp::kSum)->Wait());
-  return sum.data<double>()[0];
+std::vector<Tensor> ZeroReducer::GradientPieces() const {
+  std::vector<Tensor> pieces;
+  for (const Bucket& b : buckets_) pieces.push_back(OwnedGradients(b));
+  return pieces;
 }
 
-void ZeroReducer::ScaleGradients(ExecutionContext& ctx, float scale) {
-  for (const Bucket& b : buckets_) {
-    Tensor owned = OwnedGradients(b);
-    Scale(ctx, scale, owned);
-  }
+StatusOr<double> ZeroReducer::GlobalGradientSquaredNorm(ExecutionContext& ctx) {
+  Tensor sum = Tensor::FromVector<double>({GradientSquaredNorm(ctx, GradientPieces())}, {1});
+  RETURN_IF_ERROR(comm_->AllReduce(sum, ReduceOp::kSum)->Wait());
+  return sum.data<double>()[0];
 }
 
 Tensor ZeroReducer::GatherTarget(int k) const {

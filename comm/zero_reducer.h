@@ -75,8 +75,8 @@ class ZeroReducer : public GradientReadyHook {
   StatusOr<ReduceStats> Wait();
   // The squared global gradient norm: the sum of every rank's pieces'.
   StatusOr<double> GlobalGradientSquaredNorm(ExecutionContext& ctx);
-  // Scales this rank's gradient pieces (clipping).
-  void ScaleGradients(ExecutionContext& ctx, float scale);
+  // This rank's summed gradient pieces, one per bucket (for clipping).
+  std::vector<Tensor> GradientPieces() const;
   // After the optimizer updated this rank's pieces: starts all-gathering
   // them into the full parameters, bucket by bucket, in the order the next
   // forward reads them (the flat space upwards, so the last bucket first).

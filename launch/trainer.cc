@@ -232,15 +232,15 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
                               "; try a lower --lr");
   }
   if (options_.clip_grad_norm > 0.0) {
+    // Under ZeRO the global norm is the sum of every rank's pieces' squared
+    // norms, and each rank scales its own pieces.
+    double squared = 0.0;
     if (zero_) {
-      // The global norm is the sum of every rank's pieces' squared norms.
-      ASSIGN_OR_RETURN(const double squared, zero_->GlobalGradientSquaredNorm(ctx_));
-      const double coef = options_.clip_grad_norm / (std::sqrt(squared) + 1e-6);
-      if (coef < 1.0) zero_->ScaleGradients(ctx_, static_cast<float>(coef));
+      ASSIGN_OR_RETURN(squared, zero_->GlobalGradientSquaredNorm(ctx_));
     } else {
-      const double norm = std::sqrt(GradientSquaredNorm(ctx_, grads_));
-      ClipGradientsToNorm(ctx_, grads_, norm, options_.clip_grad_norm);
+      squared = GradientSquaredNorm(ctx_, grads_);
     }
+    ClipGradientsToNorm(ctx_, zero_ ? zero_->GradientPieces() : grads_, std::sqrt(squared), options_.clip_grad_norm);
   }
   RETURN_IF_ERROR(optimizer_->Step(ctx_, lr));
   // The updated pieces travel while the next step loads data and runs its
