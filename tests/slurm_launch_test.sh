@@ -116,14 +116,8 @@ fi
 cat "$tmp/srun.log"
 grep -q "2 ranks x $threads threads" "$tmp/srun.log" || fail "srun job did not report 2 ranks x $threads threads"
 [ "$(grep -c '^step ' "$tmp/srun.log")" -eq 2 ] || fail "srun job printed progress other than once per step (rank 0 only)"
-/usr/bin/python3 - "$tmp/mpirun.jsonl" "$tmp/srun.jsonl" <<'PY' || fail "losses differ between mpirun and srun"
-import json, sys
-def losses(path):
-    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-print(f"losses mpirun {a} vs srun {b}")
-sys.exit(0 if len(a) == 2 and a == b else 1)
-PY
+/usr/bin/python3 tests/compare_losses.py "$tmp/mpirun.jsonl" "$tmp/srun.jsonl" --steps 2 ||
+  fail "losses differ between mpirun and srun"
 tools/compare_weights "$tmp/mpirun.safetensors" "$tmp/srun.safetensors" --rtol 0 || fail "weights differ between mpirun and srun"
 
 # Bad input under srun: every rank one line, non-zero exit, no hang.
