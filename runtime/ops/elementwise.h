@@ -13,9 +13,10 @@ void Add(ExecutionContext& ctx, const Tensor& a, const Tensor& b, Tensor& out);
 void Axpy(ExecutionContext& ctx, float alpha, const Tensor& x, Tensor& y);
 // x *= alpha.
 void Scale(ExecutionContext& ctx, float alpha, Tensor& x);
-// y = max(x, 0) (y may alias x).
+// y = max(x, 0) (y may alias x); NaN stays NaN, as in PyTorch.
 void ReluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y);
-// dx = dy where the ReLU's output y > 0, else 0 (dx may alias dy).
+// dx = 0 where the ReLU's output y <= 0, else dy (so a NaN y passes dy, as in
+// PyTorch's threshold_backward); dx may alias dy.
 void ReluBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 
 }  // namespace ddp

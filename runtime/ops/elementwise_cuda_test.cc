@@ -1,5 +1,8 @@
 // CUDA elementwise kernels against the CPU implementation on random inputs.
 // Reports SKIPPED where no GPU is visible or the build has no CUDA.
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "runtime/cuda/cuda_device.h"
@@ -64,6 +67,31 @@ TEST_P(ElementwiseCudaTest, MatchesCpu) {
   ReluBackward(cpu, y, b, dx);
   ReluBackward(gpu, dy_dev, db, ddx);
   EXPECT_TRUE(testing::AllClose(ToHostDoubles(ddx), ToDoubles(dx), 0.0, 0.0));
+}
+
+// NaN stays NaN through the ReLU and its backward, as on the CPU and in PyTorch.
+TEST_P(ElementwiseCudaTest, ReluPropagatesNaN) {
+  const int64_t n = GetParam();
+  std::mt19937_64 rng(n + 2);
+  Tensor x = ToF32Tensor(RandomValues(n, rng), {n});
+  x.data<float>()[n / 2] = std::numeric_limits<float>::quiet_NaN();
+  if (n > 1) x.data<float>()[n - 1] = std::numeric_limits<float>::infinity();
+  ExecutionContext cpu = ExecutionContext::Cpu(2);
+  ExecutionContext gpu = ExecutionContext::Cuda(0, nullptr);
+  Tensor y = Tensor::Empty({n}, DType::kF32), dy = Tensor::Empty({n}, DType::kF32, Device::Cuda(0));
+  ReluForward(cpu, x, y);
+  ReluForward(gpu, ToDevice(x), dy);
+  const std::vector<double> got = ToHostDoubles(dy), want = ToDoubles(y);
+  ASSERT_TRUE(std::isnan(got[n / 2]));
+  for (int64_t i = 0; i < n; ++i) {
+    if (i != n / 2) EXPECT_EQ(got[i], want[i]) << i;
+  }
+  Tensor g = ToF32Tensor(RandomValues(n, rng), {n});
+  Tensor dx = Tensor::Empty({n}, DType::kF32), ddx = Tensor::Empty({n}, DType::kF32, Device::Cuda(0));
+  ReluBackward(cpu, y, g, dx);
+  ReluBackward(gpu, dy, ToDevice(g), ddx);
+  EXPECT_TRUE(testing::AllClose(ToHostDoubles(ddx), ToDoubles(dx), 0.0, 0.0));
+  EXPECT_EQ(ToHostDoubles(ddx)[n / 2], g.data<float>()[n / 2]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ElementwiseCudaTest, ::testing::Values(1, 1000, (1 << 20) + 7));

@@ -25,12 +25,14 @@ void Scale(float alpha, float* x, int64_t n) {
 
 void ReluForward(const float* x, float* y, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  // NaN stays NaN, as in PyTorch (x > 0 alone would map it to 0 and hide it).
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f || x[i] != x[i] ? x[i] : 0.0f;
 }
 
 void ReluBackward(const float* y, const float* dy, float* dx, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  // PyTorch's threshold_backward: zero where y <= 0, so a NaN output passes dy.
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
 }
 
 }  // namespace ddp::cpu

@@ -40,11 +40,14 @@ int ScaleF32(float alpha, float* x, int64_t n, void* stream) {
 }
 
 int ReluForwardF32(const float* x, float* y, int64_t n, void* stream) {
-  return Launch(n, stream, [=] __device__(int64_t i) { y[i] = x[i] > 0.0f ? x[i] : 0.0f; });
+  return Launch(n, stream, [=] __device__(int64_t i) {
+    // NaN stays NaN, as in PyTorch and the CPU path.
+    y[i] = x[i] > 0.0f || x[i] != x[i] ? x[i] : 0.0f;
+  });
 }
 
 int ReluBackwardF32(const float* y, const float* dy, float* dx, int64_t n, void* stream) {
-  return Launch(n, stream, [=] __device__(int64_t i) { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; });
+  return Launch(n, stream, [=] __device__(int64_t i) { dx[i] = y[i] <= 0.0f ? 0.0f : dy[i]; });
 }
 
 }  // namespace ddp::cuda
