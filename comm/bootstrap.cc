@@ -12,7 +12,8 @@ Status Checked(int code, const char* call) {
   return Internal(std::string(call) + " failed: " + MpiErrorString(code));
 }
 
-// Every rank's string, in rank order.
+}  // namespace
+
 StatusOr<std::vector<std::string>> AllGatherStrings(MPI_Comm comm, const std::string& mine) {
   int world = 0;
   RETURN_IF_ERROR(Checked(MPI_Comm_size(comm, &world), "MPI_Comm_size"));
@@ -33,8 +34,6 @@ StatusOr<std::vector<std::string>> AllGatherStrings(MPI_Comm comm, const std::st
   return out;
 }
 
-}  // namespace
-
 StatusOr<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
   int provided = 0;
   RETURN_IF_ERROR(Checked(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread"));
@@ -47,16 +46,19 @@ StatusOr<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) 
   RankInfo& info = runtime->info_;
   RETURN_IF_ERROR(Checked(MPI_Comm_rank(MPI_COMM_WORLD, &info.rank), "MPI_Comm_rank"));
   RETURN_IF_ERROR(Checked(MPI_Comm_size(MPI_COMM_WORLD, &info.world_size), "MPI_Comm_size"));
-  MPI_Comm local;
-  RETURN_IF_ERROR(Checked(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local),
+  MPI_Comm& node = runtime->node_;
+  RETURN_IF_ERROR(Checked(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &node),
                           "MPI_Comm_split_type"));
-  RETURN_IF_ERROR(Checked(MPI_Comm_rank(local, &info.local_rank), "MPI_Comm_rank"));
-  RETURN_IF_ERROR(Checked(MPI_Comm_size(local, &info.local_size), "MPI_Comm_size"));
-  RETURN_IF_ERROR(Checked(MPI_Comm_free(&local), "MPI_Comm_free"));
+  RETURN_IF_ERROR(Checked(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler"));
+  RETURN_IF_ERROR(Checked(MPI_Comm_rank(node, &info.local_rank), "MPI_Comm_rank"));
+  RETURN_IF_ERROR(Checked(MPI_Comm_size(node, &info.local_size), "MPI_Comm_size"));
   return runtime;
 }
 
-MpiRuntime::~MpiRuntime() { MPI_Finalize(); }
+MpiRuntime::~MpiRuntime() {
+  if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);  // unchecked: MPI is finalized next either way
+  MPI_Finalize();
+}
 
 Status CheckRanksAgree(MPI_Comm comm, const std::vector<std::pair<std::string, std::string>>& settings) {
   for (const auto& [name, value] : settings) {

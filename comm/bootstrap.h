@@ -28,11 +28,17 @@ class MpiRuntime {
   ~MpiRuntime();
   const RankInfo& info() const { return info_; }
   MPI_Comm world() const { return MPI_COMM_WORLD; }
+  // The ranks sharing this node (an MPI shared-memory split), by local rank.
+  MPI_Comm node() const { return node_; }
 
  private:
   MpiRuntime() = default;
   RankInfo info_;
+  MPI_Comm node_ = MPI_COMM_NULL;
 };
+
+// Collective: every rank's `mine`, in rank order of `comm`.
+StatusOr<std::vector<std::string>> AllGatherStrings(MPI_Comm comm, const std::string& mine);
 
 // Every rank must hold equal values for each (name, value) setting. On a
 // mismatch every rank gets the same InvalidArgument naming the first setting

@@ -46,7 +46,9 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--first-bucket-mb", std::to_string(o.first_bucket_mb)},
           {"--overlap", o.overlap ? "true" : "false"},
           {"--zero-stage", std::to_string(o.zero_stage)},
-          {"--grad-compression", DTypeName(o.wire_dtype)}};
+          {"--grad-compression", DTypeName(o.wire_dtype)},
+          {"--precision", o.precision},
+          {"--deterministic", o.deterministic ? "true" : "false"}};
 }
 
 int Main(int argc, char** argv) {
@@ -80,6 +82,17 @@ int Main(int argc, char** argv) {
   if (Status s = CheckRanksAgree(world, {{"the device kind", device->cuda ? "cuda" : "cpu"}}); !s.ok()) {
     return Fail(ranks, s);
   }
+  if (Status s = AgreeOnStatus(world, CheckPrecision(options->precision, *device)); !s.ok()) return Fail(ranks, s);
+  StatusOr<std::string> comm_kind = ChooseComm(options->comm, *device);
+  if (Status s = AgreeOnStatus(world, comm_kind.status()); !s.ok()) return Fail(ranks, s);
+  if (Status s = CheckRanksAgree(world, {{"--comm", *comm_kind}}); !s.ok()) return Fail(ranks, s);
+  options->comm = *comm_kind;
+  // Ranks of this node that would share one physical GPU (each shown one
+  // GPU, but the same one): NCCL refuses that, MPI staging does not.
+  StatusOr<std::vector<std::string>> node_gpus =
+      AllGatherStrings((*mpi)->node(), device->cuda ? cuda::DeviceUuid(device->gpu) : std::string());
+  Status shared = node_gpus.ok() ? CheckGpusNotShared(*node_gpus, options->comm == "nccl") : node_gpus.status();
+  if (Status s = AgreeOnStatus(world, shared); !s.ok()) return Fail(ranks, s);
   if (device->cuda) cuda::SetDevice(device->gpu);
   options->device = device->description;
 

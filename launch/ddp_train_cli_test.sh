@@ -52,6 +52,12 @@ expect_error "--device 'tpu' is unknown" --device tpu
 # With no GPU visible (here, or hidden on a GPU machine), --device cuda says so.
 CUDA_VISIBLE_DEVICES= expect_error "--device cuda: no GPU is visible (CUDA_VISIBLE_DEVICES='')" \
   "${small[@]}" --steps 1 --device cuda
+# On a CPU rank (no GPU visible): GPU-only settings name themselves.
+CUDA_VISIBLE_DEVICES= expect_error "--comm nccl needs GPUs, and this rank trains on cpu" "${small[@]}" --steps 1 --comm nccl
+CUDA_VISIBLE_DEVICES= expect_error "--precision tf32 is a GPU math mode (tensor cores), and this rank trains on cpu" \
+  "${small[@]}" --steps 1 --precision tf32
+expect_error "--comm 'gloo' is unknown; use auto, nccl or mpi" --comm gloo
+expect_error "--precision 'fp8' is unknown" --precision fp8
 expect_error "--lr must be a positive number" --lr nan
 expect_error "give --steps or --epochs, not both" --steps 3 --epochs 2
 expect_error "--epochs needs a tensors:FILE dataset" "${small[@]}" --epochs 1

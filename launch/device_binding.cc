@@ -17,7 +17,9 @@ StatusOr<DeviceChoice> ChooseDevice(const DeviceRequest& r) {
   if (r.flag != "auto" && r.flag != "cuda") {
     return InvalidArgument("--device '" + r.flag + "' is unknown; use auto, cpu or cuda");
   }
-  const bool enough = r.visible_gpus > 0 && r.local_size <= r.visible_gpus;
+  // One visible GPU: this rank's own (or shared, which CheckGpusNotShared
+  // decides); several: one per local rank.
+  const bool enough = r.visible_gpus == 1 || (r.visible_gpus > 0 && r.local_size <= r.visible_gpus);
   if (r.flag == "auto") {
     if (!enough || !r.cuda_training) return cpu;
   } else {
@@ -35,9 +37,46 @@ StatusOr<DeviceChoice> ChooseDevice(const DeviceRequest& r) {
   }
   DeviceChoice gpu;
   gpu.cuda = true;
-  gpu.gpu = r.local_rank;
-  gpu.description = "cuda:" + std::to_string(r.local_rank);
+  gpu.gpu = r.visible_gpus == 1 ? 0 : r.local_rank;
+  gpu.description = "cuda:" + std::to_string(gpu.gpu);
   return gpu;
+}
+
+Status CheckGpusNotShared(const std::vector<std::string>& gpu_by_local_rank, bool nccl) {
+  if (!nccl) return Status::Ok();
+  for (size_t a = 0; a < gpu_by_local_rank.size(); ++a) {
+    if (gpu_by_local_rank[a].empty()) continue;
+    for (size_t b = a + 1; b < gpu_by_local_rank.size(); ++b) {
+      if (gpu_by_local_rank[b] != gpu_by_local_rank[a]) continue;
+      return FailedPrecondition("local ranks " + std::to_string(a) + " and " + std::to_string(b) +
+                                " would share GPU " + gpu_by_local_rank[a] +
+                                ", and NCCL needs one GPU per rank: start one rank per GPU, or use --comm mpi");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> ChooseComm(const std::string& flag, const DeviceChoice& device) {
+  if (flag == "auto") return std::string(device.cuda ? "nccl" : "mpi");
+  if (flag == "nccl" && !device.cuda) {
+    return InvalidArgument("--comm nccl needs GPUs, and this rank trains on cpu; use --comm mpi (the default on CPU)");
+  }
+  if (flag != "nccl" && flag != "mpi") return InvalidArgument("--comm '" + flag + "' is unknown; use auto, nccl or mpi");
+  return flag;
+}
+
+Status CheckPrecision(const std::string& precision, const DeviceChoice& device) {
+  if (precision == "fp32") return Status::Ok();
+  if (precision == "tf32") {
+    if (device.cuda) return Status::Ok();
+    return InvalidArgument("--precision tf32 is a GPU math mode (tensor cores), and this rank trains on cpu; use "
+                           "--precision fp32");
+  }
+  if (precision == "fp16" || precision == "bf16") {
+    return Unimplemented("--precision " + precision + ": mixed precision is not in this build yet; use fp32" +
+                         std::string(device.cuda ? " or tf32" : ""));
+  }
+  return InvalidArgument("--precision '" + precision + "' is unknown; use fp32, tf32, fp16 or bf16");
 }
 
 }  // namespace ddp

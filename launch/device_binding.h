@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/status.h"
 
@@ -33,6 +34,26 @@ struct DeviceChoice {
 // build trains on them; CPU otherwise. cuda: a GPU for this rank, or one
 // line saying why not (none visible, more local ranks than visible GPUs,
 // CUDA training not in this build). cpu: CPU.
+//
+// A rank that sees exactly one GPU takes it, however many ranks share the
+// node: launchers that give each rank its own GPU (srun --gpus-per-task=1,
+// wrappers setting CUDA_VISIBLE_DEVICES per rank) look like that. Whether
+// ranks then really share one physical GPU is CheckGpusNotShared's call.
 StatusOr<DeviceChoice> ChooseDevice(const DeviceRequest& request);
+
+// The GPU of every rank on this node, by local rank: a stable identity such
+// as the UUID ("GPU-6a1b..."), or "" for a rank on the CPU. NCCL refuses two
+// ranks on one GPU, so with `nccl` a repeated GPU is refused naming the
+// ranks and the GPU; MPI (staging through host memory) may share one, which
+// is how data parallelism is tested on a one-GPU machine.
+Status CheckGpusNotShared(const std::vector<std::string>& gpu_by_local_rank, bool nccl);
+
+// --comm for the chosen device: auto is nccl on GPUs and mpi on CPU; nccl
+// on a CPU rank is refused.
+StatusOr<std::string> ChooseComm(const std::string& flag, const DeviceChoice& device);
+
+// --precision for the chosen device: tf32 is a GPU math mode, refused on a
+// CPU rank; fp16 and bf16 are not in this build yet.
+Status CheckPrecision(const std::string& precision, const DeviceChoice& device);
 
 }  // namespace ddp

@@ -66,5 +66,52 @@ TEST(DeviceBindingTest, CudaRefusalsNameTheCause) {
             "--device 'tpu' is unknown; use auto, cpu or cuda");
 }
 
+TEST(DeviceBindingTest, OneVisibleGpuPerRankIsUsed) {
+  // srun --gpus-per-task=1 or a wrapper: four ranks on the node, each shown
+  // one GPU (its own), which is device 0 to it.
+  for (int rank = 0; rank < 4; ++rank) {
+    for (const std::string flag : {"auto", "cuda"}) {
+      StatusOr<DeviceChoice> c = ChooseDevice(Request(flag, rank, 4, 1, true));
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      EXPECT_TRUE(c->cuda);
+      EXPECT_EQ(c->gpu, 0);
+      EXPECT_EQ(c->description, "cuda:0");
+    }
+  }
+}
+
+TEST(DeviceBindingTest, RanksSharingOneGpuAreRefusedOnlyWithNccl) {
+  EXPECT_TRUE(CheckGpusNotShared({"GPU-a", "GPU-b", "GPU-c", "GPU-d"}, true).ok());
+  EXPECT_TRUE(CheckGpusNotShared({"", "", ""}, true).ok());  // CPU ranks
+  EXPECT_TRUE(CheckGpusNotShared({"GPU-a", "GPU-a"}, false).ok());  // --comm mpi may share
+  EXPECT_EQ(CheckGpusNotShared({"GPU-a", "GPU-b", "GPU-a"}, true).message(),
+            "local ranks 0 and 2 would share GPU GPU-a, and NCCL needs one GPU per rank: start one rank per GPU, or "
+            "use --comm mpi");
+}
+
+TEST(DeviceBindingTest, CommFollowsTheDevice) {
+  DeviceChoice cpu, gpu;
+  gpu.cuda = true;
+  gpu.gpu = 0;
+  EXPECT_EQ(*ChooseComm("auto", cpu), "mpi");
+  EXPECT_EQ(*ChooseComm("auto", gpu), "nccl");
+  EXPECT_EQ(*ChooseComm("mpi", gpu), "mpi");
+  EXPECT_EQ(*ChooseComm("nccl", gpu), "nccl");
+  EXPECT_EQ(ChooseComm("nccl", cpu).status().message(),
+            "--comm nccl needs GPUs, and this rank trains on cpu; use --comm mpi (the default on CPU)");
+  EXPECT_EQ(ChooseComm("gloo", cpu).status().message(), "--comm 'gloo' is unknown; use auto, nccl or mpi");
+}
+
+TEST(DeviceBindingTest, PrecisionFollowsTheDevice) {
+  DeviceChoice cpu, gpu;
+  gpu.cuda = true;
+  EXPECT_TRUE(CheckPrecision("fp32", cpu).ok());
+  EXPECT_TRUE(CheckPrecision("fp32", gpu).ok());
+  EXPECT_TRUE(CheckPrecision("tf32", gpu).ok());
+  EXPECT_EQ(CheckPrecision("tf32", cpu).message(),
+            "--precision tf32 is a GPU math mode (tensor cores), and this rank trains on cpu; use --precision fp32");
+  EXPECT_EQ(CheckPrecision("bf16", cpu).code(), StatusCode::kUnimplemented);
+}
+
 }  // namespace
 }  // namespace ddp

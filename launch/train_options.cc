@@ -14,7 +14,9 @@
 DEFINE_string(config, "", "a TrainConfig in protobuf text format; flags given here override it");
 DEFINE_string(model, "resnet50", "resnet18, resnet34, resnet50, resnet101 or resnet152");
 DEFINE_string(device, "auto", "auto, cpu or cuda");
-DEFINE_string(precision, "fp32", "fp32 (tf32, fp16 and bf16 arrive with the CUDA backend)");
+DEFINE_string(precision, "fp32", "fp32 or tf32 (GPU); fp16 and bf16 arrive with mixed precision");
+DEFINE_bool(deterministic, false, "GPU: deterministic algorithms, chosen the same way every run (bitwise tests)");
+DEFINE_string(comm, "auto", "auto (nccl on GPUs, mpi on CPU), nccl, or mpi (on GPUs: staged through pinned host memory)");
 DEFINE_int64(batch_size, 8, "samples per rank per micro-batch");
 DEFINE_int64(accumulation_steps, 1, "micro-batches per optimizer step");
 DEFINE_int64(steps, 0, "optimizer steps (default 100 unless --epochs is given)");
@@ -129,12 +131,16 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--device '" + FLAGS_device + "' is unknown; use auto, cpu or cuda");
   }
   o.device = FLAGS_device;  // launch/device_binding chooses the rank's device
-  if (FLAGS_precision != "fp32") {
-    if (FLAGS_precision == "tf32" || FLAGS_precision == "fp16" || FLAGS_precision == "bf16") {
-      return Unimplemented("--precision " + FLAGS_precision + ": only fp32 trains in this build");
-    }
+  if (FLAGS_precision != "fp32" && FLAGS_precision != "tf32" && FLAGS_precision != "fp16" &&
+      FLAGS_precision != "bf16") {
     return InvalidArgument("--precision '" + FLAGS_precision + "' is unknown; use fp32, tf32, fp16 or bf16");
   }
+  o.precision = FLAGS_precision;  // checked against the rank's device by launch/device_binding
+  o.deterministic = FLAGS_deterministic;
+  if (FLAGS_comm != "auto" && FLAGS_comm != "nccl" && FLAGS_comm != "mpi") {
+    return InvalidArgument("--comm '" + FLAGS_comm + "' is unknown; use auto, nccl or mpi");
+  }
+  o.comm = FLAGS_comm;
   RETURN_IF_ERROR(positive(FLAGS_batch_size, "--batch-size"));
   o.batch_size = FLAGS_batch_size;
   RETURN_IF_ERROR(positive(FLAGS_accumulation_steps, "--accumulation-steps"));

@@ -17,6 +17,11 @@ struct TrainOptions {
   // --device as given (auto, cpu, cuda); ddp_train replaces it with the
   // device chosen for the rank ("cpu", "cuda:1").
   std::string device = "auto";
+  // --precision: fp32, tf32 (GPU), fp16, bf16; --deterministic (GPU).
+  std::string precision = "fp32";
+  bool deterministic = false;
+  // --comm: auto, nccl or mpi; ddp_train resolves auto for the device.
+  std::string comm = "auto";
   int64_t batch_size = 0, accumulation_steps = 1;
   int64_t steps = 0, epochs = 0;  // exactly one is positive
   uint64_t seed = 1;

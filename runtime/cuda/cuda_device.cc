@@ -23,6 +23,7 @@ int DeviceCount() {
 #ifdef DDP_HAVE_CUDA
 void Check(int error, const char* call, const char* file, int line) { impl::Check(error, call, file, line); }
 void SetDevice(int index) { impl::SetDevice(index); }
+std::string DeviceUuid(int index) { return impl::DeviceUuid(index); }
 void Synchronize(void* stream) { impl::Synchronize(stream); }
 void CopyTensor(const Tensor& src, Tensor& dst, void* stream) { impl::CopyTensor(src, dst, stream); }
 #else
@@ -33,6 +34,7 @@ namespace {
 }  // namespace
 void Check(int, const char* call, const char*, int) { NoCuda(call); }
 void SetDevice(int) { NoCuda("cuda::SetDevice"); }
+std::string DeviceUuid(int) { NoCuda("cuda::DeviceUuid"); }
 void Synchronize(void*) { NoCuda("cuda::Synchronize"); }
 void CopyTensor(const Tensor&, Tensor&, void*) { NoCuda("cuda::CopyTensor"); }
 #endif

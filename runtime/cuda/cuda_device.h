@@ -3,6 +3,8 @@
 // without CUDA, DeviceCount() is 0 and nothing else may be called.
 #pragma once
 
+#include <string>
+
 #include "runtime/tensor.h"
 
 namespace ddp::cuda {
@@ -16,6 +18,10 @@ int DeviceCount();
 // CUDA's reason.
 void Check(int error, const char* call, const char* file, int line);
 void SetDevice(int index);
+// The device's UUID as nvidia-smi prints it ("GPU-6a1b2c3d-..."): the same
+// physical GPU gives the same string in every process, whatever
+// CUDA_VISIBLE_DEVICES calls it.
+std::string DeviceUuid(int index);
 // Waits for all work on `stream` (a cudaStream_t; null: the default stream).
 void Synchronize(void* stream);
 // Copies between host and device tensors of equal dtype and element count,

@@ -75,6 +75,16 @@ void Check(int error, const char* call, const char* file, int line) {
 
 void SetDevice(int index) { Check(cudaSetDevice(index), "cudaSetDevice", __FILE__, __LINE__); }
 
+std::string DeviceUuid(int index) {
+  cudaDeviceProp prop;
+  Check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties", __FILE__, __LINE__);
+  const unsigned char* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  char text[64];
+  std::snprintf(text, sizeof(text), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  return text;
+}
+
 void Synchronize(void* stream) {
   Check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize", __FILE__, __LINE__);
 }

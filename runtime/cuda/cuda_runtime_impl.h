@@ -2,6 +2,8 @@
 // through cuda_device.h.
 #pragma once
 
+#include <string>
+
 #include "runtime/tensor.h"
 
 namespace ddp::cuda::impl {
@@ -9,6 +11,7 @@ namespace ddp::cuda::impl {
 int DeviceCount();
 void Check(int error, const char* call, const char* file, int line);
 void SetDevice(int index);
+std::string DeviceUuid(int index);
 void Synchronize(void* stream);
 void CopyTensor(const Tensor& src, Tensor& dst, void* stream);
 
