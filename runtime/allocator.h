@@ -22,6 +22,8 @@ class Allocator {
 
   int64_t bytes_in_use() const { return bytes_in_use_.load(std::memory_order_relaxed); }
   int64_t peak_bytes_in_use() const { return peak_bytes_.load(std::memory_order_relaxed); }
+  // Bytes held from the system: in use plus cached for reuse.
+  virtual int64_t reserved_bytes() const { return bytes_in_use(); }
   void ResetPeak() { peak_bytes_.store(bytes_in_use(), std::memory_order_relaxed); }
 
  protected:
@@ -53,6 +55,7 @@ class CpuAllocator final : public Allocator {
   void ReleaseCache();
   // Bytes held in the cache, free for reuse.
   int64_t cached_bytes() const;
+  int64_t reserved_bytes() const override { return bytes_in_use() + cached_bytes(); }
   // The block size a request of `bytes` gets.
   static size_t RoundedSize(size_t bytes);
 

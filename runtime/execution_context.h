@@ -17,12 +17,21 @@ class ExecutionContext {
   // OpenMP default.
   static ExecutionContext Cpu(int num_threads = 0);
   // Execution on CUDA device `index`, on `stream` (a cudaStream_t; null is
-  // the per-thread default stream).
+  // the legacy default stream, which tests use; training makes one stream
+  // per rank and makes it the device's current stream).
   static ExecutionContext Cuda(int index, void* stream);
 
   Device device() const { return device_; }
   int num_threads() const { return num_threads_; }
   void* cuda_stream() const { return cuda_stream_; }
+
+  // GPU math: TF32 tensor cores for fp32 convolutions and GEMMs (--precision
+  // tf32; off by default, so fp32 means fp32), and deterministic algorithms
+  // chosen the same way every run (--deterministic).
+  bool allow_tf32() const { return allow_tf32_; }
+  void set_allow_tf32(bool allow) { allow_tf32_ = allow; }
+  bool deterministic() const { return deterministic_; }
+  void set_deterministic(bool deterministic) { deterministic_ = deterministic; }
 
   // Temporary memory on this context's device, reused from op to op (ops run
   // one after another on a context). `slot` separates buffers that one op
@@ -44,6 +53,8 @@ class ExecutionContext {
   Device device_;
   int num_threads_;
   void* cuda_stream_;
+  bool allow_tf32_ = false;
+  bool deterministic_ = false;
   std::shared_ptr<std::vector<Tensor>> scratch_;
 };
 

@@ -12,6 +12,7 @@ Allocator* CpuAllocatorForIndex(int) { return GetCpuAllocator(); }
 struct AllocatorRegistry {
   std::mutex mu;
   Allocator* (*by_type[2])(int) = {&CpuAllocatorForIndex, nullptr};
+  DeviceTensorOps ops[2];
 };
 
 AllocatorRegistry& Registry() {
@@ -50,6 +51,24 @@ void RegisterAllocator(DeviceType type, Allocator* (*allocator_for_index)(int in
   registry.by_type[static_cast<int>(type)] = allocator_for_index;
 }
 
+void RegisterDeviceTensorOps(DeviceType type, DeviceTensorOps ops) {
+  AllocatorRegistry& registry = Registry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  registry.ops[static_cast<int>(type)] = ops;
+}
+
+namespace {
+
+const DeviceTensorOps& OpsFor(DeviceType type, const char* what) {
+  AllocatorRegistry& registry = Registry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  const DeviceTensorOps& ops = registry.ops[static_cast<int>(type)];
+  CHECK(ops.copy != nullptr && ops.fill != nullptr) << what << ": this build has no backend for the device";
+  return ops;
+}
+
+}  // namespace
+
 Allocator* GetAllocator(const Device& device) {
   AllocatorRegistry& registry = Registry();
   std::lock_guard<std::mutex> lock(registry.mu);
@@ -67,6 +86,11 @@ Storage::~Storage() { allocator_->Deallocate(data_, nbytes_); }
 Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device) {
   const size_t nbytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
   return Tensor(std::make_shared<Storage>(GetAllocator(device), nbytes), 0, shape, dtype);
+}
+
+Tensor Tensor::EmptyFrom(Allocator* allocator, const Shape& shape, DType dtype) {
+  const size_t nbytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
+  return Tensor(std::make_shared<Storage>(allocator, nbytes), 0, shape, dtype);
 }
 
 Tensor Tensor::Zeros(const Shape& shape, DType dtype, Device device) {
@@ -113,14 +137,19 @@ Tensor Tensor::Clone() const {
 void Tensor::CopyFrom(const Tensor& src) {
   CHECK_EQ(src.numel(), numel()) << "CopyFrom " << src.DebugString() << " into " << DebugString();
   CHECK(src.dtype() == dtype_) << "CopyFrom " << src.DebugString() << " into " << DebugString();
-  CHECK(device().is_cpu() && src.device().is_cpu())
-      << "Tensor::CopyFrom copies host tensors; use the device backend's copy for " << src.DebugString()
-      << " -> " << DebugString();
-  if (nbytes() > 0 && raw_data() != src.raw_data()) std::memmove(raw_data(), src.raw_data(), nbytes());
+  if (nbytes() == 0 || raw_data() == src.raw_data()) return;
+  if (device().is_cpu() && src.device().is_cpu()) {
+    std::memmove(raw_data(), src.raw_data(), nbytes());
+    return;
+  }
+  OpsFor(DeviceType::kCUDA, "Tensor::CopyFrom").copy(src, *this);
 }
 
 void Tensor::Fill(double value) {
-  CHECK(device().is_cpu()) << "Fill of " << DebugString();
+  if (!device().is_cpu()) {
+    if (numel() > 0) OpsFor(device().type, "Tensor::Fill").fill(*this, value);
+    return;
+  }
   const int64_t n = numel();
   switch (dtype_) {
     case DType::kF32: FillTyped<float>(raw_data(), n, static_cast<float>(value)); break;

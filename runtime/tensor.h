@@ -30,6 +30,16 @@ std::string ShapeToString(const Shape& shape);
 void RegisterAllocator(DeviceType type, Allocator* (*allocator_for_index)(int index));
 Allocator* GetAllocator(const Device& device);
 
+class Tensor;
+// How tensors on a non-host device are copied and filled; the CUDA backend
+// registers these. Both run on the device's current stream; a copy into
+// host memory returns once the host can read it.
+struct DeviceTensorOps {
+  void (*copy)(const Tensor& src, Tensor& dst) = nullptr;
+  void (*fill)(Tensor& t, double value) = nullptr;
+};
+void RegisterDeviceTensorOps(DeviceType type, DeviceTensorOps ops);
+
 // One allocation; freed when the last tensor viewing it goes away.
 class Storage {
  public:
@@ -55,6 +65,8 @@ class Tensor {
   // Uninitialized memory.
   static Tensor Empty(const Shape& shape, DType dtype, Device device = Device::Cpu());
   static Tensor Zeros(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  // Uninitialized memory from a given allocator (pinned host memory, say).
+  static Tensor EmptyFrom(Allocator* allocator, const Shape& shape, DType dtype);
   // A host tensor holding `values`, whose count must match `shape`.
   template <typename T>
   static Tensor FromVector(const std::vector<T>& values, const Shape& shape);
@@ -91,10 +103,12 @@ class Tensor {
   // A new tensor with its own storage holding a copy of this one.
   Tensor Clone() const;
 
-  // Copies elements of equal count and dtype from `src` (host tensors; the
-  // CUDA backend copies across devices).
+  // Copies elements of equal count and dtype from `src`, on the host or
+  // between host and device in either direction (device copies run on the
+  // device's current stream; into host memory they finish before return).
   void CopyFrom(const Tensor& src);
-  // Sets every element to `value`, converted to the dtype.
+  // Sets every element to `value`, converted to the dtype (on a device: on
+  // its current stream).
   void Fill(double value);
   // Element i as a double, converting from any dtype (host tensors; for tests
   // and messages).

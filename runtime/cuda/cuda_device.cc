@@ -1,6 +1,9 @@
+// cuda_device.h in a build without nvcc: no devices, and every other call
+// is a bug (callers ask DeviceCount() first). With CUDA, cuda_runtime.cu
+// defines these instead.
 #include "runtime/cuda/cuda_device.h"
 
-#include "runtime/cuda/cuda_runtime_impl.h"
+#include <glog/logging.h>
 
 namespace ddp::cuda {
 
@@ -12,31 +15,37 @@ bool BuiltWithCuda() {
 #endif
 }
 
-int DeviceCount() {
-#ifdef DDP_HAVE_CUDA
-  return impl::DeviceCount();
-#else
-  return 0;
-#endif
-}
-
-#ifdef DDP_HAVE_CUDA
-void Check(int error, const char* call, const char* file, int line) { impl::Check(error, call, file, line); }
-void SetDevice(int index) { impl::SetDevice(index); }
-std::string DeviceUuid(int index) { return impl::DeviceUuid(index); }
-void Synchronize(void* stream) { impl::Synchronize(stream); }
-void CopyTensor(const Tensor& src, Tensor& dst, void* stream) { impl::CopyTensor(src, dst, stream); }
-#else
+#ifndef DDP_HAVE_CUDA
 namespace {
 [[noreturn]] void NoCuda(const char* what) {
   LOG(FATAL) << what << ": this binary was built without CUDA (no nvcc at build time)";
 }
 }  // namespace
+
+int DeviceCount() { return 0; }
 void Check(int, const char* call, const char*, int) { NoCuda(call); }
 void SetDevice(int) { NoCuda("cuda::SetDevice"); }
 std::string DeviceUuid(int) { NoCuda("cuda::DeviceUuid"); }
+std::string DeviceDescription(int) { NoCuda("cuda::DeviceDescription"); }
+int DriverVersion() { NoCuda("cuda::DriverVersion"); }
+int RuntimeVersion() { NoCuda("cuda::RuntimeVersion"); }
+void* CreateStream() { NoCuda("cuda::CreateStream"); }
+void DestroyStream(void*) { NoCuda("cuda::DestroyStream"); }
 void Synchronize(void*) { NoCuda("cuda::Synchronize"); }
+void SetCurrentStream(int, void*) { NoCuda("cuda::SetCurrentStream"); }
+void* CurrentStream(int) { NoCuda("cuda::CurrentStream"); }
+void* CreateEvent() { NoCuda("cuda::CreateEvent"); }
+void DestroyEvent(void*) { NoCuda("cuda::DestroyEvent"); }
+void RecordEvent(void*, void*) { NoCuda("cuda::RecordEvent"); }
+void StreamWaitEvent(void*, void*) { NoCuda("cuda::StreamWaitEvent"); }
+bool EventDone(void*) { NoCuda("cuda::EventDone"); }
+void EventSynchronize(void*) { NoCuda("cuda::EventSynchronize"); }
 void CopyTensor(const Tensor&, Tensor&, void*) { NoCuda("cuda::CopyTensor"); }
+void CopyTensorAsync(const Tensor&, Tensor&, void*) { NoCuda("cuda::CopyTensorAsync"); }
+Allocator* PinnedHostAllocator() { NoCuda("cuda::PinnedHostAllocator"); }
+MemoryStats GetMemoryStats(int) { NoCuda("cuda::GetMemoryStats"); }
+void SetOutOfMemoryContext(const std::string&) {}
+void SetFatalErrorHandler(void (*)(const std::string&)) {}
 #endif
 
 }  // namespace ddp::cuda

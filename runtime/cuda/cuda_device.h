@@ -1,8 +1,18 @@
 // The CUDA runtime as the rest of the code sees it, with no CUDA headers:
-// device discovery, checked calls, device memory and copies. In a build
-// without CUDA, DeviceCount() is 0 and nothing else may be called.
+// device discovery, checked calls, streams and events (as opaque handles),
+// the device memory allocator and copies. In a build without CUDA,
+// DeviceCount() is 0 and nothing else may be called.
+//
+// Streams: each rank runs its kernels on one compute stream, which it makes
+// the device's *current stream*. Device memory is allocated and freed in
+// that stream's order (cudaMallocAsync pools, cached without limit), and
+// Tensor::CopyFrom / Fill on device tensors run on it. Work on another
+// stream (NCCL's) that reads a tensor must be waited on by the current
+// stream before the tensor is freed, so a later allocation on the current
+// stream can never reuse memory still in use.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "runtime/tensor.h"
@@ -22,11 +32,53 @@ void SetDevice(int index);
 // physical GPU gives the same string in every process, whatever
 // CUDA_VISIBLE_DEVICES calls it.
 std::string DeviceUuid(int index);
-// Waits for all work on `stream` (a cudaStream_t; null: the default stream).
+// "NVIDIA H200, compute capability 9.0, 139.8 GiB".
+std::string DeviceDescription(int index);
+// Versions as numbers: the driver's CUDA (e.g. 13000) and the runtime's.
+int DriverVersion();
+int RuntimeVersion();
+
+// A new stream on the current device that does not synchronize with the
+// legacy default stream.
+void* CreateStream();
+void DestroyStream(void* stream);
+// Waits for all work on `stream` (null: the legacy default stream).
 void Synchronize(void* stream);
+// The device's current stream (initially null, the legacy default stream),
+// which allocation and tensor copies use.
+void SetCurrentStream(int device, void* stream);
+void* CurrentStream(int device);
+
+// Events without timing, for ordering streams and polling completion.
+void* CreateEvent();
+void DestroyEvent(void* event);
+void RecordEvent(void* event, void* stream);
+void StreamWaitEvent(void* stream, void* event);
+bool EventDone(void* event);
+void EventSynchronize(void* event);
+
 // Copies between host and device tensors of equal dtype and element count,
-// in either direction, then waits for the copy.
+// in either direction, on `stream`; returns once the copy is done.
 void CopyTensor(const Tensor& src, Tensor& dst, void* stream);
+// The same without waiting (pinned host memory makes it truly asynchronous).
+void CopyTensorAsync(const Tensor& src, Tensor& dst, void* stream);
+
+// Page-locked host memory (cudaHostAlloc), cached when freed: staging
+// buffers for asynchronous copies. Tensors from it are host tensors.
+Allocator* PinnedHostAllocator();
+
+struct MemoryStats {
+  int64_t allocated = 0;       // bytes in tensors now
+  int64_t peak_allocated = 0;  // the most at once since the last ResetPeak
+  int64_t reserved = 0;        // held from the driver by the pool
+};
+MemoryStats GetMemoryStats(int device);
+
+// What an out-of-memory error adds to its line, e.g. "training resnet50 at
+// --batch-size 256"; and what it then does: by default it prints the line
+// and exits with status 1; ddp_train ends every rank.
+void SetOutOfMemoryContext(const std::string& context);
+void SetFatalErrorHandler(void (*handler)(const std::string& line));
 
 }  // namespace ddp::cuda
 

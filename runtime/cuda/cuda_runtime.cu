@@ -1,56 +1,228 @@
+// The CUDA side of runtime/cuda/cuda_device.h: compiled only where nvcc
+// exists (cuda_device.cc holds the stand-ins of a CPU-only build).
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
-#include "runtime/cuda/cuda_runtime_impl.h"
+#include "runtime/cuda/cuda_device.h"
 
-namespace ddp::cuda::impl {
+namespace ddp::cuda {
 namespace {
 
-// Plain cudaMalloc/cudaFree for now; the stream-ordered caching allocator
-// replaces it when the CUDA training path arrives.
-class CudaAllocator final : public Allocator {
- public:
-  explicit CudaAllocator(int index) : index_(index) {}
-  Device device() const override { return Device::Cuda(index_); }
-  void* Allocate(size_t bytes) override {
-    int previous = 0;
-    Check(cudaGetDevice(&previous), "cudaGetDevice", __FILE__, __LINE__);
-    Check(cudaSetDevice(index_), "cudaSetDevice", __FILE__, __LINE__);
-    void* ptr = nullptr;
-    const cudaError_t error = cudaMalloc(&ptr, bytes == 0 ? 1 : bytes);
-    if (error != cudaSuccess) {
-      std::fprintf(stderr, "out of memory on cuda:%d allocating %zu bytes (%lld in use): %s\n", index_, bytes,
-                   static_cast<long long>(bytes_in_use()), cudaGetErrorString(error));
-      std::abort();
-    }
-    Check(cudaSetDevice(previous), "cudaSetDevice", __FILE__, __LINE__);
-    RecordAllocation(bytes);
-    return ptr;
+constexpr int kMaxDevices = 64;
+
+void* g_current_stream[kMaxDevices] = {};
+std::mutex g_fatal_mu;
+std::string g_oom_context;
+void (*g_fatal_handler)(const std::string&) = nullptr;
+
+[[noreturn]] void Fatal(const std::string& line) {
+  void (*handler)(const std::string&) = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_fatal_mu);
+    handler = g_fatal_handler;
   }
-  void Deallocate(void* ptr, size_t bytes) override {
-    Check(cudaFree(ptr), "cudaFree", __FILE__, __LINE__);
-    RecordDeallocation(bytes);
+  if (handler != nullptr) handler(line);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+std::string MiB(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return text;
+}
+
+// Restores the calling thread's device on scope exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index) {
+    Check(cudaGetDevice(&previous_), "cudaGetDevice", __FILE__, __LINE__);
+    if (previous_ != index) Check(cudaSetDevice(index), "cudaSetDevice", __FILE__, __LINE__);
+    changed_ = previous_ != index;
+  }
+  ~DeviceGuard() {
+    if (changed_) Check(cudaSetDevice(previous_), "cudaSetDevice", __FILE__, __LINE__);
   }
 
  private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+// Device memory from the device's default cudaMallocAsync pool, allocated
+// and freed on the device's current stream. The pool keeps freed memory for
+// reuse (release threshold: unlimited), so a training step's activations
+// come back from the cache every step, in stream order, without
+// synchronizing; that is the stream-ordered caching allocator.
+class CudaAllocator final : public Allocator {
+ public:
+  explicit CudaAllocator(int index) : index_(index) {
+    DeviceGuard guard(index_);
+    Check(cudaDeviceGetDefaultMemPool(&pool_, index_), "cudaDeviceGetDefaultMemPool", __FILE__, __LINE__);
+    uint64_t unlimited = UINT64_MAX;
+    Check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &unlimited), "cudaMemPoolSetAttribute",
+          __FILE__, __LINE__);
+  }
+  Device device() const override { return Device::Cuda(index_); }
+
+  void* Allocate(size_t bytes) override {
+    DeviceGuard guard(index_);
+    void* ptr = nullptr;
+    cudaError_t error = cudaMallocAsync(&ptr, bytes == 0 ? 1 : bytes, Stream());
+    if (error == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it and report
+      std::string context;
+      {
+        std::lock_guard<std::mutex> lock(g_fatal_mu);
+        context = g_oom_context;
+      }
+      Fatal("CUDA out of memory on cuda:" + std::to_string(index_) + " asking for " + MiB(bytes) + " (" +
+            MiB(bytes_in_use()) + " in tensors, " + MiB(reserved_bytes()) + " reserved)" +
+            (context.empty() ? "" : " " + context) + "; try a smaller --batch-size");
+    }
+    Check(error, "cudaMallocAsync", __FILE__, __LINE__);
+    RecordAllocation(bytes);
+    return ptr;
+  }
+
+  void Deallocate(void* ptr, size_t bytes) override {
+    DeviceGuard guard(index_);
+    Check(cudaFreeAsync(ptr, Stream()), "cudaFreeAsync", __FILE__, __LINE__);
+    RecordDeallocation(bytes);
+  }
+
+  int64_t reserved_bytes() const override {
+    uint64_t reserved = 0;
+    Check(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved), "cudaMemPoolGetAttribute",
+          __FILE__, __LINE__);
+    return static_cast<int64_t>(reserved);
+  }
+
+ private:
+  cudaStream_t Stream() const { return static_cast<cudaStream_t>(g_current_stream[index_]); }
+
   int index_;
+  cudaMemPool_t pool_ = nullptr;
 };
 
 Allocator* CudaAllocatorForIndex(int index) {
   static std::mutex mu;
   static std::vector<CudaAllocator*>* allocators = new std::vector<CudaAllocator*>();
   std::lock_guard<std::mutex> lock(mu);
+  if (index < 0 || index >= kMaxDevices) Fatal("CUDA device index " + std::to_string(index) + " out of range");
   if (static_cast<int>(allocators->size()) <= index) allocators->resize(index + 1, nullptr);
   if ((*allocators)[index] == nullptr) (*allocators)[index] = new CudaAllocator(index);
   return (*allocators)[index];
 }
 
+// Page-locked host blocks, cached by exact size: cudaFreeHost synchronizes
+// the device, so staging buffers are never given back while training.
+class PinnedAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::Cpu(); }
+  void* Allocate(size_t bytes) override {
+    const size_t size = bytes == 0 ? 1 : bytes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(size);
+      if (it != free_.end()) {
+        void* ptr = it->second;
+        free_.erase(it);
+        RecordAllocation(bytes);
+        return ptr;
+      }
+    }
+    void* ptr = nullptr;
+    const cudaError_t error = cudaHostAlloc(&ptr, size, cudaHostAllocPortable);
+    if (error == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      Fatal("out of page-locked host memory asking for " + MiB(bytes));
+    }
+    Check(error, "cudaHostAlloc", __FILE__, __LINE__);
+    RecordAllocation(bytes);
+    return ptr;
+  }
+  void Deallocate(void* ptr, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.emplace(bytes == 0 ? 1 : bytes, ptr);
+    RecordDeallocation(bytes);
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+};
+
+void CheckSameElements(const Tensor& src, const Tensor& dst, const char* what) {
+  if (src.numel() != dst.numel() || src.dtype() != dst.dtype()) {
+    std::fprintf(stderr, "%s: %s into %s\n", what, src.DebugString().c_str(), dst.DebugString().c_str());
+    std::abort();
+  }
+}
+
+// The stream a copy between `src` and `dst` runs on: the current stream of
+// the device involved.
+void* CopyStream(const Tensor& src, const Tensor& dst) {
+  const Device d = dst.device().is_cuda() ? dst.device() : src.device();
+  return g_current_stream[d.index];
+}
+
+void DeviceCopy(const Tensor& src, Tensor& dst) {
+  CopyTensorAsync(src, dst, CopyStream(src, dst));
+  if (dst.device().is_cpu()) Synchronize(CopyStream(src, dst));
+}
+
+template <typename T>
+__global__ void FillKernel(T* data, int64_t n, T value) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    data[i] = value;
+  }
+}
+
+template <typename T>
+void LaunchFill(void* data, int64_t n, T value, cudaStream_t stream) {
+  const int64_t blocks = (n + 255) / 256;
+  FillKernel<T><<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(static_cast<T*>(data), n,
+                                                                                          value);
+  Check(cudaGetLastError(), "FillKernel launch", __FILE__, __LINE__);
+}
+
+void DeviceFill(Tensor& t, double value) {
+  const Device d = t.device();
+  DeviceGuard guard(d.index);
+  cudaStream_t stream = static_cast<cudaStream_t>(g_current_stream[d.index]);
+  if (value == 0.0 && !std::signbit(value)) {
+    Check(cudaMemsetAsync(t.raw_data(), 0, t.nbytes(), stream), "cudaMemsetAsync", __FILE__, __LINE__);
+    return;
+  }
+  // The value's bit pattern in the tensor's dtype, written element by element.
+  Tensor one = Tensor::Empty({1}, t.dtype());
+  one.Fill(value);
+  switch (DTypeSize(t.dtype())) {
+    case 1: LaunchFill<uint8_t>(t.raw_data(), t.numel(), *static_cast<uint8_t*>(one.raw_data()), stream); break;
+    case 2: LaunchFill<uint16_t>(t.raw_data(), t.numel(), *static_cast<uint16_t*>(one.raw_data()), stream); break;
+    case 4: LaunchFill<uint32_t>(t.raw_data(), t.numel(), *static_cast<uint32_t*>(one.raw_data()), stream); break;
+    case 8: LaunchFill<uint64_t>(t.raw_data(), t.numel(), *static_cast<uint64_t*>(one.raw_data()), stream); break;
+    default: Fatal("Tensor::Fill: unsupported element size");
+  }
+}
+
 const bool kRegistered = [] {
   RegisterAllocator(DeviceType::kCUDA, &CudaAllocatorForIndex);
+  DeviceTensorOps ops;
+  ops.copy = &DeviceCopy;
+  ops.fill = &DeviceFill;
+  RegisterDeviceTensorOps(DeviceType::kCUDA, ops);
   return true;
 }();
 
@@ -85,19 +257,114 @@ std::string DeviceUuid(int index) {
   return text;
 }
 
+std::string DeviceDescription(int index) {
+  cudaDeviceProp prop;
+  Check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties", __FILE__, __LINE__);
+  char text[512];
+  std::snprintf(text, sizeof(text), "%s, compute capability %d.%d, %.1f GiB", prop.name, prop.major, prop.minor,
+                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+int DriverVersion() {
+  int v = 0;
+  Check(cudaDriverGetVersion(&v), "cudaDriverGetVersion", __FILE__, __LINE__);
+  return v;
+}
+
+int RuntimeVersion() {
+  int v = 0;
+  Check(cudaRuntimeGetVersion(&v), "cudaRuntimeGetVersion", __FILE__, __LINE__);
+  return v;
+}
+
+void* CreateStream() {
+  cudaStream_t stream = nullptr;
+  Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+  return stream;
+}
+
+void DestroyStream(void* stream) {
+  Check(cudaStreamDestroy(static_cast<cudaStream_t>(stream)), "cudaStreamDestroy", __FILE__, __LINE__);
+}
+
 void Synchronize(void* stream) {
   Check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize", __FILE__, __LINE__);
 }
 
-void CopyTensor(const Tensor& src, Tensor& dst, void* stream) {
-  if (src.numel() != dst.numel() || src.dtype() != dst.dtype()) {
-    std::fprintf(stderr, "cuda::CopyTensor: %s into %s\n", src.DebugString().c_str(), dst.DebugString().c_str());
-    std::abort();
-  }
+void SetCurrentStream(int device, void* stream) {
+  if (device < 0 || device >= kMaxDevices) Fatal("CUDA device index " + std::to_string(device) + " out of range");
+  g_current_stream[device] = stream;
+}
+
+void* CurrentStream(int device) { return g_current_stream[device]; }
+
+void* CreateEvent() {
+  cudaEvent_t event = nullptr;
+  Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags", __FILE__, __LINE__);
+  return event;
+}
+
+void DestroyEvent(void* event) {
+  Check(cudaEventDestroy(static_cast<cudaEvent_t>(event)), "cudaEventDestroy", __FILE__, __LINE__);
+}
+
+void RecordEvent(void* event, void* stream) {
+  Check(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)), "cudaEventRecord",
+        __FILE__, __LINE__);
+}
+
+void StreamWaitEvent(void* stream, void* event) {
+  Check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+        "cudaStreamWaitEvent", __FILE__, __LINE__);
+}
+
+bool EventDone(void* event) {
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (e == cudaErrorNotReady) return false;
+  Check(e, "cudaEventQuery", __FILE__, __LINE__);
+  return true;
+}
+
+void EventSynchronize(void* event) {
+  Check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize", __FILE__, __LINE__);
+}
+
+void CopyTensorAsync(const Tensor& src, Tensor& dst, void* stream) {
+  CheckSameElements(src, dst, "cuda::CopyTensor");
+  if (src.nbytes() == 0) return;
   Check(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDefault,
                         static_cast<cudaStream_t>(stream)),
         "cudaMemcpyAsync", __FILE__, __LINE__);
+}
+
+void CopyTensor(const Tensor& src, Tensor& dst, void* stream) {
+  CopyTensorAsync(src, dst, stream);
   Synchronize(stream);
 }
 
-}  // namespace ddp::cuda::impl
+Allocator* PinnedHostAllocator() {
+  static PinnedAllocator* allocator = new PinnedAllocator();
+  return allocator;
+}
+
+MemoryStats GetMemoryStats(int device) {
+  Allocator* a = CudaAllocatorForIndex(device);
+  MemoryStats stats;
+  stats.allocated = a->bytes_in_use();
+  stats.peak_allocated = a->peak_bytes_in_use();
+  stats.reserved = a->reserved_bytes();
+  return stats;
+}
+
+void SetOutOfMemoryContext(const std::string& context) {
+  std::lock_guard<std::mutex> lock(g_fatal_mu);
+  g_oom_context = context;
+}
+
+void SetFatalErrorHandler(void (*handler)(const std::string& line)) {
+  std::lock_guard<std::mutex> lock(g_fatal_mu);
+  g_fatal_handler = handler;
+}
+
+}  // namespace ddp::cuda

@@ -45,7 +45,7 @@ Tensor MaxPoolLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   Tensor dx;
   if (needs_input_grad()) {
     dx = Tensor::Empty(input_shape_, DType::kF32, dy.device());
-    MaxPool2dBackward(ctx, dy, argmax_, dx);
+    MaxPool2dBackward(ctx, params_, dy, argmax_, dx);
   }
   argmax_ = Tensor();
   return dx;

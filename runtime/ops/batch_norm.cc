@@ -1,6 +1,7 @@
 #include "runtime/ops/batch_norm.h"
 
 #include "runtime/ops/cpu/batch_norm_cpu.h"
+#include "runtime/ops/cuda/cudnn_ops.h"
 #include "runtime/ops/op_checks.h"
 
 namespace ddp {
@@ -31,7 +32,13 @@ void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, c
   }
   CHECK_GT(x.numel() / x.dim(1), 1) << "batch norm in training needs more than one value per channel, got "
                                     << x.DebugString();
-  CheckOnCpu(ctx, "BatchNormForwardTraining");
+  CheckOnDevice(ctx, "BatchNormForwardTraining",
+                {&x, &gamma, &beta, &y, &saved_mean, &saved_invstd, &running_mean, &running_var});
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("BatchNormForwardTraining",
+                       cuda::BatchNormForwardTraining(ctx, p, x, gamma, beta, y, saved_mean, saved_invstd,
+                                                      running_mean, running_var));
+  }
   cpu::BatchNormForwardTraining(ctx, p, x, gamma, beta, y, saved_mean, saved_invstd, running_mean, running_var);
 }
 
@@ -44,7 +51,11 @@ void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, 
                          {&running_mean, "running mean"}, {&running_var, "running var"}}) {
     CheckChannelTensor(x, *t, what);
   }
-  CheckOnCpu(ctx, "BatchNormForwardInference");
+  CheckOnDevice(ctx, "BatchNormForwardInference", {&x, &gamma, &beta, &running_mean, &running_var, &y});
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("BatchNormForwardInference",
+                       cuda::BatchNormForwardInference(ctx, p, x, gamma, beta, running_mean, running_var, y));
+  }
   cpu::BatchNormForwardInference(ctx, p, x, gamma, beta, running_mean, running_var, y);
 }
 
@@ -59,7 +70,11 @@ void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
                          {&dbeta, "bias gradient"}}) {
     CheckChannelTensor(x, *t, what);
   }
-  CheckOnCpu(ctx, "BatchNormBackward");
+  CheckOnDevice(ctx, "BatchNormBackward", {&x, &dy, &gamma, &saved_mean, &saved_invstd, &dx, &dgamma, &dbeta});
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("BatchNormBackward",
+                       cuda::BatchNormBackward(ctx, x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta));
+  }
   cpu::BatchNormBackward(ctx, x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta);
 }
 

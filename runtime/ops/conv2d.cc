@@ -1,6 +1,7 @@
 #include "runtime/ops/conv2d.h"
 
 #include "runtime/ops/cpu/conv2d_cpu.h"
+#include "runtime/ops/cuda/cudnn_ops.h"
 #include "runtime/ops/op_checks.h"
 
 namespace ddp {
@@ -31,7 +32,9 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
   CHECK(y.shape() == Conv2dOutputShape(x.shape(), w.shape(), p))
       << "conv2d output " << y.DebugString() << " for input " << x.DebugString();
   if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "conv2d bias " << bias->DebugString();
-  CheckOnCpu(ctx, "Conv2dForward");
+  CheckOnDevice(ctx, "Conv2dForward", {&x, &w, &y});
+  if (bias) CheckOnDevice(ctx, "Conv2dForward", {bias});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("Conv2dForward", cuda::Conv2dForward(ctx, p, x, w, bias, y));
   cpu::Conv2dForward(ctx, p, x, w, bias, y);
 }
 
@@ -39,7 +42,8 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
                         Tensor& dx) {
   CHECK(dy.shape() == Conv2dOutputShape(dx.shape(), w.shape(), p))
       << "conv2d output gradient " << dy.DebugString() << " for input gradient " << dx.DebugString();
-  CheckOnCpu(ctx, "Conv2dBackwardData");
+  CheckOnDevice(ctx, "Conv2dBackwardData", {&dy, &w, &dx});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("Conv2dBackwardData", cuda::Conv2dBackwardData(ctx, p, dy, w, dx));
   cpu::Conv2dBackwardData(ctx, p, dy, w, dx);
 }
 
@@ -48,7 +52,11 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   CHECK(dy.shape() == Conv2dOutputShape(x.shape(), dw.shape(), p))
       << "conv2d output gradient " << dy.DebugString() << " for weights " << dw.DebugString();
   if (dbias) CHECK(dbias->shape() == Shape{dw.dim(0)}) << "conv2d bias gradient " << dbias->DebugString();
-  CheckOnCpu(ctx, "Conv2dBackwardWeights");
+  CheckOnDevice(ctx, "Conv2dBackwardWeights", {&x, &dy, &dw});
+  if (dbias) CheckOnDevice(ctx, "Conv2dBackwardWeights", {dbias});
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("Conv2dBackwardWeights", cuda::Conv2dBackwardWeights(ctx, p, x, dy, dw, dbias));
+  }
   cpu::Conv2dBackwardWeights(ctx, p, x, dy, dw, dbias);
 }
 

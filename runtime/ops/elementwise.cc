@@ -77,4 +77,31 @@ void ReluBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tens
       [&] { cpu::ReluBackward(y.data<float>(), dy.data<float>(), dx.data<float>(), dx.numel()); });
 }
 
+void Increment(ExecutionContext& ctx, Tensor& counter) {
+  CHECK(counter.dtype() == DType::kI64 && counter.numel() == 1) << "Increment of " << counter.DebugString();
+  CheckOnDevice(ctx, "Increment", {&counter});
+  Dispatch(
+      ctx, "cuda::IncrementI64", [&] { return cuda::IncrementI64(counter.data<int64_t>(), ctx.cuda_stream()); },
+      [&] { counter.data<int64_t>()[0] += 1; });
+}
+
+void CastScaled(ExecutionContext& ctx, const Tensor& src, float scale, Tensor& dst) {
+  CHECK(src.numel() == dst.numel()) << "CastScaled " << src.DebugString() << " into " << dst.DebugString();
+  const bool narrowing = src.dtype() == DType::kF32;
+  const DType half = narrowing ? dst.dtype() : src.dtype();
+  CHECK((narrowing || dst.dtype() == DType::kF32) && (half == DType::kBF16 || half == DType::kF16))
+      << "CastScaled goes between f32 and bf16 or f16, not " << src.DebugString() << " -> " << dst.DebugString();
+  CheckOnDevice(ctx, "CastScaled", {&src, &dst});
+  const bool bf16 = half == DType::kBF16;
+  Dispatch(
+      ctx, "cuda::CastScaled",
+      [&] {
+        return narrowing ? cuda::CastF32To16(src.data<float>(), scale, static_cast<uint16_t*>(dst.raw_data()), bf16,
+                                             src.numel(), ctx.cuda_stream())
+                         : cuda::Cast16ToF32(static_cast<const uint16_t*>(src.raw_data()), scale, dst.data<float>(),
+                                             bf16, src.numel(), ctx.cuda_stream());
+      },
+      [&] { cpu::CastScaled(src, scale, dst); });
+}
+
 }  // namespace ddp

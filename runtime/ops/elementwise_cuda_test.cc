@@ -84,7 +84,9 @@ TEST_P(ElementwiseCudaTest, ReluPropagatesNaN) {
   const std::vector<double> got = ToHostDoubles(dy), want = ToDoubles(y);
   ASSERT_TRUE(std::isnan(got[n / 2]));
   for (int64_t i = 0; i < n; ++i) {
-    if (i != n / 2) EXPECT_EQ(got[i], want[i]) << i;
+    if (i != n / 2) {
+      EXPECT_EQ(got[i], want[i]) << i;
+    }
   }
   Tensor g = ToF32Tensor(RandomValues(n, rng), {n});
   Tensor dx = Tensor::Empty({n}, DType::kF32), ddx = Tensor::Empty({n}, DType::kF32, Device::Cuda(0));

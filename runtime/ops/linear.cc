@@ -1,6 +1,7 @@
 #include "runtime/ops/linear.h"
 
 #include "runtime/ops/cpu/linear_cpu.h"
+#include "runtime/ops/cuda/gemm_cublaslt.h"
 #include "runtime/ops/op_checks.h"
 
 namespace ddp {
@@ -31,7 +32,11 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha
   CHECK(k == kb && c.dim(0) == m && c.dim(1) == n)
       << "gemm shapes: A " << a.DebugString() << (transpose_a ? "^T" : "") << ", B " << b.DebugString()
       << (transpose_b ? "^T" : "") << ", C " << c.DebugString();
-  CheckOnCpu(ctx, "Gemm");
+  CheckOnDevice(ctx, "Gemm", {&a, &b, &c});
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("Gemm", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1),
+                                          b.data<float>(), b.dim(1), beta, c.data<float>(), n, nullptr));
+  }
   cpu::Gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), beta,
             c.data<float>(), n);
 }
@@ -39,7 +44,14 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha
 void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   CheckLinear(x, w, y);
   if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "linear bias " << bias->DebugString();
-  CheckOnCpu(ctx, "LinearForward");
+  if (bias) CheckOnDevice(ctx, "LinearForward", {bias});
+  if (ctx.device().is_cuda()) {
+    CheckOnDevice(ctx, "LinearForward", {&x, &w, &y});
+    // The bias rides in the GEMM's epilogue.
+    return DDP_ON_CUDA("LinearForward", cuda::Gemm(ctx, false, true, x.dim(0), w.dim(0), x.dim(1), 1.0f,
+                                                   x.data<float>(), x.dim(1), w.data<float>(), w.dim(1), 0.0f,
+                                                   y.data<float>(), y.dim(1), bias ? bias->data<float>() : nullptr));
+  }
   if (bias) cpu::BroadcastRows(bias->data<float>(), y.dim(0), y.dim(1), y.data<float>());
   Gemm(ctx, false, true, 1.0f, x, w, bias ? 1.0f : 0.0f, y);
 }
@@ -55,6 +67,11 @@ void LinearBackwardWeights(ExecutionContext& ctx, const Tensor& x, const Tensor&
   Gemm(ctx, true, false, 1.0f, dy, x, 0.0f, dw);
   if (dbias) {
     CHECK(dbias->shape() == Shape{dw.dim(0)}) << "linear bias gradient " << dbias->DebugString();
+    CheckOnDevice(ctx, "LinearBackwardWeights", {dbias});
+    if (ctx.device().is_cuda()) {
+      return DDP_ON_CUDA("LinearBackwardWeights",
+                         cuda::SumRows(ctx, dy.data<float>(), dy.dim(0), dy.dim(1), dbias->data<float>()));
+    }
     cpu::SumRows(dy.data<float>(), dy.dim(0), dy.dim(1), dbias->data<float>());
   }
 }

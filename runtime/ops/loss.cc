@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/ops/cuda/loss_reduce_cuda.h"
 #include "runtime/ops/op_checks.h"
 
 namespace ddp {
@@ -22,7 +23,10 @@ CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const Cross
                                               const Tensor& logits, const Tensor& labels, Tensor& probs) {
   CheckArguments(p, logits, labels);
   CheckSameShape(logits, probs, "cross-entropy probabilities");
-  CheckOnCpu(ctx, "SoftmaxCrossEntropyForward");
+  CheckOnDevice(ctx, "SoftmaxCrossEntropyForward", {&logits, &labels, &probs});
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("SoftmaxCrossEntropyForward", cuda::SoftmaxCrossEntropyForward(ctx, p, logits, labels, probs));
+  }
   const int64_t n = logits.dim(0), c = logits.dim(1);
   const float* x = logits.data<float>();
   const int64_t* y = labels.data<int64_t>();
@@ -60,7 +64,11 @@ void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams
                                  const Tensor& labels, double loss_grad, Tensor& dlogits) {
   CheckArguments(p, probs, labels);
   CheckSameShape(probs, dlogits, "cross-entropy logits gradient");
-  CheckOnCpu(ctx, "SoftmaxCrossEntropyBackward");
+  CheckOnDevice(ctx, "SoftmaxCrossEntropyBackward", {&probs, &labels, &dlogits});
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("SoftmaxCrossEntropyBackward",
+                       cuda::SoftmaxCrossEntropyBackward(ctx, p, probs, labels, loss_grad, dlogits));
+  }
   const int64_t n = probs.dim(0), c = probs.dim(1);
   const int64_t* y = labels.data<int64_t>();
   int64_t counted = 0;

@@ -2,6 +2,8 @@
 // the caller (layers build op arguments), so it is a CHECK naming the op.
 #pragma once
 
+#include <initializer_list>
+
 #include "runtime/execution_context.h"
 #include "runtime/tensor.h"
 
@@ -10,6 +12,30 @@ namespace ddp {
 inline void CheckOnCpu(const ExecutionContext& ctx, const char* op) {
   CHECK(ctx.device().is_cpu()) << op << " has no kernel for " << ctx.device().ToString() << " yet";
 }
+
+// Every tensor is on the context's device.
+inline void CheckOnDevice(const ExecutionContext& ctx, const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    CHECK(t->device() == ctx.device()) << op << ": " << t->DebugString() << " on a " << ctx.device().ToString()
+                                       << " context";
+  }
+}
+
+template <typename T>
+T NoCudaInThisBuild(const char* op) {
+  LOG(FATAL) << op << ": this binary was built without CUDA (no nvcc at build time)";
+  return T();
+}
+
+// DDP_ON_CUDA("Op", cuda::Op(...)) evaluates to the CUDA implementation's
+// call in builds with CUDA; without it the call is never compiled in (it
+// sits in decltype) and running it is fatal. Use it as
+//   if (ctx.device().is_cuda()) return DDP_ON_CUDA("Op", cuda::Op(ctx, ...));
+#ifdef DDP_HAVE_CUDA
+#define DDP_ON_CUDA(op, call) (call)
+#else
+#define DDP_ON_CUDA(op, call) (::ddp::NoCudaInThisBuild<decltype(call)>(op))
+#endif
 
 inline void CheckF32(const Tensor& t, const char* what) {
   CHECK(t.defined()) << what << " is undefined";

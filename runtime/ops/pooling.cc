@@ -1,6 +1,7 @@
 #include "runtime/ops/pooling.h"
 
 #include "runtime/ops/cpu/pooling_cpu.h"
+#include "runtime/ops/cuda/pooling_cuda.h"
 #include "runtime/ops/op_checks.h"
 
 namespace ddp {
@@ -21,30 +22,36 @@ void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor
   CHECK(y.shape() == Pool2dOutputShape(x.shape(), p)) << "max pool output " << y.DebugString();
   CheckSameShape(y, argmax, "max pool argmax");
   CHECK(argmax.dtype() == DType::kI32) << "max pool argmax must be i32";
-  CheckOnCpu(ctx, "MaxPool2dForward");
+  CheckOnDevice(ctx, "MaxPool2dForward", {&x, &y, &argmax});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("MaxPool2dForward", cuda::MaxPool2dForward(ctx, p, x, y, argmax));
   cpu::MaxPool2dForward(ctx, p, x, y, argmax);
 }
 
-void MaxPool2dBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, const Tensor& argmax,
+                       Tensor& dx) {
   CheckF32(dy, "max pool output gradient");
   CheckSameShape(dy, argmax, "max pool argmax");
   CHECK(dx.ndim() == 4 && dx.dim(0) == dy.dim(0) && dx.dim(1) == dy.dim(1)) << "max pool input gradient "
                                                                              << dx.DebugString();
-  CheckOnCpu(ctx, "MaxPool2dBackward");
+  CHECK(dy.shape() == Pool2dOutputShape(dx.shape(), p)) << "max pool output gradient " << dy.DebugString();
+  CheckOnDevice(ctx, "MaxPool2dBackward", {&dy, &argmax, &dx});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("MaxPool2dBackward", cuda::MaxPool2dBackward(ctx, p, dy, argmax, dx));
   cpu::MaxPool2dBackward(ctx, dy, argmax, dx);
 }
 
 void AvgPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y) {
   CheckF32(x, "avg pool input");
   CHECK(y.shape() == Pool2dOutputShape(x.shape(), p)) << "avg pool output " << y.DebugString();
-  CheckOnCpu(ctx, "AvgPool2dForward");
+  CheckOnDevice(ctx, "AvgPool2dForward", {&x, &y});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("AvgPool2dForward", cuda::AvgPool2dForward(ctx, p, x, y));
   cpu::AvgPool2dForward(ctx, p, x, y);
 }
 
 void AvgPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, Tensor& dx) {
   CheckF32(dx, "avg pool input gradient");
   CHECK(dy.shape() == Pool2dOutputShape(dx.shape(), p)) << "avg pool output gradient " << dy.DebugString();
-  CheckOnCpu(ctx, "AvgPool2dBackward");
+  CheckOnDevice(ctx, "AvgPool2dBackward", {&dy, &dx});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("AvgPool2dBackward", cuda::AvgPool2dBackward(ctx, p, dy, dx));
   cpu::AvgPool2dBackward(ctx, p, dy, dx);
 }
 
@@ -52,7 +59,8 @@ void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
   CheckF32(x, "global avg pool input");
   CHECK(x.ndim() == 4 && y.shape() == Shape({x.dim(0), x.dim(1)}))
       << "global avg pool " << x.DebugString() << " -> " << y.DebugString();
-  CheckOnCpu(ctx, "GlobalAvgPoolForward");
+  CheckOnDevice(ctx, "GlobalAvgPoolForward", {&x, &y});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("GlobalAvgPoolForward", cuda::GlobalAvgPoolForward(ctx, x, y));
   cpu::GlobalAvgPoolForward(ctx, x, y);
 }
 
@@ -60,7 +68,8 @@ void GlobalAvgPoolBackward(ExecutionContext& ctx, const Tensor& dy, Tensor& dx) 
   CheckF32(dx, "global avg pool input gradient");
   CHECK(dx.ndim() == 4 && dy.shape() == Shape({dx.dim(0), dx.dim(1)}))
       << "global avg pool gradient " << dy.DebugString() << " -> " << dx.DebugString();
-  CheckOnCpu(ctx, "GlobalAvgPoolBackward");
+  CheckOnDevice(ctx, "GlobalAvgPoolBackward", {&dy, &dx});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("GlobalAvgPoolBackward", cuda::GlobalAvgPoolBackward(ctx, dy, dx));
   cpu::GlobalAvgPoolBackward(ctx, dy, dx);
 }
 

@@ -22,8 +22,9 @@ Shape Pool2dOutputShape(const Shape& x, const Pool2dParams& p);
 // y = max over each window; `argmax` (i32, shape of y) records the winning
 // input index within its HxW plane for backward. Padding never wins.
 void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax);
-// dx (zeroed here) receives each dy at its argmax.
-void MaxPool2dBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& argmax, Tensor& dx);
+// dx (overwritten) receives each dy at its argmax; `p` is the forward's.
+void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, const Tensor& argmax,
+                       Tensor& dx);
 
 void AvgPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y);
 void AvgPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, Tensor& dx);

@@ -51,7 +51,7 @@ TEST_P(PoolTest, MaxPoolMatchesReference) {
 
   const Vec dy = RandomValues(NumElements(ys), rng);
   Tensor dx = Tensor::Empty(c.x, DType::kF32);
-  MaxPool2dBackward(ctx, ToF32Tensor(dy, ys), argmax, dx);
+  MaxPool2dBackward(ctx, c.p, ToF32Tensor(dy, ys), argmax, dx);
   auto reference = [&](const std::vector<Vec>& in) {
     Shape s;
     return testing::RefMaxPool2d(in[0], c.x, Ref(c.p), &s);

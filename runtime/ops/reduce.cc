@@ -2,13 +2,15 @@
 
 #include <cmath>
 
+#include "runtime/ops/cuda/loss_reduce_cuda.h"
 #include "runtime/ops/op_checks.h"
 
 namespace ddp {
 
 double Sum(ExecutionContext& ctx, const Tensor& x) {
   CheckF32(x, "Sum input");
-  CheckOnCpu(ctx, "Sum");
+  CheckOnDevice(ctx, "Sum", {&x});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("Sum", cuda::Sum(ctx, x));
   const float* d = x.data<float>();
   const int64_t n = x.numel();
   double sum = 0.0;
@@ -19,7 +21,8 @@ double Sum(ExecutionContext& ctx, const Tensor& x) {
 
 double SumOfSquares(ExecutionContext& ctx, const Tensor& x) {
   CheckF32(x, "SumOfSquares input");
-  CheckOnCpu(ctx, "SumOfSquares");
+  CheckOnDevice(ctx, "SumOfSquares", {&x});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("SumOfSquares", cuda::SumOfSquares(ctx, x));
   const float* d = x.data<float>();
   const int64_t n = x.numel();
   double sum = 0.0;
@@ -30,7 +33,8 @@ double SumOfSquares(ExecutionContext& ctx, const Tensor& x) {
 
 bool AllFinite(ExecutionContext& ctx, const Tensor& x) {
   CheckF32(x, "AllFinite input");
-  CheckOnCpu(ctx, "AllFinite");
+  CheckOnDevice(ctx, "AllFinite", {&x});
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("AllFinite", cuda::AllFinite(ctx, x));
   const float* d = x.data<float>();
   const int64_t n = x.numel();
   int64_t bad = 0;

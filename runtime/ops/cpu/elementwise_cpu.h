@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "runtime/tensor.h"
+
 namespace ddp::cpu {
 
 void Add(const float* a, const float* b, float* out, int64_t n);
@@ -10,5 +12,7 @@ void Axpy(float alpha, const float* x, float* y, int64_t n);
 void Scale(float alpha, float* x, int64_t n);
 void ReluForward(const float* x, float* y, int64_t n);
 void ReluBackward(const float* y, const float* dy, float* dx, int64_t n);
+// f32 <-> bf16 or f16, times `scale`.
+void CastScaled(const Tensor& src, float scale, Tensor& dst);
 
 }  // namespace ddp::cpu

@@ -1,5 +1,7 @@
 #include "runtime/ops/cuda/elementwise_kernels.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 namespace ddp::cuda {
@@ -48,6 +50,26 @@ int ReluForwardF32(const float* x, float* y, int64_t n, void* stream) {
 
 int ReluBackwardF32(const float* y, const float* dy, float* dx, int64_t n, void* stream) {
   return Launch(n, stream, [=] __device__(int64_t i) { dx[i] = y[i] <= 0.0f ? 0.0f : dy[i]; });
+}
+
+int IncrementI64(int64_t* counter, void* stream) {
+  return Launch(1, stream, [=] __device__(int64_t) { counter[0] += 1; });
+}
+
+int CastF32To16(const float* src, float scale, uint16_t* dst, bool to_bf16, int64_t n, void* stream) {
+  if (to_bf16) {
+    return Launch(n, stream,
+                  [=] __device__(int64_t i) { dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i] * scale)); });
+  }
+  return Launch(n, stream, [=] __device__(int64_t i) { dst[i] = __half_as_ushort(__float2half_rn(src[i] * scale)); });
+}
+
+int Cast16ToF32(const uint16_t* src, float scale, float* dst, bool from_bf16, int64_t n, void* stream) {
+  if (from_bf16) {
+    return Launch(n, stream,
+                  [=] __device__(int64_t i) { dst[i] = __bfloat162float(__ushort_as_bfloat16(src[i])) * scale; });
+  }
+  return Launch(n, stream, [=] __device__(int64_t i) { dst[i] = __half2float(__ushort_as_half(src[i])) * scale; });
 }
 
 }  // namespace ddp::cuda

@@ -1,0 +1,378 @@
+#include "runtime/ops/cuda/cudnn_ops.h"
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/cuda_device.h"
+
+namespace ddp::cuda {
+namespace {
+
+void CheckCudnn(cudnnStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  std::fprintf(stderr, "%s:%d: cuDNN call %s failed: %s\n", file, line, call, cudnnGetErrorString(status));
+  std::abort();
+}
+#define CUDNN_CALL(call) CheckCudnn((call), #call, __FILE__, __LINE__)
+
+// Scratch slot for library workspaces (ops own slots below 8).
+constexpr int kWorkspaceSlot = 7;
+// The most workspace an algorithm may ask for.
+constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
+
+// One handle per thread and device, pointed at the context's stream.
+cudnnHandle_t Handle(const ExecutionContext& ctx) {
+  thread_local std::map<int, cudnnHandle_t> handles;
+  const int device = ctx.device().index;
+  auto it = handles.find(device);
+  if (it == handles.end()) {
+    int previous = 0;
+    DDP_CUDA_CHECK(cudaGetDevice(&previous));
+    DDP_CUDA_CHECK(cudaSetDevice(device));
+    cudnnHandle_t handle = nullptr;
+    CUDNN_CALL(cudnnCreate(&handle));
+    DDP_CUDA_CHECK(cudaSetDevice(previous));
+    it = handles.emplace(device, handle).first;
+  }
+  CUDNN_CALL(cudnnSetStream(it->second, static_cast<cudaStream_t>(ctx.cuda_stream())));
+  return it->second;
+}
+
+int Dim(int64_t d) {
+  if (d > INT32_MAX) {
+    std::fprintf(stderr, "cuDNN descriptor dimension %lld exceeds 2^31\n", static_cast<long long>(d));
+    std::abort();
+  }
+  return static_cast<int>(d);
+}
+
+// NCHW f32 (an NC tensor is N x C x 1 x 1).
+class TensorDesc {
+ public:
+  explicit TensorDesc(const Shape& s) {
+    CUDNN_CALL(cudnnCreateTensorDescriptor(&desc_));
+    const int64_t h = s.size() > 2 ? s[2] : 1, w = s.size() > 3 ? s[3] : 1;
+    CUDNN_CALL(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, Dim(s[0]), Dim(s[1]), Dim(h),
+                                          Dim(w)));
+  }
+  ~TensorDesc() { CUDNN_CALL(cudnnDestroyTensorDescriptor(desc_)); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+  cudnnTensorDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnTensorDescriptor_t desc_ = nullptr;
+};
+
+class FilterDesc {
+ public:
+  explicit FilterDesc(const Shape& w) {
+    CUDNN_CALL(cudnnCreateFilterDescriptor(&desc_));
+    CUDNN_CALL(cudnnSetFilter4dDescriptor(desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, Dim(w[0]), Dim(w[1]), Dim(w[2]),
+                                          Dim(w[3])));
+  }
+  ~FilterDesc() { CUDNN_CALL(cudnnDestroyFilterDescriptor(desc_)); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+  cudnnFilterDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnFilterDescriptor_t desc_ = nullptr;
+};
+
+class ConvDesc {
+ public:
+  ConvDesc(const Conv2dParams& p, cudnnMathType_t math) {
+    CUDNN_CALL(cudnnCreateConvolutionDescriptor(&desc_));
+    CUDNN_CALL(cudnnSetConvolution2dDescriptor(desc_, Dim(p.pad_h), Dim(p.pad_w), Dim(p.stride_h), Dim(p.stride_w),
+                                               Dim(p.dilation_h), Dim(p.dilation_w), CUDNN_CROSS_CORRELATION,
+                                               CUDNN_DATA_FLOAT));
+    CUDNN_CALL(cudnnSetConvolutionGroupCount(desc_, Dim(p.groups)));
+    SetMath(math);
+  }
+  ~ConvDesc() { CUDNN_CALL(cudnnDestroyConvolutionDescriptor(desc_)); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+  void SetMath(cudnnMathType_t math) { CUDNN_CALL(cudnnSetConvolutionMathType(desc_, math)); }
+  cudnnConvolutionDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnConvolutionDescriptor_t desc_ = nullptr;
+};
+
+// fp32 means fp32: FMA math only. TF32 lets cuDNN pick tensor cores.
+cudnnMathType_t RequestedMath(const ExecutionContext& ctx) {
+  return ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+bool MathAllowed(const ExecutionContext& ctx, cudnnMathType_t math) {
+  return ctx.allow_tf32() || math == CUDNN_FMA_MATH;
+}
+
+struct Algo {
+  int algo = 0;
+  size_t workspace = 0;
+  cudnnMathType_t math = CUDNN_FMA_MATH;
+};
+
+enum class ConvKind { kForward, kBackwardData, kBackwardFilter };
+
+std::string CacheKey(ConvKind kind, const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x,
+                     const Shape& w) {
+  std::ostringstream key;
+  key << static_cast<int>(kind) << ':' << ctx.device().index << ':' << ctx.allow_tf32() << ctx.deterministic();
+  for (int64_t d : x) key << ',' << d;
+  for (int64_t d : w) key << ',' << d;
+  key << ':' << p.stride_h << ',' << p.stride_w << ',' << p.pad_h << ',' << p.pad_w << ',' << p.dilation_h << ','
+      << p.dilation_w << ',' << p.groups;
+  return key.str();
+}
+
+std::mutex g_algo_mu;
+std::map<std::string, Algo>& AlgoCache() {
+  static auto* cache = new std::map<std::string, Algo>();
+  return *cache;
+}
+
+// The first usable result of a Find or Get (sorted fastest first): status
+// success, math allowed, deterministic when asked, workspace within bounds.
+template <typename Perf>
+bool PickFrom(const ExecutionContext& ctx, const Perf* perf, int count, Algo* out) {
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || !MathAllowed(ctx, perf[i].mathType)) continue;
+    if (ctx.deterministic() && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+    if (perf[i].memory > kMaxWorkspaceBytes) continue;
+    out->algo = static_cast<int>(perf[i].algo);
+    out->workspace = perf[i].memory;
+    out->math = ctx.allow_tf32() ? perf[i].mathType : CUDNN_FMA_MATH;
+    return true;
+  }
+  return false;
+}
+
+// Workspace for timing the candidates: as much as any algorithm may use,
+// within what the device has free.
+Tensor FindWorkspace(ExecutionContext& ctx) {
+  size_t free_bytes = 0, total = 0;
+  DDP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  const size_t bytes = std::min(kMaxWorkspaceBytes, free_bytes / 4);
+  return ctx.Scratch(kWorkspaceSlot, static_cast<int64_t>(bytes));
+}
+
+// Chooses (once per shape) and caches the algorithm of one convolution
+// direction. `find` times candidates on real buffers; `get` asks the
+// heuristics; `fallback` is always supported and deterministic.
+template <typename Find, typename Get, typename WorkspaceOf>
+Algo ChooseAlgo(ExecutionContext& ctx, const std::string& key, Find find, Get get, int fallback,
+                WorkspaceOf workspace_of) {
+  {
+    std::lock_guard<std::mutex> lock(g_algo_mu);
+    auto it = AlgoCache().find(key);
+    if (it != AlgoCache().end()) return it->second;
+  }
+  Algo chosen;
+  const bool found = ctx.deterministic() ? get(&chosen) : find(&chosen);
+  if (!found) {
+    chosen.algo = fallback;
+    chosen.workspace = workspace_of(fallback);
+    chosen.math = CUDNN_FMA_MATH;
+  }
+  std::lock_guard<std::mutex> lock(g_algo_mu);
+  AlgoCache()[key] = chosen;
+  return chosen;
+}
+
+struct ConvSetup {
+  ConvSetup(const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x, const Shape& w, const Shape& y)
+      : x_desc(x), y_desc(y), w_desc(w), conv(p, RequestedMath(ctx)) {}
+  TensorDesc x_desc, y_desc;
+  FilterDesc w_desc;
+  ConvDesc conv;
+};
+
+void* WorkspacePtr(ExecutionContext& ctx, size_t bytes, Tensor* holder) {
+  if (bytes == 0) return nullptr;
+  *holder = ctx.Scratch(kWorkspaceSlot, static_cast<int64_t>(bytes));
+  return holder->raw_data();
+}
+
+const float kOne = 1.0f, kZero = 0.0f;
+
+}  // namespace
+
+void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor* bias,
+                   Tensor& y) {
+  cudnnHandle_t h = Handle(ctx);
+  ConvSetup s(ctx, p, x.shape(), w.shape(), y.shape());
+  constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  auto workspace_of = [&](int algo) -> size_t {
+    size_t bytes = 0;
+    CUDNN_CALL(cudnnGetConvolutionForwardWorkspaceSize(h, s.x_desc.get(), s.w_desc.get(), s.conv.get(),
+                                                       s.y_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algo),
+                                                       &bytes));
+    return bytes;
+  };
+  const Algo algo = ChooseAlgo(
+      ctx, CacheKey(ConvKind::kForward, ctx, p, x.shape(), w.shape()),
+      [&](Algo* out) {
+        cudnnConvolutionFwdAlgoPerf_t perf[kCount];
+        int returned = 0;
+        Tensor ws = FindWorkspace(ctx);
+        CUDNN_CALL(cudnnFindConvolutionForwardAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.w_desc.get(),
+                                                          w.raw_data(), s.conv.get(), s.y_desc.get(), y.raw_data(),
+                                                          kCount, &returned, perf, ws.raw_data(), ws.nbytes()));
+        return PickFrom(ctx, perf, returned, out);
+      },
+      [&](Algo* out) {
+        cudnnConvolutionFwdAlgoPerf_t perf[kCount];
+        int returned = 0;
+        CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(h, s.x_desc.get(), s.w_desc.get(), s.conv.get(),
+                                                          s.y_desc.get(), kCount, &returned, perf));
+        return PickFrom(ctx, perf, returned, out);
+      },
+      CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, workspace_of);
+  s.conv.SetMath(algo.math);
+  Tensor ws;
+  void* ws_ptr = WorkspacePtr(ctx, algo.workspace, &ws);
+  CUDNN_CALL(cudnnConvolutionForward(h, &kOne, s.x_desc.get(), x.raw_data(), s.w_desc.get(), w.raw_data(),
+                                     s.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algo.algo), ws_ptr,
+                                     algo.workspace, &kZero, s.y_desc.get(), y.raw_data()));
+  if (bias != nullptr) {
+    TensorDesc b_desc({1, w.dim(0), 1, 1});
+    CUDNN_CALL(cudnnAddTensor(h, &kOne, b_desc.get(), bias->raw_data(), &kOne, s.y_desc.get(), y.raw_data()));
+  }
+}
+
+void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  cudnnHandle_t h = Handle(ctx);
+  ConvSetup s(ctx, p, dx.shape(), w.shape(), dy.shape());
+  constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  auto workspace_of = [&](int algo) -> size_t {
+    size_t bytes = 0;
+    CUDNN_CALL(cudnnGetConvolutionBackwardDataWorkspaceSize(h, s.w_desc.get(), s.y_desc.get(), s.conv.get(),
+                                                            s.x_desc.get(),
+                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes));
+    return bytes;
+  };
+  const Algo algo = ChooseAlgo(
+      ctx, CacheKey(ConvKind::kBackwardData, ctx, p, dx.shape(), w.shape()),
+      [&](Algo* out) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[kCount];
+        int returned = 0;
+        Tensor ws = FindWorkspace(ctx);
+        CUDNN_CALL(cudnnFindConvolutionBackwardDataAlgorithmEx(h, s.w_desc.get(), w.raw_data(), s.y_desc.get(),
+                                                               dy.raw_data(), s.conv.get(), s.x_desc.get(),
+                                                               dx.raw_data(), kCount, &returned, perf, ws.raw_data(),
+                                                               ws.nbytes()));
+        return PickFrom(ctx, perf, returned, out);
+      },
+      [&](Algo* out) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[kCount];
+        int returned = 0;
+        CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, s.w_desc.get(), s.y_desc.get(), s.conv.get(),
+                                                               s.x_desc.get(), kCount, &returned, perf));
+        return PickFrom(ctx, perf, returned, out);
+      },
+      CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, workspace_of);
+  s.conv.SetMath(algo.math);
+  Tensor ws;
+  void* ws_ptr = WorkspacePtr(ctx, algo.workspace, &ws);
+  CUDNN_CALL(cudnnConvolutionBackwardData(h, &kOne, s.w_desc.get(), w.raw_data(), s.y_desc.get(), dy.raw_data(),
+                                          s.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(algo.algo), ws_ptr,
+                                          algo.workspace, &kZero, s.x_desc.get(), dx.raw_data()));
+}
+
+void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
+                           Tensor* dbias) {
+  cudnnHandle_t h = Handle(ctx);
+  ConvSetup s(ctx, p, x.shape(), dw.shape(), dy.shape());
+  constexpr int kCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  auto workspace_of = [&](int algo) -> size_t {
+    size_t bytes = 0;
+    CUDNN_CALL(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, s.x_desc.get(), s.y_desc.get(), s.conv.get(), s.w_desc.get(),
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes));
+    return bytes;
+  };
+  const Algo algo = ChooseAlgo(
+      ctx, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw.shape()),
+      [&](Algo* out) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[kCount];
+        int returned = 0;
+        Tensor ws = FindWorkspace(ctx);
+        CUDNN_CALL(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.y_desc.get(),
+                                                                 dy.raw_data(), s.conv.get(), s.w_desc.get(),
+                                                                 dw.raw_data(), kCount, &returned, perf,
+                                                                 ws.raw_data(), ws.nbytes()));
+        return PickFrom(ctx, perf, returned, out);
+      },
+      [&](Algo* out) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[kCount];
+        int returned = 0;
+        CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, s.x_desc.get(), s.y_desc.get(), s.conv.get(),
+                                                                 s.w_desc.get(), kCount, &returned, perf));
+        return PickFrom(ctx, perf, returned, out);
+      },
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, workspace_of);
+  s.conv.SetMath(algo.math);
+  Tensor ws;
+  void* ws_ptr = WorkspacePtr(ctx, algo.workspace, &ws);
+  CUDNN_CALL(cudnnConvolutionBackwardFilter(h, &kOne, s.x_desc.get(), x.raw_data(), s.y_desc.get(), dy.raw_data(),
+                                            s.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo.algo),
+                                            ws_ptr, algo.workspace, &kZero, s.w_desc.get(), dw.raw_data()));
+  if (dbias != nullptr) {
+    TensorDesc b_desc({1, dw.dim(0), 1, 1});
+    CUDNN_CALL(cudnnConvolutionBackwardBias(h, &kOne, s.y_desc.get(), dy.raw_data(), &kZero, b_desc.get(),
+                                            dbias->raw_data()));
+  }
+}
+
+void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                              const Tensor& beta, Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
+                              Tensor& running_mean, Tensor& running_var) {
+  cudnnHandle_t h = Handle(ctx);
+  TensorDesc x_desc(x.shape()), c_desc({1, x.dim(1), 1, 1});
+  // cuDNN updates the running variance with the unbiased batch variance and
+  // saves 1 / sqrt(var + eps): PyTorch's semantics (PyTorch uses this call).
+  CUDNN_CALL(cudnnBatchNormalizationForwardTraining(
+      h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc.get(), x.raw_data(), x_desc.get(), y.raw_data(), c_desc.get(),
+      gamma.raw_data(), beta.raw_data(), p.momentum, running_mean.raw_data(), running_var.raw_data(), p.eps,
+      saved_mean.raw_data(), saved_invstd.raw_data()));
+}
+
+void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                               const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
+  cudnnHandle_t h = Handle(ctx);
+  TensorDesc x_desc(x.shape()), c_desc({1, x.dim(1), 1, 1});
+  CUDNN_CALL(cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc.get(),
+                                                     x.raw_data(), x_desc.get(), y.raw_data(), c_desc.get(),
+                                                     gamma.raw_data(), beta.raw_data(), running_mean.raw_data(),
+                                                     running_var.raw_data(), p.eps));
+}
+
+void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                       const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
+                       Tensor& dbeta) {
+  cudnnHandle_t h = Handle(ctx);
+  TensorDesc x_desc(x.shape()), c_desc({1, x.dim(1), 1, 1});
+  // With the saved statistics given, epsilon is not used; cuDNN only asks
+  // that it be at least CUDNN_BN_MIN_EPSILON.
+  const double eps = BatchNormParams().eps;
+  CUDNN_CALL(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, x_desc.get(),
+                                             x.raw_data(), x_desc.get(), dy.raw_data(), x_desc.get(), dx.raw_data(),
+                                             c_desc.get(), gamma.raw_data(), dgamma.raw_data(), dbeta.raw_data(), eps,
+                                             saved_mean.raw_data(), saved_invstd.raw_data()));
+}
+
+long CudnnVersion() { return static_cast<long>(cudnnGetVersion()); }
+
+}  // namespace ddp::cuda

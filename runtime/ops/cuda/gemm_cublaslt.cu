@@ -1,0 +1,168 @@
+#include "runtime/ops/cuda/gemm_cublaslt.h"
+
+#include <cublasLt.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+#include "runtime/ops/cuda/kernel_util.cuh"
+
+namespace ddp::cuda {
+namespace {
+
+void CheckCublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  std::fprintf(stderr, "%s:%d: cuBLASLt call %s failed: status %d\n", file, line, call, static_cast<int>(status));
+  std::abort();
+}
+#define CUBLAS_CALL(call) CheckCublas((call), #call, __FILE__, __LINE__)
+
+constexpr int kWorkspaceSlot = 7;  // ops' scratch slot for library workspaces
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+cublasLtHandle_t Handle() {
+  static cublasLtHandle_t handle = [] {
+    cublasLtHandle_t h = nullptr;
+    CUBLAS_CALL(cublasLtCreate(&h));
+    return h;
+  }();
+  return handle;
+}
+
+// RAII for the descriptors of one matmul.
+struct MatmulDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  ~MatmulDescs() {
+    if (d) CUBLAS_CALL(cublasLtMatrixLayoutDestroy(d));
+    if (b) CUBLAS_CALL(cublasLtMatrixLayoutDestroy(b));
+    if (a) CUBLAS_CALL(cublasLtMatrixLayoutDestroy(a));
+    if (op) CUBLAS_CALL(cublasLtMatmulDescDestroy(op));
+  }
+};
+
+struct Choice {
+  cublasLtMatmulAlgo_t algo;
+  bool found = false;
+};
+
+std::mutex g_mu;
+std::map<std::string, Choice>& Cache() {
+  static auto* cache = new std::map<std::string, Choice>();
+  return *cache;
+}
+
+int SplitK(const cublasLtMatmulAlgo_t& algo) {
+  int splits = 1;
+  size_t written = 0;
+  CUBLAS_CALL(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
+                                                   &written));
+  return splits;
+}
+
+__global__ void SumRowsKernel(const float* m, int64_t rows, int64_t cols, float* out) {
+  // Block (32, 8): x picks the column, y strides over rows; the 8 partial
+  // sums are then added in a fixed order.
+  __shared__ double partial[8][33];
+  const int64_t col = blockIdx.x * 32 + threadIdx.x;
+  double sum = 0.0;
+  if (col < cols) {
+    for (int64_t r = threadIdx.y; r < rows; r += 8) sum += m[r * cols + col];
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    double total = 0.0;
+    for (int y = 0; y < 8; ++y) total += partial[y][threadIdx.x];
+    out[col] = static_cast<float>(total);
+  }
+}
+
+}  // namespace
+
+void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          const float* bias) {
+  if (m == 0 || n == 0) return;
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt
+  // multiplies B's storage (as its "A") by A's storage (as its "B").
+  const cublasOperation_t op_first = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasComputeType_t compute = ctx.allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  MatmulDescs d;
+  CUBLAS_CALL(cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
+  CUBLAS_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  CUBLAS_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  if (bias != nullptr) {
+    // The bias has one value per row of the column-major result: per column
+    // of the row-major C.
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    CUBLAS_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    CUBLAS_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  // Storage shapes, column-major: B as stored is [ldb-major] cols x rows.
+  CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, transpose_b ? k : n, transpose_b ? n : k, ldb));
+  CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, transpose_a ? m : k, transpose_a ? k : m, lda));
+  CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.d, CUDA_R_32F, n, m, ldc));
+
+  std::ostringstream key_text;
+  key_text << ctx.device().index << ':' << transpose_a << transpose_b << ':' << m << ',' << n << ',' << k << ',' << lda
+           << ',' << ldb << ',' << ldc << ':' << (bias != nullptr) << (beta != 0.0f) << ctx.allow_tf32()
+           << ctx.deterministic() << ':' << reinterpret_cast<uintptr_t>(a) % 16 << reinterpret_cast<uintptr_t>(b) % 16
+           << reinterpret_cast<uintptr_t>(c) % 16 << (bias ? reinterpret_cast<uintptr_t>(bias) % 16 : 0);
+  const std::string key = key_text.str();
+  Choice choice;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = Cache().find(key);
+    if (it != Cache().end()) choice = it->second;
+  }
+  if (!choice.found) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLAS_CALL(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t max_workspace = kWorkspaceBytes;
+    CUBLAS_CALL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+                                                     sizeof(max_workspace)));
+    constexpr int kRequested = 8;
+    cublasLtMatmulHeuristicResult_t results[kRequested];
+    int returned = 0;
+    CUBLAS_CALL(cublasLtMatmulAlgoGetHeuristic(Handle(), d.op, d.a, d.b, d.d, d.d, pref, kRequested, results,
+                                               &returned));
+    CUBLAS_CALL(cublasLtMatmulPreferenceDestroy(pref));
+    for (int i = 0; i < returned && !choice.found; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      // Split-K sums partial products in an order that may vary: not when
+      // results must repeat bit for bit.
+      if (ctx.deterministic() && SplitK(results[i].algo) > 1) continue;
+      choice.algo = results[i].algo;
+      choice.found = true;
+    }
+    if (!choice.found) {
+      std::fprintf(stderr, "cuBLASLt has no algorithm for a %lldx%lldx%lld f32 GEMM%s\n", static_cast<long long>(m),
+                   static_cast<long long>(n), static_cast<long long>(k),
+                   ctx.deterministic() ? " without split-K (--deterministic)" : "");
+      std::abort();
+    }
+    std::lock_guard<std::mutex> lock(g_mu);
+    Cache()[key] = choice;
+  }
+  Tensor workspace = ctx.Scratch(kWorkspaceSlot, static_cast<int64_t>(kWorkspaceBytes));
+  CUBLAS_CALL(cublasLtMatmul(Handle(), d.op, &alpha, b, d.a, a, d.b, &beta, c, d.d, c, d.d, &choice.algo,
+                             workspace.raw_data(), kWorkspaceBytes, StreamOf(ctx)));
+}
+
+void SumRows(ExecutionContext& ctx, const float* m, int64_t rows, int64_t cols, float* out) {
+  if (cols == 0) return;
+  const dim3 block(32, 8);
+  SumRowsKernel<<<static_cast<unsigned>((cols + 31) / 32), block, 0, StreamOf(ctx)>>>(m, rows, cols, out);
+  DDP_CHECK_LAUNCH("SumRowsKernel");
+}
+
+long CublasLtVersion() { return static_cast<long>(cublasLtGetVersion()); }
+
+}  // namespace ddp::cuda

@@ -1,0 +1,25 @@
+// Matrix products on CUDA through cuBLASLt, on row-major f32 matrices as
+// runtime/ops/linear.h defines them. fp32 computes with CUBLAS_COMPUTE_32F
+// (no TF32); ctx.allow_tf32() selects CUBLAS_COMPUTE_32F_FAST_TF32. The
+// linear bias rides in the matmul's bias epilogue. With ctx.deterministic(),
+// only algorithms without split-K are taken, so results repeat bit for bit.
+#pragma once
+
+#include "runtime/execution_context.h"
+#include "runtime/tensor.h"
+
+namespace ddp::cuda {
+
+// C[M, N] = alpha * op(A) * op(B) + beta * C (+ bias[N] on every row, when
+// `bias` is not null). Leading dimensions are the row lengths as stored.
+void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          const float* bias);
+// out[cols] = the sum over rows of m[rows, cols] (the bias gradient), in a
+// fixed order.
+void SumRows(ExecutionContext& ctx, const float* m, int64_t rows, int64_t cols, float* out);
+
+// cuBLASLt's version as it reports itself, for the self-test.
+long CublasLtVersion();
+
+}  // namespace ddp::cuda

@@ -1,0 +1,179 @@
+#include "runtime/ops/cuda/kernel_util.cuh"
+#include "runtime/ops/cuda/pooling_cuda.h"
+
+namespace ddp::cuda {
+namespace {
+
+struct PoolShape {
+  int64_t planes, h, w, oh, ow;
+  int64_t kh, kw, sh, sw, ph, pw;
+  bool count_include_pad;
+};
+
+PoolShape ShapeOf(const Pool2dParams& p, const Shape& x, const Shape& y) {
+  return {x[0] * x[1], x[2], x[3], y[2], y[3], p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
+          p.count_include_pad};
+}
+
+// The window of output (oh, ow), clipped to the input, as the CPU's WindowAt.
+struct Window {
+  int64_t h0, h1, w0, w1, padded_size;
+};
+
+__device__ Window WindowAt(const PoolShape& s, int64_t oh, int64_t ow) {
+  const int64_t hs = oh * s.sh - s.ph, ws = ow * s.sw - s.pw;
+  const int64_t he = min(hs + s.kh, s.h + s.ph), we = min(ws + s.kw, s.w + s.pw);
+  Window win;
+  win.padded_size = (he - hs) * (we - ws);
+  win.h0 = max(hs, int64_t{0});
+  win.w0 = max(ws, int64_t{0});
+  win.h1 = min(he, s.h);
+  win.w1 = min(we, s.w);
+  return win;
+}
+
+__device__ int64_t Divisor(const PoolShape& s, const Window& win) {
+  return s.count_include_pad ? win.padded_size : (win.h1 - win.h0) * (win.w1 - win.w0);
+}
+
+// The outputs whose windows contain input row `ih`: [lo, hi).
+__device__ void OutputRange(int64_t i, int64_t pad, int64_t kernel, int64_t stride, int64_t out, int64_t* lo,
+                            int64_t* hi) {
+  // Window o covers [o * stride - pad, o * stride - pad + kernel).
+  const int64_t first = i + pad - kernel + 1;
+  *lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+  *hi = min((i + pad) / stride + 1, out);
+}
+
+__global__ void MaxPoolForwardKernel(PoolShape s, const float* x, float* y, int32_t* argmax) {
+  DDP_GRID_STRIDE(o, s.planes * s.oh * s.ow) {
+    const int64_t ow = o % s.ow, oh = (o / s.ow) % s.oh, plane = o / (s.ow * s.oh);
+    const Window win = WindowAt(s, oh, ow);
+    const float* xp = x + plane * s.h * s.w;
+    float best = -INFINITY;
+    int64_t best_index = win.h0 * s.w + win.w0;
+    bool done = false;
+    for (int64_t ih = win.h0; ih < win.h1 && !done; ++ih) {
+      for (int64_t iw = win.w0; iw < win.w1; ++iw) {
+        const float v = xp[ih * s.w + iw];
+        if (v > best || v != v) {  // NaN propagates, as in PyTorch
+          best = v;
+          best_index = ih * s.w + iw;
+          if (v != v) {
+            done = true;
+            break;
+          }
+        }
+      }
+    }
+    y[o] = best;
+    argmax[o] = static_cast<int32_t>(best_index);
+  }
+}
+
+__global__ void MaxPoolBackwardKernel(PoolShape s, const float* dy, const int32_t* argmax, float* dx) {
+  DDP_GRID_STRIDE(i, s.planes * s.h * s.w) {
+    const int64_t iw = i % s.w, ih = (i / s.w) % s.h, plane = i / (s.w * s.h);
+    int64_t oh0, oh1, ow0, ow1;
+    OutputRange(ih, s.ph, s.kh, s.sh, s.oh, &oh0, &oh1);
+    OutputRange(iw, s.pw, s.kw, s.sw, s.ow, &ow0, &ow1);
+    const int32_t me = static_cast<int32_t>(ih * s.w + iw);
+    float sum = 0.0f;
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      for (int64_t ow = ow0; ow < ow1; ++ow) {
+        const int64_t o = (plane * s.oh + oh) * s.ow + ow;
+        if (argmax[o] == me) sum += dy[o];
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+__global__ void AvgPoolForwardKernel(PoolShape s, const float* x, float* y) {
+  DDP_GRID_STRIDE(o, s.planes * s.oh * s.ow) {
+    const int64_t ow = o % s.ow, oh = (o / s.ow) % s.oh, plane = o / (s.ow * s.oh);
+    const Window win = WindowAt(s, oh, ow);
+    const float* xp = x + plane * s.h * s.w;
+    float sum = 0.0f;
+    for (int64_t ih = win.h0; ih < win.h1; ++ih)
+      for (int64_t iw = win.w0; iw < win.w1; ++iw) sum += xp[ih * s.w + iw];
+    y[o] = sum / static_cast<float>(Divisor(s, win));
+  }
+}
+
+__global__ void AvgPoolBackwardKernel(PoolShape s, const float* dy, float* dx) {
+  DDP_GRID_STRIDE(i, s.planes * s.h * s.w) {
+    const int64_t iw = i % s.w, ih = (i / s.w) % s.h, plane = i / (s.w * s.h);
+    int64_t oh0, oh1, ow0, ow1;
+    OutputRange(ih, s.ph, s.kh, s.sh, s.oh, &oh0, &oh1);
+    OutputRange(iw, s.pw, s.kw, s.sw, s.ow, &ow0, &ow1);
+    float sum = 0.0f;
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      for (int64_t ow = ow0; ow < ow1; ++ow) {
+        const int64_t o = (plane * s.oh + oh) * s.ow + ow;
+        sum += dy[o] / static_cast<float>(Divisor(s, WindowAt(s, oh, ow)));
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+// One block per plane.
+__global__ void GlobalAvgPoolForwardKernel(int64_t size, const float* x, float* y) {
+  __shared__ float shared[kThreads];
+  const float* xp = x + blockIdx.x * size;
+  float sum = 0.0f;
+  for (int64_t k = threadIdx.x; k < size; k += blockDim.x) sum += xp[k];
+  sum = BlockSum(sum, shared);
+  if (threadIdx.x == 0) y[blockIdx.x] = sum / static_cast<float>(size);
+}
+
+__global__ void GlobalAvgPoolBackwardKernel(int64_t planes, int64_t size, const float* dy, float* dx) {
+  DDP_GRID_STRIDE(i, planes * size) { dx[i] = dy[i / size] / static_cast<float>(size); }
+}
+
+}  // namespace
+
+void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax) {
+  const PoolShape s = ShapeOf(p, x.shape(), y.shape());
+  MaxPoolForwardKernel<<<BlocksFor(y.numel()), kThreads, 0, StreamOf(ctx)>>>(s, x.data<float>(), y.data<float>(),
+                                                                           argmax.data<int32_t>());
+  DDP_CHECK_LAUNCH("MaxPoolForwardKernel");
+}
+
+void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, const Tensor& argmax,
+                       Tensor& dx) {
+  const PoolShape s = ShapeOf(p, dx.shape(), dy.shape());
+  MaxPoolBackwardKernel<<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(s, dy.data<float>(),
+                                                                             argmax.data<int32_t>(), dx.data<float>());
+  DDP_CHECK_LAUNCH("MaxPoolBackwardKernel");
+}
+
+void AvgPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y) {
+  const PoolShape s = ShapeOf(p, x.shape(), y.shape());
+  AvgPoolForwardKernel<<<BlocksFor(y.numel()), kThreads, 0, StreamOf(ctx)>>>(s, x.data<float>(), y.data<float>());
+  DDP_CHECK_LAUNCH("AvgPoolForwardKernel");
+}
+
+void AvgPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, Tensor& dx) {
+  const PoolShape s = ShapeOf(p, dx.shape(), dy.shape());
+  AvgPoolBackwardKernel<<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(s, dy.data<float>(), dx.data<float>());
+  DDP_CHECK_LAUNCH("AvgPoolBackwardKernel");
+}
+
+void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
+  const int64_t planes = x.dim(0) * x.dim(1), size = x.dim(2) * x.dim(3);
+  if (planes == 0) return;
+  GlobalAvgPoolForwardKernel<<<static_cast<unsigned>(planes), kThreads, 0, StreamOf(ctx)>>>(size, x.data<float>(),
+                                                                                           y.data<float>());
+  DDP_CHECK_LAUNCH("GlobalAvgPoolForwardKernel");
+}
+
+void GlobalAvgPoolBackward(ExecutionContext& ctx, const Tensor& dy, Tensor& dx) {
+  const int64_t planes = dx.dim(0) * dx.dim(1), size = dx.dim(2) * dx.dim(3);
+  GlobalAvgPoolBackwardKernel<<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(planes, size, dy.data<float>(),
+                                                                                   dx.data<float>());
+  DDP_CHECK_LAUNCH("GlobalAvgPoolBackwardKernel");
+}
+
+}  // namespace ddp::cuda
