@@ -1,5 +1,7 @@
 #include "runtime/layers/batch_norm_layer.h"
 
+#include "runtime/ops/elementwise.h"
+
 namespace ddp {
 
 BatchNormLayer::BatchNormLayer(int64_t channels, BatchNormParams params) : channels_(channels), params_(params) {
@@ -29,7 +31,7 @@ Tensor BatchNormLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   saved_invstd_ = Tensor::Empty({channels_}, DType::kF32, x.device());
   BatchNormForwardTraining(ctx, params_, x, weight_->value, bias_->value, y, saved_mean_, saved_invstd_,
                            running_mean_->value, running_var_->value);
-  num_batches_tracked_->value.data<int64_t>()[0] += 1;
+  Increment(ctx, num_batches_tracked_->value);
   input_ = x;
   return y;
 }

@@ -93,7 +93,7 @@ void Layer::FinishGradient(ExecutionContext& ctx, Parameter& p, const Tensor& co
     if (backward_state_ != nullptr && backward_state_->accumulate) {
       Axpy(ctx, 1.0f, computed, p.grad);
     } else {
-      p.grad.CopyFrom(computed);
+      Copy(ctx, computed, p.grad);
     }
   }
   if (backward_state_ != nullptr && backward_state_->hook != nullptr) backward_state_->hook->MarkGradientReady(p);

@@ -38,6 +38,26 @@ void Model::ReleaseFlatGradients() {
   flat_gradients_ = Tensor();
 }
 
+void Model::MoveTo(Device device) {
+  if (device == flat_parameters_.device()) return;
+  CHECK(flat_gradients_.defined()) << "Model::MoveTo after the flat gradients were released";
+  Tensor params = Tensor::Empty(flat_parameters_.shape(), DType::kF32, device);
+  params.CopyFrom(flat_parameters_);
+  flat_parameters_ = params;
+  flat_gradients_ = Tensor::Zeros(flat_parameters_.shape(), DType::kF32, device);
+  int64_t offset = 0;
+  for (Parameter* p : parameters_) {
+    p->value = flat_parameters_.View(offset, p->shape);
+    p->grad = flat_gradients_.View(offset, p->shape);
+    offset += NumElements(p->shape);
+  }
+  for (Buffer* b : buffers_) {
+    Tensor moved = Tensor::Empty(b->value.shape(), b->value.dtype(), device);
+    moved.CopyFrom(b->value);
+    b->value = moved;
+  }
+}
+
 std::vector<Parameter*> Model::BackwardOrder() const {
   return std::vector<Parameter*>(parameters_.rbegin(), parameters_.rend());
 }

@@ -45,6 +45,11 @@ class Model {
   // For owners that re-point every parameter's grad into buffers of their
   // own (ZeRO's padded buckets): frees the flat gradient buffer.
   void ReleaseFlatGradients();
+  // Moves the flat buffers and every buffer (BN statistics) to `device`,
+  // values kept, gradients zeroed, views re-pointed. Before any reducer or
+  // optimizer takes views of them.
+  void MoveTo(Device device);
+  Device device() const { return flat_parameters_.device(); }
 
   // Every parameter and buffer under its PyTorch name, in state_dict order.
   // The tensors are the live ones, not copies.

@@ -77,6 +77,15 @@ void ReluBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tens
       [&] { cpu::ReluBackward(y.data<float>(), dy.data<float>(), dx.data<float>(), dx.numel()); });
 }
 
+void Copy(ExecutionContext& ctx, const Tensor& src, Tensor& dst) {
+  CHECK(src.numel() == dst.numel() && src.dtype() == dst.dtype())
+      << "Copy " << src.DebugString() << " into " << dst.DebugString();
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("Copy", cuda::CopyTensorAsync(src, dst, ctx.cuda_stream()));
+  }
+  dst.CopyFrom(src);
+}
+
 void Increment(ExecutionContext& ctx, Tensor& counter) {
   CHECK(counter.dtype() == DType::kI64 && counter.numel() == 1) << "Increment of " << counter.DebugString();
   CheckOnDevice(ctx, "Increment", {&counter});

@@ -18,6 +18,9 @@ void ReluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y);
 // dx = 0 where the ReLU's output y <= 0, else dy (so a NaN y passes dy, as in
 // PyTorch's threshold_backward); dx may alias dy.
 void ReluBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
+// dst = src (any dtype, equal element counts), on the context's device or
+// between it and the host, ordered on the context's stream.
+void Copy(ExecutionContext& ctx, const Tensor& src, Tensor& dst);
 // counter += 1 for an i64 scalar (BN's num_batches_tracked), on its device.
 void Increment(ExecutionContext& ctx, Tensor& counter);
 // dst = src * scale between f32 and a 16-bit float (bf16 or f16), either

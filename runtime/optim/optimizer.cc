@@ -1,10 +1,13 @@
 #include "runtime/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/op_checks.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/optim/cuda/optimizer_kernels.h"
 
 namespace ddp {
 namespace {
@@ -16,12 +19,50 @@ void CheckSlots(const std::vector<OptimizerSlot>& slots) {
   }
 }
 
-// One zero f32 tensor per slot, the slot's size: per-element optimizer state.
+// One zero f32 tensor per slot, the slot's size and on its device:
+// per-element optimizer state.
 std::vector<Tensor> ZeroStateFor(const std::vector<OptimizerSlot>& slots) {
   std::vector<Tensor> state;
-  for (const OptimizerSlot& s : slots) state.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32));
+  for (const OptimizerSlot& s : slots) state.push_back(Tensor::Zeros({s.value.numel()}, DType::kF32, s.value.device()));
   return state;
 }
+
+// The slots and their state as the CUDA kernels' chunk table, built once on
+// the slots' device (slots and state never move).
+class DeviceChunks {
+ public:
+  void Build(const std::vector<OptimizerSlot>& slots, const std::vector<Tensor>* first,
+             const std::vector<Tensor>* second) {
+    if (table_.defined()) return;
+    std::vector<cuda::OptimizerChunk> chunks;
+    for (size_t k = 0; k < slots.size(); ++k) {
+      const OptimizerSlot& s = slots[k];
+      for (int64_t start = 0; start < s.value.numel(); start += cuda::kOptimizerChunk) {
+        cuda::OptimizerChunk c;
+        c.w = s.value.data<float>() + start;
+        c.g = s.grad.data<float>() + start;
+        if (first != nullptr) c.m = (*first)[k].data<float>() + start;
+        if (second != nullptr) c.v = (*second)[k].data<float>() + start;
+        c.n = std::min(cuda::kOptimizerChunk, s.value.numel() - start);
+        c.weight_decay = s.weight_decay;
+        c.param = s.param_index;
+        chunks.push_back(c);
+      }
+    }
+    count_ = static_cast<int64_t>(chunks.size());
+    const int64_t bytes = count_ * static_cast<int64_t>(sizeof(cuda::OptimizerChunk));
+    Tensor host = Tensor::Empty({bytes}, DType::kU8);
+    if (bytes > 0) std::memcpy(host.raw_data(), chunks.data(), static_cast<size_t>(bytes));
+    table_ = Tensor::Empty({bytes}, DType::kU8, slots.empty() ? Device::Cpu() : slots[0].value.device());
+    table_.CopyFrom(host);
+  }
+  const cuda::OptimizerChunk* data() const { return static_cast<const cuda::OptimizerChunk*>(table_.raw_data()); }
+  int64_t size() const { return count_; }
+
+ private:
+  Tensor table_;
+  int64_t count_ = 0;
+};
 
 int64_t StateBytes(const std::vector<Tensor>& state) {
   int64_t bytes = 0;
@@ -37,9 +78,15 @@ class Sgd final : public Optimizer {
   }
 
   Status Step(ExecutionContext& ctx, float lr) override {
-    CheckOnCpu(ctx, "Sgd::Step");
     const float m = options_.momentum;
     const bool first = steps_ == 0;
+    if (ctx.device().is_cuda()) {
+      chunks_.Build(slots_, m != 0.0f ? &momentum_ : nullptr, nullptr);
+      DDP_ON_CUDA("Sgd::Step", cuda::SgdStep(ctx, chunks_.data(), chunks_.size(), lr, m, options_.nesterov, first));
+      ++steps_;
+      return Status::Ok();
+    }
+    CheckOnCpu(ctx, "Sgd::Step");
     for (size_t k = 0; k < slots_.size(); ++k) {
       float* w = slots_[k].value.data<float>();
       const float* g = slots_[k].grad.data<float>();
@@ -68,6 +115,7 @@ class Sgd final : public Optimizer {
   std::vector<OptimizerSlot> slots_;
   SgdOptions options_;
   std::vector<Tensor> momentum_;
+  DeviceChunks chunks_;
   int64_t steps_ = 0;
 };
 
@@ -80,13 +128,19 @@ class AdamW final : public Optimizer {
   }
 
   Status Step(ExecutionContext& ctx, float lr) override {
-    CheckOnCpu(ctx, "AdamW::Step");
     ++steps_;
     const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
     const double bias1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(steps_));
     const double bias2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(steps_));
     const float step_size = static_cast<float>(lr / bias1);
     const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+    if (ctx.device().is_cuda()) {
+      chunks_.Build(slots_, &exp_avg_, &exp_avg_sq_);
+      DDP_ON_CUDA("AdamW::Step", cuda::AdamWStep(ctx, chunks_.data(), chunks_.size(), lr, b1, b2, eps, step_size,
+                                                 inv_sqrt_bias2));
+      return Status::Ok();
+    }
+    CheckOnCpu(ctx, "AdamW::Step");
     for (size_t k = 0; k < slots_.size(); ++k) {
       float* w = slots_[k].value.data<float>();
       const float* g = slots_[k].grad.data<float>();
@@ -111,6 +165,7 @@ class AdamW final : public Optimizer {
   std::vector<OptimizerSlot> slots_;
   AdamWOptions options_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  DeviceChunks chunks_;
   int64_t steps_ = 0;
 };
 
@@ -128,11 +183,12 @@ class Lamb final : public Optimizer {
   }
 
   Status Step(ExecutionContext& ctx, float lr) override {
-    CheckOnCpu(ctx, "Lamb::Step");
     ++steps_;
     const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
     const float inv_bias1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(b1), steps_)));
     const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2), steps_)));
+    if (ctx.device().is_cuda()) return StepOnCuda(ctx, lr, b1, b2, eps, inv_bias1, inv_sqrt_bias2);
+    CheckOnCpu(ctx, "Lamb::Step");
     // Pass 1: moments, and per parameter the squared norms of w and of the
     // update direction u ([2 * p] and [2 * p + 1]).
     Tensor norms = Tensor::Zeros({2 * static_cast<int64_t>(groups_)}, DType::kF64);
@@ -180,7 +236,28 @@ class Lamb final : public Optimizer {
   int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
 
  private:
+  // The same two passes as fused kernels; the norms stay on the device (and
+  // are all-reduced there when sharded).
+  Status StepOnCuda(ExecutionContext& ctx, float lr, float b1, float b2, float eps, float inv_bias1,
+                    float inv_sqrt_bias2) {
+    chunks_.Build(slots_, &exp_avg_, &exp_avg_sq_);
+    const Device device = ctx.device();
+    if (!norms_.defined()) {
+      norms_ = Tensor::Empty({2 * static_cast<int64_t>(groups_)}, DType::kF64, device);
+      chunk_norms_ = Tensor::Empty({2 * std::max<int64_t>(1, chunks_.size())}, DType::kF64, device);
+    }
+    DDP_ON_CUDA("Lamb::Step", cuda::LambMoments(ctx, chunks_.data(), chunks_.size(), b1, b2, eps, inv_bias1,
+                                                inv_sqrt_bias2, chunk_norms_.data<double>(), groups_,
+                                                norms_.data<double>()));
+    if (all_reduce_) RETURN_IF_ERROR(all_reduce_(norms_));
+    DDP_ON_CUDA("Lamb::Step", cuda::LambUpdate(ctx, chunks_.data(), chunks_.size(), lr, eps, inv_bias1,
+                                               inv_sqrt_bias2, norms_.data<double>()));
+    return Status::Ok();
+  }
+
   std::vector<OptimizerSlot> slots_;
+  DeviceChunks chunks_;
+  Tensor norms_, chunk_norms_;
   LambOptions options_;
   AllReduceSum all_reduce_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
