@@ -1,0 +1,464 @@
+// Every CUDA op against its CPU op, on the shapes the CPU tests use (strides,
+// padding, dilation, groups, odd sizes) and random inputs. Differences are
+// measured relative to the CPU output's largest magnitude: elementwise ops
+// within 1e-6; convolutions, GEMMs and reductions in fp32 within 1e-4
+// (cuDNN may pick Winograd or FFT); TF32 within 5e-3. With
+// --deterministic-style contexts, repeated runs are bitwise equal. NaN
+// propagates as on the CPU. Reports SKIPPED without a GPU.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/ops/batch_norm.h"
+#include "runtime/ops/conv2d.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/linear.h"
+#include "runtime/ops/loss.h"
+#include "runtime/ops/pooling.h"
+#include "runtime/ops/reduce.h"
+#include "runtime/testing/tensor_testing.h"
+
+namespace ddp {
+namespace {
+
+using testing::RandomValues;
+using testing::ToDoubles;
+using testing::ToF32Tensor;
+
+constexpr double kElementwise = 1e-6, kFp32 = 1e-4, kTf32 = 5e-3;
+
+Tensor ToDevice(const Tensor& host) {
+  Tensor d = Tensor::Empty(host.shape(), host.dtype(), Device::Cuda(0));
+  d.CopyFrom(host);
+  return d;
+}
+
+Tensor ToHost(const Tensor& device) {
+  Tensor h = Tensor::Empty(device.shape(), device.dtype());
+  h.CopyFrom(device);
+  return h;
+}
+
+// max |gpu - cpu| / max |cpu| (absolute when the CPU output is all zero);
+// NaN where either holds a NaN the other does not.
+::testing::AssertionResult Near(const Tensor& gpu, const Tensor& cpu, double tolerance) {
+  const std::vector<double> g = ToDoubles(ToHost(gpu)), c = ToDoubles(cpu);
+  if (g.size() != c.size()) return ::testing::AssertionFailure() << "sizes differ";
+  double scale = 0.0, worst = 0.0;
+  int64_t worst_at = -1;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (std::isnan(c[i]) != std::isnan(g[i])) {
+      return ::testing::AssertionFailure() << "element " << i << ": gpu " << g[i] << ", cpu " << c[i];
+    }
+    if (!std::isnan(c[i])) scale = std::max(scale, std::fabs(c[i]));
+  }
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (std::isnan(c[i])) continue;
+    const double d = std::fabs(g[i] - c[i]);
+    if (d > worst) {
+      worst = d;
+      worst_at = static_cast<int64_t>(i);
+    }
+  }
+  const double relative = scale > 0.0 ? worst / scale : worst;
+  if (relative <= tolerance) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "worst relative difference " << relative << " > " << tolerance
+                                       << " at element " << worst_at << ": gpu " << g[worst_at] << ", cpu "
+                                       << c[worst_at];
+}
+
+bool BitwiseEqual(const Tensor& a, const Tensor& b) {
+  const Tensor ha = ToHost(a), hb = ToHost(b);
+  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
+}
+
+Tensor Random(const Shape& shape, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0) {
+  return ToF32Tensor(RandomValues(NumElements(shape), rng, lo, hi), shape);
+}
+
+class CudaOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::DeviceCount() == 0) {
+      GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
+    }
+    cuda::SetDevice(0);
+  }
+  ExecutionContext Gpu(bool tf32 = false, bool deterministic = false) {
+    ExecutionContext ctx = ExecutionContext::Cuda(0, nullptr);
+    ctx.set_allow_tf32(tf32);
+    ctx.set_deterministic(deterministic);
+    return ctx;
+  }
+  ExecutionContext cpu_ = ExecutionContext::Cpu(2);
+};
+
+// ---------------------------------------------------------------- conv2d
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  Conv2dParams p;
+  bool bias;
+};
+
+Conv2dParams P(int64_t stride, int64_t pad, int64_t dilation = 1, int64_t groups = 1) {
+  Conv2dParams p;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  p.dilation_h = p.dilation_w = dilation;
+  p.groups = groups;
+  return p;
+}
+
+Conv2dParams Asymmetric() {
+  Conv2dParams p = P(1, 0);
+  p.stride_h = 2;
+  p.pad_w = 2;
+  p.dilation_w = 2;
+  return p;
+}
+
+const ConvCase kConvCases[] = {
+    {"3x3_same", {2, 3, 7, 6}, {4, 3, 3, 3}, P(1, 1), false},
+    {"3x3_stride2_unreached_rows", {2, 3, 8, 8}, {5, 3, 3, 3}, P(2, 0), true},
+    {"dilated", {1, 2, 9, 9}, {3, 2, 3, 3}, P(1, 2, 2), false},
+    {"grouped", {2, 4, 6, 5}, {6, 2, 3, 3}, P(1, 1, 1, 2), true},
+    {"depthwise", {1, 4, 6, 6}, {4, 1, 3, 3}, P(2, 1, 1, 4), false},
+    {"pointwise_stride2", {2, 8, 6, 6}, {4, 8, 1, 1}, P(2, 0), false},
+    {"stem_7x7", {1, 3, 12, 11}, {4, 3, 7, 7}, P(2, 3), false},
+    {"asymmetric", {1, 3, 9, 7}, {2, 3, 3, 2}, Asymmetric(), true},
+    {"blocked_channels", {2, 32, 5, 5}, {16, 32, 3, 3}, P(1, 1), false},
+    {"resnet50_3x3", {4, 64, 28, 28}, {64, 64, 3, 3}, P(1, 1), false},
+    {"resnet50_1x1_down", {4, 256, 28, 28}, {512, 256, 1, 1}, P(2, 0), false},
+};
+
+void CheckConv(CudaOpsTest* test, ExecutionContext& cpu, ExecutionContext gpu, const ConvCase& c, double tolerance) {
+  SCOPED_TRACE(std::string(c.name) + (gpu.allow_tf32() ? " tf32" : " fp32") +
+               (gpu.deterministic() ? " deterministic" : ""));
+  std::mt19937_64 rng(42);
+  Tensor x = Random(c.x, rng), w = Random(c.w, rng), b = Random({c.w[0]}, rng);
+  const Shape ys = Conv2dOutputShape(c.x, c.w, c.p);
+  Tensor y = Tensor::Empty(ys, DType::kF32), gy = Tensor::Empty(ys, DType::kF32, Device::Cuda(0));
+  Tensor gx = ToDevice(x), gw = ToDevice(w), gb = ToDevice(b);
+  Conv2dForward(cpu, c.p, x, w, c.bias ? &b : nullptr, y);
+  Conv2dForward(gpu, c.p, gx, gw, c.bias ? &gb : nullptr, gy);
+  EXPECT_TRUE(Near(gy, y, tolerance)) << "forward";
+
+  Tensor dy = Random(ys, rng), gdy = ToDevice(dy);
+  Tensor dx = Tensor::Empty(c.x, DType::kF32), gdx = Tensor::Empty(c.x, DType::kF32, Device::Cuda(0));
+  Conv2dBackwardData(cpu, c.p, dy, w, dx);
+  Conv2dBackwardData(gpu, c.p, gdy, gw, gdx);
+  EXPECT_TRUE(Near(gdx, dx, tolerance)) << "backward data";
+
+  Tensor dw = Tensor::Empty(c.w, DType::kF32), gdw = Tensor::Empty(c.w, DType::kF32, Device::Cuda(0));
+  Tensor db = Tensor::Empty({c.w[0]}, DType::kF32), gdb = Tensor::Empty({c.w[0]}, DType::kF32, Device::Cuda(0));
+  Conv2dBackwardWeights(cpu, c.p, x, dy, dw, c.bias ? &db : nullptr);
+  Conv2dBackwardWeights(gpu, c.p, gx, gdy, gdw, c.bias ? &gdb : nullptr);
+  EXPECT_TRUE(Near(gdw, dw, tolerance)) << "backward weights";
+  if (c.bias) {
+    EXPECT_TRUE(Near(gdb, db, tolerance)) << "bias gradient";
+  }
+  (void)test;
+}
+
+TEST_F(CudaOpsTest, Conv2dFp32MatchesCpu) {
+  for (const ConvCase& c : kConvCases) CheckConv(this, cpu_, Gpu(), c, kFp32);
+}
+
+TEST_F(CudaOpsTest, Conv2dDeterministicMatchesCpuAndRepeats) {
+  for (const ConvCase& c : kConvCases) CheckConv(this, cpu_, Gpu(false, true), c, kFp32);
+  // The same inputs twice: bit for bit the same gradients.
+  ExecutionContext gpu = Gpu(false, true);
+  const ConvCase& c = kConvCases[9];
+  std::mt19937_64 rng(7);
+  Tensor gx = ToDevice(Random(c.x, rng));
+  const Shape ys = Conv2dOutputShape(c.x, c.w, c.p);
+  Tensor gdy = ToDevice(Random(ys, rng)), gw = ToDevice(Random(c.w, rng));
+  Tensor a = Tensor::Empty(c.w, DType::kF32, Device::Cuda(0)), b = Tensor::Empty(c.w, DType::kF32, Device::Cuda(0));
+  Conv2dBackwardWeights(gpu, c.p, gx, gdy, a, nullptr);
+  Conv2dBackwardWeights(gpu, c.p, gx, gdy, b, nullptr);
+  EXPECT_TRUE(BitwiseEqual(a, b));
+  Tensor da = Tensor::Empty(c.x, DType::kF32, Device::Cuda(0)), dd = Tensor::Empty(c.x, DType::kF32, Device::Cuda(0));
+  Conv2dBackwardData(gpu, c.p, gdy, gw, da);
+  Conv2dBackwardData(gpu, c.p, gdy, gw, dd);
+  EXPECT_TRUE(BitwiseEqual(da, dd));
+}
+
+TEST_F(CudaOpsTest, Conv2dTf32MatchesCpu) {
+  for (const ConvCase& c : kConvCases) CheckConv(this, cpu_, Gpu(true), c, kTf32);
+}
+
+// ------------------------------------------------------------ batch norm
+
+TEST_F(CudaOpsTest, BatchNormMatchesCpu) {
+  ExecutionContext gpu = Gpu();
+  for (const Shape& xs : {Shape{4, 3, 5, 5}, Shape{8, 6}, Shape{2, 16, 3, 4}, Shape{3, 2, 1, 1}, Shape{8, 64, 14, 14}}) {
+    SCOPED_TRACE(ShapeToString(xs));
+    std::mt19937_64 rng(5);
+    const int64_t c = xs[1];
+    Tensor x = Random(xs, rng, -2.0, 3.0), gamma = Random({c}, rng), beta = Random({c}, rng);
+    Tensor rm = Random({c}, rng), rv = Random({c}, rng, 0.5, 2.0);
+    Tensor grm = ToDevice(rm), grv = ToDevice(rv);
+    Tensor y = Tensor::Empty(xs, DType::kF32), mean = Tensor::Empty({c}, DType::kF32),
+           invstd = Tensor::Empty({c}, DType::kF32);
+    Tensor gy = Tensor::Empty(xs, DType::kF32, Device::Cuda(0)), gmean = Tensor::Empty({c}, DType::kF32, Device::Cuda(0)),
+           ginvstd = Tensor::Empty({c}, DType::kF32, Device::Cuda(0));
+    Tensor gx = ToDevice(x), ggamma = ToDevice(gamma), gbeta = ToDevice(beta);
+    BatchNormForwardTraining(cpu_, BatchNormParams(), x, gamma, beta, y, mean, invstd, rm, rv);
+    BatchNormForwardTraining(gpu, BatchNormParams(), gx, ggamma, gbeta, gy, gmean, ginvstd, grm, grv);
+    EXPECT_TRUE(Near(gy, y, kFp32)) << "output";
+    EXPECT_TRUE(Near(gmean, mean, kFp32)) << "saved mean";
+    EXPECT_TRUE(Near(ginvstd, invstd, kFp32)) << "saved invstd";
+    EXPECT_TRUE(Near(grm, rm, kFp32)) << "running mean";
+    EXPECT_TRUE(Near(grv, rv, kFp32)) << "running var (unbiased)";
+
+    Tensor dy = Random(xs, rng), gdy = ToDevice(dy);
+    Tensor dx = Tensor::Empty(xs, DType::kF32), dg = Tensor::Empty({c}, DType::kF32), db = Tensor::Empty({c}, DType::kF32);
+    Tensor gdx = Tensor::Empty(xs, DType::kF32, Device::Cuda(0)), gdg = Tensor::Empty({c}, DType::kF32, Device::Cuda(0)),
+           gdb = Tensor::Empty({c}, DType::kF32, Device::Cuda(0));
+    BatchNormBackward(cpu_, x, dy, gamma, mean, invstd, dx, dg, db);
+    BatchNormBackward(gpu, gx, gdy, ggamma, gmean, ginvstd, gdx, gdg, gdb);
+    EXPECT_TRUE(Near(gdx, dx, kFp32)) << "input gradient";
+    EXPECT_TRUE(Near(gdg, dg, kFp32)) << "weight gradient";
+    EXPECT_TRUE(Near(gdb, db, kFp32)) << "bias gradient";
+
+    BatchNormForwardInference(cpu_, BatchNormParams(), x, gamma, beta, rm, rv, y);
+    BatchNormForwardInference(gpu, BatchNormParams(), gx, ggamma, gbeta, grm, grv, gy);
+    EXPECT_TRUE(Near(gy, y, kFp32)) << "inference";
+  }
+}
+
+// --------------------------------------------------------------- pooling
+
+Pool2dParams Pool(int64_t k, int64_t s, int64_t pad, bool count_include_pad = true) {
+  Pool2dParams p;
+  p.kernel_h = p.kernel_w = k;
+  p.stride_h = p.stride_w = s;
+  p.pad_h = p.pad_w = pad;
+  p.count_include_pad = count_include_pad;
+  return p;
+}
+
+TEST_F(CudaOpsTest, PoolingMatchesCpu) {
+  ExecutionContext gpu = Gpu();
+  struct Case {
+    Shape x;
+    Pool2dParams p;
+  };
+  for (const Case& c : {Case{{2, 3, 9, 9}, Pool(3, 2, 1)}, Case{{1, 4, 6, 7}, Pool(2, 2, 0)},
+                        Case{{2, 2, 5, 4}, Pool(3, 1, 1)}, Case{{1, 2, 8, 10}, Pool(3, 2, 0)},
+                        Case{{2, 2, 7, 7}, Pool(3, 2, 1, false)}, Case{{8, 64, 112, 112}, Pool(3, 2, 1)}}) {
+    SCOPED_TRACE(ShapeToString(c.x));
+    std::mt19937_64 rng(3);
+    Tensor x = Random(c.x, rng, -2.0, 2.0), gx = ToDevice(x);
+    const Shape ys = Pool2dOutputShape(c.x, c.p);
+    Tensor y = Tensor::Empty(ys, DType::kF32), am = Tensor::Empty(ys, DType::kI32);
+    Tensor gy = Tensor::Empty(ys, DType::kF32, Device::Cuda(0)), gam = Tensor::Empty(ys, DType::kI32, Device::Cuda(0));
+    MaxPool2dForward(cpu_, c.p, x, y, am);
+    MaxPool2dForward(gpu, c.p, gx, gy, gam);
+    EXPECT_TRUE(Near(gy, y, 0.0)) << "max forward";
+    EXPECT_TRUE(BitwiseEqual(gam, ToDevice(am))) << "argmax";
+    Tensor dy = Random(ys, rng), gdy = ToDevice(dy);
+    Tensor dx = Tensor::Empty(c.x, DType::kF32), gdx = Tensor::Empty(c.x, DType::kF32, Device::Cuda(0));
+    MaxPool2dBackward(cpu_, c.p, dy, am, dx);
+    MaxPool2dBackward(gpu, c.p, gdy, gam, gdx);
+    EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "max backward";
+    AvgPool2dForward(cpu_, c.p, x, y);
+    AvgPool2dForward(gpu, c.p, gx, gy);
+    EXPECT_TRUE(Near(gy, y, kElementwise)) << "avg forward";
+    AvgPool2dBackward(cpu_, c.p, dy, dx);
+    AvgPool2dBackward(gpu, c.p, gdy, gdx);
+    EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "avg backward";
+    Tensor g = Tensor::Empty({c.x[0], c.x[1]}, DType::kF32), gg = Tensor::Empty({c.x[0], c.x[1]}, DType::kF32, Device::Cuda(0));
+    GlobalAvgPoolForward(cpu_, x, g);
+    GlobalAvgPoolForward(gpu, gx, gg);
+    EXPECT_TRUE(Near(gg, g, kFp32)) << "global forward";
+    Tensor dg = Random({c.x[0], c.x[1]}, rng);
+    GlobalAvgPoolBackward(cpu_, dg, dx);
+    GlobalAvgPoolBackward(gpu, ToDevice(dg), gdx);
+    EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "global backward";
+  }
+}
+
+// ------------------------------------------------------- linear and GEMM
+
+TEST_F(CudaOpsTest, LinearAndGemmMatchCpu) {
+  for (bool tf32 : {false, true}) {
+    ExecutionContext gpu = Gpu(tf32, !tf32);
+    const double tolerance = tf32 ? kTf32 : kFp32;
+    struct Case {
+      int64_t n, in, out;
+      bool bias;
+    };
+    for (const Case& c : {Case{5, 7, 3, true}, Case{1, 1, 1, false}, Case{33, 65, 17, true}, Case{8, 128, 10, false},
+                          Case{64, 2048, 1000, true}}) {
+      SCOPED_TRACE(std::to_string(c.n) + "x" + std::to_string(c.in) + "->" + std::to_string(c.out) +
+                   (tf32 ? " tf32" : " fp32"));
+      std::mt19937_64 rng(11);
+      Tensor x = Random({c.n, c.in}, rng), w = Random({c.out, c.in}, rng), b = Random({c.out}, rng);
+      Tensor gx = ToDevice(x), gw = ToDevice(w), gb = ToDevice(b);
+      Tensor y = Tensor::Empty({c.n, c.out}, DType::kF32), gy = Tensor::Empty({c.n, c.out}, DType::kF32, Device::Cuda(0));
+      LinearForward(cpu_, x, w, c.bias ? &b : nullptr, y);
+      LinearForward(gpu, gx, gw, c.bias ? &gb : nullptr, gy);
+      EXPECT_TRUE(Near(gy, y, tolerance)) << "forward";
+      Tensor dy = Random({c.n, c.out}, rng), gdy = ToDevice(dy);
+      Tensor dx = Tensor::Empty({c.n, c.in}, DType::kF32), gdx = Tensor::Empty({c.n, c.in}, DType::kF32, Device::Cuda(0));
+      LinearBackwardData(cpu_, dy, w, &dx);
+      LinearBackwardData(gpu, gdy, gw, &gdx);
+      EXPECT_TRUE(Near(gdx, dx, tolerance)) << "backward data";
+      Tensor dw = Tensor::Empty({c.out, c.in}, DType::kF32), gdw = Tensor::Empty({c.out, c.in}, DType::kF32, Device::Cuda(0));
+      Tensor db = Tensor::Empty({c.out}, DType::kF32), gdb = Tensor::Empty({c.out}, DType::kF32, Device::Cuda(0));
+      LinearBackwardWeights(cpu_, x, dy, dw, c.bias ? &db : nullptr);
+      LinearBackwardWeights(gpu, gx, gdy, gdw, c.bias ? &gdb : nullptr);
+      EXPECT_TRUE(Near(gdw, dw, tolerance)) << "backward weights";
+      if (c.bias) {
+        EXPECT_TRUE(Near(gdb, db, kFp32)) << "bias gradient";
+      }
+    }
+    // Every transpose combination, with beta accumulating into C.
+    std::mt19937_64 rng(13);
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(std::string("gemm ") + (ta ? "T" : "N") + (tb ? "T" : "N"));
+        const int64_t m = 37, n = 29, k = 53;
+        Tensor a = Random(ta ? Shape{k, m} : Shape{m, k}, rng), b = Random(tb ? Shape{n, k} : Shape{k, n}, rng);
+        Tensor c = Random({m, n}, rng), gc = ToDevice(c);
+        Gemm(cpu_, ta, tb, 0.5f, a, b, 2.0f, c);
+        Gemm(gpu, ta, tb, 0.5f, ToDevice(a), ToDevice(b), 2.0f, gc);
+        EXPECT_TRUE(Near(gc, c, tolerance));
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------ loss, reductions
+
+TEST_F(CudaOpsTest, CrossEntropyMatchesCpu) {
+  ExecutionContext gpu = Gpu();
+  struct Case {
+    int64_t n, c;
+    double smoothing;
+    std::vector<int64_t> labels;
+  };
+  for (const Case& c : {Case{4, 5, 0.0, {0, 4, 2, 2}}, Case{4, 5, 0.1, {1, 3, 0, 4}},
+                        Case{5, 3, 0.2, {2, -100, 0, -100, 1}}, Case{1, 1000, 0.1, {999}},
+                        Case{2, 3, 0.0, {-100, -100}}}) {
+    SCOPED_TRACE(std::to_string(c.n) + "x" + std::to_string(c.c));
+    std::mt19937_64 rng(17);
+    CrossEntropyParams p;
+    p.label_smoothing = c.smoothing;
+    Tensor logits = Random({c.n, c.c}, rng, -4.0, 4.0), labels = Tensor::FromVector<int64_t>(c.labels, {c.n});
+    Tensor probs = Tensor::Empty({c.n, c.c}, DType::kF32), gprobs = Tensor::Empty({c.n, c.c}, DType::kF32, Device::Cuda(0));
+    Tensor glabels = ToDevice(labels);
+    const CrossEntropyResult want = SoftmaxCrossEntropyForward(cpu_, p, logits, labels, probs);
+    const CrossEntropyResult got = SoftmaxCrossEntropyForward(gpu, p, ToDevice(logits), glabels, gprobs);
+    EXPECT_EQ(got.counted, want.counted);
+    if (std::isnan(want.loss)) {
+      EXPECT_TRUE(std::isnan(got.loss));
+    } else {
+      EXPECT_NEAR(got.loss, want.loss, 1e-6 * std::max(1.0, std::fabs(want.loss)));
+    }
+    EXPECT_TRUE(Near(gprobs, probs, kElementwise)) << "probabilities";
+    Tensor d = Tensor::Empty({c.n, c.c}, DType::kF32), gd = Tensor::Empty({c.n, c.c}, DType::kF32, Device::Cuda(0));
+    SoftmaxCrossEntropyBackward(cpu_, p, probs, labels, 0.25, d);
+    SoftmaxCrossEntropyBackward(gpu, p, gprobs, glabels, 0.25, gd);
+    EXPECT_TRUE(Near(gd, d, kElementwise)) << "gradient";
+  }
+}
+
+TEST_F(CudaOpsTest, ReductionsMatchCpu) {
+  ExecutionContext gpu = Gpu();
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{(1 << 22) + 3}}) {
+    std::mt19937_64 rng(n);
+    Tensor x = Random({n}, rng), gx = ToDevice(x);
+    EXPECT_NEAR(Sum(gpu, gx), Sum(cpu_, x), 1e-9 * n);
+    EXPECT_NEAR(SumOfSquares(gpu, gx), SumOfSquares(cpu_, x), 1e-9 * n);
+    EXPECT_TRUE(AllFinite(gpu, gx));
+    x.data<float>()[n - 1] = std::numeric_limits<float>::infinity();
+    EXPECT_FALSE(AllFinite(gpu, ToDevice(x)));
+    x.data<float>()[n - 1] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_FALSE(AllFinite(gpu, ToDevice(x)));
+    EXPECT_TRUE(std::isnan(Sum(gpu, ToDevice(x))));
+  }
+}
+
+// -------------------------------------------- elementwise, copies, fills
+
+TEST_F(CudaOpsTest, CopiesFillsCastsAndCounters) {
+  ExecutionContext gpu = Gpu();
+  std::mt19937_64 rng(19);
+  const int64_t n = 100003;
+  Tensor x = Random({n}, rng, -100.0, 100.0), gx = ToDevice(x);
+  EXPECT_TRUE(Near(gx, x, 0.0)) << "host -> device -> host";
+  Tensor gy = Tensor::Empty({n}, DType::kF32, Device::Cuda(0));
+  Copy(gpu, gx, gy);
+  EXPECT_TRUE(Near(gy, x, 0.0)) << "device copy";
+  for (double value : {0.0, 1.5, -3.25}) {
+    Tensor f = Tensor::Empty({n}, DType::kF32), gf = Tensor::Empty({n}, DType::kF32, Device::Cuda(0));
+    f.Fill(value);
+    gf.Fill(value);
+    EXPECT_TRUE(Near(gf, f, 0.0)) << "fill " << value;
+  }
+  Tensor counter = Tensor::Zeros({}, DType::kI64, Device::Cuda(0));
+  for (int i = 0; i < 3; ++i) Increment(gpu, counter);
+  EXPECT_EQ(ToHost(counter).data<int64_t>()[0], 3);
+  for (DType half : {DType::kBF16, DType::kF16}) {
+    Tensor h = Tensor::Empty({n}, half), gh = Tensor::Empty({n}, half, Device::Cuda(0));
+    CastScaled(cpu_, x, 0.5f, h);
+    CastScaled(gpu, gx, 0.5f, gh);
+    EXPECT_TRUE(BitwiseEqual(gh, ToDevice(h))) << DTypeName(half) << " rounding";
+    Tensor back = Tensor::Empty({n}, DType::kF32), gback = Tensor::Empty({n}, DType::kF32, Device::Cuda(0));
+    CastScaled(cpu_, h, 2.0f, back);
+    CastScaled(gpu, gh, 2.0f, gback);
+    EXPECT_TRUE(Near(gback, back, 0.0)) << DTypeName(half) << " widening";
+  }
+}
+
+// ------------------------------------------------------ NaN propagation
+
+TEST_F(CudaOpsTest, NaNPropagatesAsOnCpu) {
+  ExecutionContext gpu = Gpu();
+  std::mt19937_64 rng(23);
+  Tensor x = Random({2, 3, 8, 8}, rng);
+  x.data<float>()[64 + 3 * 8 + 3] = std::numeric_limits<float>::quiet_NaN();  // sample 0, channel 1
+  Tensor gx = ToDevice(x);
+  Tensor w = Random({4, 3, 3, 3}, rng), y = Tensor::Empty({2, 4, 8, 8}, DType::kF32),
+         gy = Tensor::Empty({2, 4, 8, 8}, DType::kF32, Device::Cuda(0));
+  Conv2dForward(cpu_, P(1, 1), x, w, nullptr, y);
+  Conv2dForward(gpu, P(1, 1), gx, ToDevice(w), nullptr, gy);
+  EXPECT_TRUE(Near(gy, y, kFp32)) << "conv";
+  Tensor r = Tensor::Empty(x.shape(), DType::kF32), gr = Tensor::Empty(x.shape(), DType::kF32, Device::Cuda(0));
+  ReluForward(cpu_, x, r);
+  ReluForward(gpu, gx, gr);
+  EXPECT_TRUE(Near(gr, r, 0.0)) << "relu";
+  const Shape ps = Pool2dOutputShape(x.shape(), Pool(3, 2, 1));
+  Tensor m = Tensor::Empty(ps, DType::kF32), am = Tensor::Empty(ps, DType::kI32);
+  Tensor gm = Tensor::Empty(ps, DType::kF32, Device::Cuda(0)), gam = Tensor::Empty(ps, DType::kI32, Device::Cuda(0));
+  MaxPool2dForward(cpu_, Pool(3, 2, 1), x, m, am);
+  MaxPool2dForward(gpu, Pool(3, 2, 1), gx, gm, gam);
+  EXPECT_TRUE(Near(gm, m, 0.0)) << "max pool";
+  Tensor gamma = Random({3}, rng), beta = Random({3}, rng);
+  Tensor rm = Tensor::Zeros({3}, DType::kF32), rv = Tensor::Zeros({3}, DType::kF32);
+  Tensor grm = ToDevice(rm), grv = ToDevice(rv);
+  Tensor mean = Tensor::Empty({3}, DType::kF32), inv = Tensor::Empty({3}, DType::kF32);
+  Tensor gmean = Tensor::Empty({3}, DType::kF32, Device::Cuda(0)), ginv = Tensor::Empty({3}, DType::kF32, Device::Cuda(0));
+  Tensor b = Tensor::Empty(x.shape(), DType::kF32), gb = Tensor::Empty(x.shape(), DType::kF32, Device::Cuda(0));
+  BatchNormForwardTraining(cpu_, BatchNormParams(), x, gamma, beta, b, mean, inv, rm, rv);
+  BatchNormForwardTraining(gpu, BatchNormParams(), gx, ToDevice(gamma), ToDevice(beta), gb, gmean, ginv, grm, grv);
+  EXPECT_TRUE(Near(gb, b, kFp32)) << "batch norm";
+  EXPECT_TRUE(Near(grm, rm, kFp32)) << "running mean";
+  Tensor logits = Random({3, 5}, rng);
+  logits.data<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+  Tensor labels = Tensor::FromVector<int64_t>({0, 1, 2}, {3});
+  Tensor probs = Tensor::Empty({3, 5}, DType::kF32, Device::Cuda(0));
+  EXPECT_TRUE(std::isnan(SoftmaxCrossEntropyForward(gpu, CrossEntropyParams(), ToDevice(logits), ToDevice(labels),
+                                                    probs).loss));
+}
+
+}  // namespace
+}  // namespace ddp
