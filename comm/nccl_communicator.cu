@@ -1,11 +1,16 @@
 #include "comm/nccl_communicator.h"
-#include "runtime/clock.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/bootstrap.h"
+#include "runtime/clock.h"
 
 namespace ddp {
 namespace {
@@ -16,7 +21,7 @@ Status CudaStatus(cudaError_t e, const char* call) {
 }
 
 Status NcclStatus(ncclResult_t r, const char* call) {
-  if (r == ncclSuccess) return Status::Ok();
+  if (r == ncclSuccess || r == ncclInProgress) return Status::Ok();
   return Internal(std::string(call) + " failed: " + ncclGetErrorString(r));
 }
 
@@ -28,6 +33,12 @@ void WarnIfFailed(const Status& s) {
   if (!s.ok()) LOG(WARNING) << s.message();
 }
 #define WARN_IF_CUDA(call) WarnIfFailed(CudaStatus((call), #call))
+
+double TimeoutSeconds() {
+  const char* text = std::getenv("DDP_NCCL_TIMEOUT_S");
+  const double value = text != nullptr ? std::atof(text) : 0.0;
+  return value > 0.0 ? value : 600.0;
+}
 
 StatusOr<ncclDataType_t> NcclType(DType dtype) {
   switch (dtype) {
@@ -42,16 +53,43 @@ StatusOr<ncclDataType_t> NcclType(DType dtype) {
   return InvalidArgument("no NCCL type");
 }
 
+// Polls until `done()` or NCCL reports an error on `comm` or the timeout
+// passes; sleeps briefly between polls.
+template <typename Done>
+Status PollNccl(ncclComm_t comm, const char* what, Done done) {
+  const double deadline = SteadySeconds() + TimeoutSeconds();
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    RETURN_IF_NCCL(ncclCommGetAsyncError(comm, &state));
+    if (state != ncclSuccess && state != ncclInProgress) {
+      return Internal(std::string(what) + ": NCCL reported " + ncclGetErrorString(state));
+    }
+    ASSIGN_OR_RETURN(const bool finished, done(state));
+    if (finished) return Status::Ok();
+    if (SteadySeconds() > deadline) {
+      return DeadlineExceeded(std::string(what) + " did not finish within " + std::to_string(TimeoutSeconds()) +
+                              " s (DDP_NCCL_TIMEOUT_S): a peer rank may have failed");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+class NcclCommunicatorImpl;
+
 class NcclWork final : public Work {
  public:
-  NcclWork(cudaEvent_t done, cudaStream_t compute, double enqueued) : done_(done), compute_(compute) {
+  NcclWork(NcclCommunicatorImpl* owner, cudaEvent_t done, cudaStream_t compute, std::vector<Tensor> tensors,
+           double enqueued)
+      : owner_(owner), done_(done), compute_(compute), tensors_(std::move(tensors)) {
     timing_.enqueued = timing_.started = enqueued;
   }
-  ~NcclWork() override { WARN_IF_CUDA(cudaEventDestroy(done_)); }
-  Status Wait() override {
-    // The compute stream waits; the host goes on queueing work.
-    return CudaStatus(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
+  ~NcclWork() override {
+    // Not waited: the compute stream still waits, so the tensors' memory,
+    // freed after this, is reused only after the collective.
+    if (!waited_) WARN_IF_CUDA(cudaStreamWaitEvent(compute_, done_, 0));
+    WARN_IF_CUDA(cudaEventDestroy(done_));
   }
+  Status Wait() override;
   bool IsCompleted() override {
     const bool done = cudaEventQuery(done_) == cudaSuccess;
     if (done && timing_.finished == 0.0) timing_.finished = SteadySeconds();
@@ -60,21 +98,25 @@ class NcclWork final : public Work {
   WorkTiming timing() const override { return timing_; }
 
  private:
+  NcclCommunicatorImpl* owner_;
   cudaEvent_t done_;
   cudaStream_t compute_;
+  std::vector<Tensor> tensors_;
+  bool waited_ = false;
   WorkTiming timing_;
 };
 
-// A Work that already failed: its Wait() reports why.
-class FailedWork final : public Work {
+// A Work that already finished (host tensors) or failed: Wait() reports it.
+class DoneWork final : public Work {
  public:
-  explicit FailedWork(Status s) : status_(std::move(s)) {}
+  DoneWork(Status s, WorkTiming timing) : status_(std::move(s)), timing_(timing) {}
   Status Wait() override { return status_; }
   bool IsCompleted() override { return true; }
-  WorkTiming timing() const override { return {}; }
+  WorkTiming timing() const override { return timing_; }
 
  private:
   Status status_;
+  WorkTiming timing_;
 };
 
 class NcclCommunicatorImpl final : public NcclCommunicator {
@@ -83,8 +125,10 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
       : comm_(comm), rank_(rank), world_(world), device_(device), stream_(stream), compute_(compute) {}
   ~NcclCommunicatorImpl() override {
     WARN_IF_CUDA(cudaSetDevice(device_));
-    WARN_IF_CUDA(cudaStreamSynchronize(stream_));
-    WarnIfFailed(NcclStatus(ncclCommDestroy(comm_), "ncclCommDestroy"));
+    if (!aborted_) {
+      WarnIfFailed(Synchronize());
+      if (!aborted_) WarnIfFailed(NcclStatus(ncclCommDestroy(comm_), "ncclCommDestroy"));
+    }
     WARN_IF_CUDA(cudaStreamDestroy(stream_));
   }
 
@@ -92,40 +136,37 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   int world_size() const override { return world_; }
 
   std::shared_ptr<Work> AllReduce(Tensor tensor, ReduceOp op) override {
-    return Run([&]() -> Status {
+    return Run({tensor}, [&](const std::vector<void*>& p) -> Status {
       ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(tensor.dtype()));
-      return NcclStatus(ncclAllReduce(tensor.raw_data(), tensor.raw_data(), tensor.numel(), type,
-                                      op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_, stream_),
+      return NcclStatus(ncclAllReduce(p[0], p[0], tensor.numel(), type, op == ReduceOp::kAverage ? ncclAvg : ncclSum,
+                                      comm_, stream_),
                         "ncclAllReduce");
     });
   }
   std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op) override {
-    return Run([&]() -> Status {
+    return Run({input, output}, [&](const std::vector<void*>& p) -> Status {
       ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(input.dtype()));
-      return NcclStatus(ncclReduceScatter(input.raw_data(), output.raw_data(), output.numel(), type,
+      return NcclStatus(ncclReduceScatter(p[0], p[1], output.numel(), type,
                                           op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_, stream_),
                         "ncclReduceScatter");
     });
   }
   std::shared_ptr<Work> AllGather(Tensor input, Tensor output) override {
-    return Run([&]() -> Status {
-      return NcclStatus(ncclAllGather(input.raw_data(), output.raw_data(), input.nbytes(), ncclUint8, comm_, stream_),
-                        "ncclAllGather");
+    return Run({input, output}, [&](const std::vector<void*>& p) -> Status {
+      return NcclStatus(ncclAllGather(p[0], p[1], input.nbytes(), ncclUint8, comm_, stream_), "ncclAllGather");
     });
   }
   std::shared_ptr<Work> Broadcast(Tensor tensor, int root) override {
-    return Run([&]() -> Status {
-      return NcclStatus(
-          ncclBroadcast(tensor.raw_data(), tensor.raw_data(), tensor.nbytes(), ncclUint8, root, comm_, stream_),
-          "ncclBroadcast");
+    return Run({tensor}, [&](const std::vector<void*>& p) -> Status {
+      return NcclStatus(ncclBroadcast(p[0], p[0], tensor.nbytes(), ncclUint8, root, comm_, stream_), "ncclBroadcast");
     });
   }
   std::shared_ptr<Work> BroadcastCoalesced(std::vector<Tensor> tensors, int root) override {
-    return Run([&]() -> Status {
+    return Run(tensors, [&](const std::vector<void*>& p) -> Status {
       RETURN_IF_NCCL(ncclGroupStart());
       auto issue_all = [&]() -> Status {
-        for (Tensor& t : tensors) {
-          RETURN_IF_NCCL(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, comm_, stream_));
+        for (size_t i = 0; i < tensors.size(); ++i) {
+          RETURN_IF_NCCL(ncclBroadcast(p[i], p[i], tensors[i].nbytes(), ncclUint8, root, comm_, stream_));
         }
         return Status::Ok();
       };
@@ -136,43 +177,174 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     });
   }
   std::shared_ptr<Work> Barrier() override {
-    // NCCL has no barrier: an all-reduce of one element is one.
-    if (!barrier_.defined()) barrier_ = Tensor::Zeros({1}, DType::kF32, Device::Cuda(device_));
+    // NCCL has no barrier: an all-reduce of one element on the device is one.
+    if (!barrier_.defined()) {
+      barrier_ = Tensor::Empty({1}, DType::kF32, Device::Cuda(device_));
+      const Status zeroed =
+          CudaStatus(cudaMemsetAsync(barrier_.raw_data(), 0, barrier_.nbytes(), compute_), "cudaMemsetAsync");
+      if (!zeroed.ok()) return std::make_shared<DoneWork>(zeroed, WorkTiming());
+    }
     return AllReduce(barrier_, ReduceOp::kSum);
   }
 
- private:
-  // The one path every collective takes (c10d's collective()): order after
-  // the compute stream, issue, record the end event.
-  template <typename Issue>
-  std::shared_ptr<Work> Run(Issue issue) {
-    const double enqueued = SteadySeconds();
-    Status s = [&]() -> Status {
-      RETURN_IF_CUDA(cudaSetDevice(device_));
-      cudaEvent_t ready;
-      RETURN_IF_CUDA(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-      RETURN_IF_CUDA(cudaEventRecord(ready, compute_));
-      RETURN_IF_CUDA(cudaStreamWaitEvent(stream_, ready, 0));
-      RETURN_IF_CUDA(cudaEventDestroy(ready));
-      return issue();
-    }();
-    if (!s.ok()) return std::make_shared<FailedWork>(s);
-    cudaEvent_t done;
-    const Status created = CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-    if (!created.ok()) return std::make_shared<FailedWork>(created);
-    const Status recorded = CudaStatus(cudaEventRecord(done, stream_), "cudaEventRecord");
-    if (!recorded.ok()) {
-      WARN_IF_CUDA(cudaEventDestroy(done));
-      return std::make_shared<FailedWork>(recorded);
+  Status Synchronize() override {
+    if (aborted_) return abort_status_;
+    cudaEvent_t event;
+    RETURN_IF_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    Status s = CudaStatus(cudaEventRecord(event, stream_), "cudaEventRecord");
+    if (s.ok()) s = WaitForEvent(event, "NCCL collectives");
+    WARN_IF_CUDA(cudaEventDestroy(event));
+    return s;
+  }
+
+  // Checks NCCL's error state without blocking; aborts on an error.
+  Status CheckAsyncError() {
+    if (aborted_) return abort_status_;
+    ncclResult_t state = ncclSuccess;
+    Status s = NcclStatus(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
+    if (s.ok() && state != ncclSuccess && state != ncclInProgress) {
+      s = Internal(std::string("NCCL reported ") + ncclGetErrorString(state));
     }
-    return std::make_shared<NcclWork>(done, compute_, enqueued);
+    if (!s.ok()) Abort(s);
+    return s;
+  }
+
+ private:
+  // Waits on the host for `event` on the NCCL stream, watching NCCL's error
+  // state and the timeout; aborts the communicator when either trips.
+  Status WaitForEvent(cudaEvent_t event, const char* what) {
+    Status s = PollNccl(comm_, what, [&](ncclResult_t) -> StatusOr<bool> {
+      const cudaError_t e = cudaEventQuery(event);
+      if (e == cudaErrorNotReady) return false;
+      RETURN_IF_CUDA(e);
+      return true;
+    });
+    if (!s.ok()) Abort(s);
+    return s;
+  }
+
+  void Abort(const Status& why) {
+    if (aborted_) return;
+    aborted_ = true;
+    abort_status_ = why;
+    WarnIfFailed(NcclStatus(ncclCommAbort(comm_), "ncclCommAbort"));
+  }
+
+  // In non-blocking mode an NCCL call may return while still being
+  // enqueued: poll until the communicator is ready again.
+  Status Settle(const char* what) {
+    Status s = PollNccl(comm_, what, [](ncclResult_t state) -> StatusOr<bool> { return state != ncclInProgress; });
+    if (!s.ok()) Abort(s);
+    return s;
+  }
+
+  // The one path every collective takes (c10d's collective()): order after
+  // the compute stream, stage host tensors, issue, record the end event.
+  template <typename Issue>
+  std::shared_ptr<Work> Run(std::vector<Tensor> tensors, Issue issue) {
+    WorkTiming timing;
+    timing.enqueued = timing.started = SteadySeconds();
+    auto fail = [&](Status s) { return std::make_shared<DoneWork>(std::move(s), timing); };
+    if (aborted_) return fail(abort_status_);
+    const bool host = !tensors.empty() && tensors[0].device().is_cpu();
+    for (const Tensor& t : tensors) {
+      if (t.device().is_cpu() != host || (!host && t.device() != Device::Cuda(device_))) {
+        return fail(InvalidArgument("NCCL collective on " + t.DebugString() + " mixed with " +
+                                    tensors[0].DebugString() + " (communicator on cuda:" + std::to_string(device_) +
+                                    ")"));
+      }
+    }
+    Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
+    // Host tensors go through device copies; aliasing (an in-place
+    // reduce-scatter's output inside its input) is kept by staging each
+    // storage once and pointing at the same offsets. They are allocated on
+    // the compute stream, so staging comes after the NCCL stream's wait.
+    std::vector<Tensor> staged;
+    if (host) {
+      for (const Tensor& t : tensors) {
+        size_t k = 0;
+        while (k < staged.size() && tensors[k].storage() != t.storage()) ++k;
+        staged.push_back(k < staged.size()
+                             ? staged[k]
+                             : Tensor::Empty({static_cast<int64_t>(t.storage()->nbytes())}, DType::kU8,
+                                             Device::Cuda(device_)));
+      }
+    }
+    if (s.ok()) {
+      cudaEvent_t ready;
+      s = CudaStatus(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+      if (s.ok()) {
+        s = CudaStatus(cudaEventRecord(ready, compute_), "cudaEventRecord");
+        if (s.ok()) s = CudaStatus(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent");
+        WARN_IF_CUDA(cudaEventDestroy(ready));
+      }
+    }
+    std::vector<void*> pointers;
+    if (s.ok() && host) s = StageIn(tensors, staged, &pointers);
+    if (s.ok() && !host) {
+      for (const Tensor& t : tensors) pointers.push_back(t.raw_data());
+    }
+    if (s.ok()) s = issue(pointers);
+    if (s.ok()) s = Settle("an NCCL call");
+    if (!s.ok()) return fail(s);
+    if (host) {
+      s = StageOut(tensors, staged);
+      timing.finished = SteadySeconds();
+      return std::make_shared<DoneWork>(s, timing);
+    }
+    cudaEvent_t done;
+    s = CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    if (!s.ok()) return fail(s);
+    s = CudaStatus(cudaEventRecord(done, stream_), "cudaEventRecord");
+    if (!s.ok()) {
+      WARN_IF_CUDA(cudaEventDestroy(done));
+      return fail(s);
+    }
+    return std::make_shared<NcclWork>(this, done, compute_, std::move(tensors), timing.enqueued);
+  }
+
+  // Copies each host tensor's storage into its device copy (once per
+  // storage), on the NCCL stream.
+  Status StageIn(const std::vector<Tensor>& tensors, const std::vector<Tensor>& staged, std::vector<void*>* pointers) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      bool first = true;
+      for (size_t k = 0; k < i; ++k) first = first && tensors[k].storage() != t.storage();
+      if (first) {
+        RETURN_IF_CUDA(cudaMemcpyAsync(staged[i].raw_data(), t.storage()->data(), t.storage()->nbytes(),
+                                       cudaMemcpyHostToDevice, stream_));
+      }
+      pointers->push_back(static_cast<char*>(staged[i].raw_data()) + t.byte_offset());
+    }
+    return Status::Ok();
+  }
+
+  // Copies the results back into the host tensors and waits for them.
+  Status StageOut(const std::vector<Tensor>& tensors, const std::vector<Tensor>& staged) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      RETURN_IF_CUDA(cudaMemcpyAsync(t.raw_data(), static_cast<char*>(staged[i].raw_data()) + t.byte_offset(),
+                                     t.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    }
+    RETURN_IF_ERROR(Synchronize());
+    return Status::Ok();
   }
 
   ncclComm_t comm_;
   int rank_, world_, device_;
   cudaStream_t stream_, compute_;
   Tensor barrier_;
+  bool aborted_ = false;
+  Status abort_status_;
 };
+
+Status NcclWork::Wait() {
+  Status s = CudaStatus(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
+  if (s.ok()) waited_ = true;
+  if (s.ok()) s = owner_->CheckAsyncError();
+  IsCompleted();  // records the finish time when it is already known
+  return s;
+}
 
 }  // namespace
 
@@ -182,18 +354,41 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(MPI_Comm bo
   if (MPI_Comm_rank(bootstrap, &rank) != MPI_SUCCESS || MPI_Comm_size(bootstrap, &world) != MPI_SUCCESS) {
     return Internal("MPI_Comm_rank/MPI_Comm_size failed while creating the NCCL communicator");
   }
-  RETURN_IF_CUDA(cudaSetDevice(device));
-  ncclUniqueId id;
-  if (rank == 0) RETURN_IF_NCCL(ncclGetUniqueId(&id));
+  // Every MPI stage is entered only once every rank got there: a rank that
+  // failed before it would otherwise leave the others waiting.
+  ncclUniqueId id{};
+  Status local = CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+  if (local.ok() && rank == 0) local = NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  RETURN_IF_ERROR(AgreeOnStatus(bootstrap, local));
   if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap) != MPI_SUCCESS) {
     return Internal("MPI_Bcast of the NCCL unique id failed");
   }
-  ncclComm_t comm;
-  RETURN_IF_NCCL(ncclCommInitRank(&comm, world, id, rank));
-  cudaStream_t stream;
-  RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaStream_t compute = compute_stream ? static_cast<cudaStream_t>(compute_stream) : cudaStreamPerThread;
+  // Non-blocking init, polled with a timeout: agreement alone cannot free a
+  // rank already blocked inside ncclCommInitRank when a peer never comes.
+  ncclComm_t comm = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  local = NcclStatus(ncclCommInitRankConfig(&comm, world, id, rank, &config), "ncclCommInitRankConfig");
+  if (local.ok()) {
+    local = PollNccl(comm, "ncclCommInitRankConfig",
+                     [](ncclResult_t state) -> StatusOr<bool> { return state != ncclInProgress; });
+  }
+  cudaStream_t stream = nullptr;
+  if (local.ok()) local = CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  const Status agreed = AgreeOnStatus(bootstrap, local);
+  if (!agreed.ok()) {
+    if (comm != nullptr) WarnIfFailed(NcclStatus(ncclCommAbort(comm), "ncclCommAbort"));
+    if (stream != nullptr) WARN_IF_CUDA(cudaStreamDestroy(stream));
+    return agreed;
+  }
+  cudaStream_t compute = compute_stream ? static_cast<cudaStream_t>(compute_stream) : cudaStreamLegacy;
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicatorImpl(comm, rank, world, device, stream, compute));
+}
+
+int NcclVersion() {
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess) return 0;
+  return version;
 }
 
 }  // namespace ddp

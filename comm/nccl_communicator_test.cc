@@ -1,5 +1,7 @@
-// The NCCL backend against exact sums, under mpirun, one GPU per rank.
-// Reports SKIPPED without CUDA in the build or without a GPU for each rank.
+// The NCCL backend against exact sums, under mpirun, one GPU per rank, on an
+// explicit compute stream. Reports SKIPPED without CUDA in the build or
+// without a GPU for each rank; the failed-creation case runs wherever the
+// build has CUDA (no GPU needed: there every rank fails to bind).
 #include <mpi.h>
 
 #include <gtest/gtest.h>
@@ -13,56 +15,121 @@
 namespace ddp {
 namespace {
 
-TEST(NcclCommunicatorTest, AllReduceReduceScatterAllGatherBroadcastAreExact) {
-  int rank = 0, world = 1;
+int Rank() {
+  int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int World() {
+  int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  return world;
+}
+
+#ifdef DDP_HAVE_CUDA
+Tensor ToDevice(const Tensor& host, int device) {
+  Tensor d = Tensor::Empty(host.shape(), host.dtype(), Device::Cuda(device));
+  d.CopyFrom(host);
+  return d;
+}
+
+Tensor ToHost(const Tensor& device) {
+  Tensor h = Tensor::Empty(device.shape(), device.dtype());
+  h.CopyFrom(device);
+  return h;
+}
+#endif
+
+TEST(NcclCommunicatorTest, CreateFailingOnOneRankFailsEveryRankWithoutHanging) {
+#ifndef DDP_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  // The last rank asks for a device that does not exist.
+  const int device = Rank() == World() - 1 ? 999 : 0;
+  StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(MPI_COMM_WORLD, device, nullptr);
+  ASSERT_FALSE(comm.ok());
+  if (Rank() == World() - 1) {
+    EXPECT_NE(comm.status().message().find("cudaSetDevice"), std::string::npos) << comm.status().message();
+  } else if (cuda::DeviceCount() > 0) {
+    EXPECT_NE(comm.status().message().find("rank " + std::to_string(World() - 1) + " failed"), std::string::npos)
+        << comm.status().message();
+  }
+#endif
+}
+
+TEST(NcclCommunicatorTest, CollectivesAreExactOnDeviceAndHostTensors) {
+  const int rank = Rank(), world = World();
   if (cuda::DeviceCount() < world) {
     GTEST_SKIP() << (cuda::BuiltWithCuda() ? "fewer GPUs than ranks" : "built without CUDA");
   }
 #ifdef DDP_HAVE_CUDA
   cuda::SetDevice(rank);
-  StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(MPI_COMM_WORLD, rank, nullptr);
+  void* compute = cuda::CreateStream();
+  cuda::SetCurrentStream(rank, compute);
+  StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(MPI_COMM_WORLD, rank, compute);
   ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   NcclCommunicator& c = **comm;
   const int64_t n = 1000003;
   Tensor host = Tensor::Empty({n * world}, DType::kF32);
   for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>((rank + 1) * (i % 1000));
-  Tensor dev = Tensor::Empty(host.shape(), DType::kF32, Device::Cuda(rank));
-  cuda::CopyTensor(host, dev, nullptr);
+  auto expected = [&](int64_t i) { return static_cast<float>((i % 1000) * world * (world + 1) / 2); };
+
+  Tensor dev = ToDevice(host, rank);
   ASSERT_TRUE(c.AllReduce(dev, ReduceOp::kSum)->Wait().ok());
-  Tensor back = Tensor::Empty(host.shape(), DType::kF32);
-  cuda::CopyTensor(dev, back, nullptr);
-  for (int64_t i = 0; i < back.numel(); ++i) {
-    ASSERT_EQ(back.data<float>()[i], static_cast<float>((i % 1000) * world * (world + 1) / 2)) << i;
-  }
+  Tensor back = ToHost(dev);  // on the compute stream, after the wait
+  for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
+
+  // Reduce-scatter into a separate tensor, then in place; all-gather back.
+  dev = ToDevice(host, rank);
   Tensor shard = Tensor::Empty({n}, DType::kF32, Device::Cuda(rank));
-  cuda::CopyTensor(host, dev, nullptr);
   ASSERT_TRUE(c.ReduceScatter(dev, shard, ReduceOp::kSum)->Wait().ok());
   Tensor gathered = Tensor::Empty({n * world}, DType::kF32, Device::Cuda(rank));
   ASSERT_TRUE(c.AllGather(shard, gathered)->Wait().ok());
-  cuda::CopyTensor(gathered, back, nullptr);
-  for (int64_t i = 0; i < back.numel(); ++i) {
-    ASSERT_EQ(back.data<float>()[i], static_cast<float>((i % 1000) * world * (world + 1) / 2)) << i;
-  }
-  ASSERT_TRUE(c.Broadcast(dev, 0)->Wait().ok());
+  back = ToHost(gathered);
+  for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
+  dev = ToDevice(host, rank);
+  Tensor mine = dev.View(rank * n, {n});
+  ASSERT_TRUE(c.ReduceScatter(dev, mine, ReduceOp::kSum)->Wait().ok());
+  ASSERT_TRUE(c.AllGather(mine, dev)->Wait().ok());
+  back = ToHost(dev);
+  for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
+
+  // Host tensors are staged: the values are final when Wait returns.
+  Tensor scalars = Tensor::FromVector<double>({1.0 * rank, 2.0}, {2});
+  ASSERT_TRUE(c.AllReduce(scalars, ReduceOp::kSum)->Wait().ok());
+  EXPECT_EQ(scalars.data<double>()[0], world * (world - 1) / 2.0);
+  EXPECT_EQ(scalars.data<double>()[1], 2.0 * world);
+  Tensor flags = Tensor::FromVector<int32_t>({rank == 0 ? 1 : 0}, {1});
+  ASSERT_TRUE(c.AllReduce(flags, ReduceOp::kSum)->Wait().ok());
+  EXPECT_EQ(flags.data<int32_t>()[0], 1);
+
   // Coalesced: several tensors of different dtypes in one NCCL group, from
   // the last rank.
   Tensor big_host = Tensor::Empty({300007}, DType::kF32), small_host = Tensor::Empty({7}, DType::kI64);
   for (int64_t i = 0; i < big_host.numel(); ++i) big_host.data<float>()[i] = rank == world - 1 ? i % 1009 : -1.0f;
   for (int64_t i = 0; i < small_host.numel(); ++i) small_host.data<int64_t>()[i] = rank == world - 1 ? 10 * i : -1;
-  Tensor big = Tensor::Empty(big_host.shape(), DType::kF32, Device::Cuda(rank));
-  Tensor small = Tensor::Empty(small_host.shape(), DType::kI64, Device::Cuda(rank));
-  cuda::CopyTensor(big_host, big, nullptr);
-  cuda::CopyTensor(small_host, small, nullptr);
+  Tensor big = ToDevice(big_host, rank), small = ToDevice(small_host, rank);
   ASSERT_TRUE(c.BroadcastCoalesced({big, small}, world - 1)->Wait().ok());
-  cuda::Synchronize(nullptr);
-  cuda::CopyTensor(big, big_host, nullptr);
-  cuda::CopyTensor(small, small_host, nullptr);
+  big_host = ToHost(big);
+  small_host = ToHost(small);
   for (int64_t i = 0; i < big_host.numel(); ++i) ASSERT_EQ(big_host.data<float>()[i], i % 1009) << i;
   for (int64_t i = 0; i < small_host.numel(); ++i) ASSERT_EQ(small_host.data<int64_t>()[i], 10 * i) << i;
+
+  // A Work dropped without Wait still orders the compute stream after it.
+  {
+    Tensor t = ToDevice(host, rank);
+    c.AllReduce(t, ReduceOp::kSum);
+    back = ToHost(t);
+  }
+  for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
+
   ASSERT_TRUE(c.Barrier()->Wait().ok());
-  cuda::Synchronize(nullptr);
+  ASSERT_TRUE(c.Synchronize().ok());
+  cuda::Synchronize(compute);
+  comm->reset();
+  cuda::SetCurrentStream(rank, nullptr);
+  cuda::DestroyStream(compute);
 #endif
 }
 

@@ -18,6 +18,7 @@ enum class StatusCode {
   kFailedPrecondition,
   kUnimplemented,
   kInternal,
+  kDeadlineExceeded,  // something waited on (a peer rank, a collective) did not come in time
 };
 
 class [[nodiscard]] Status {
@@ -42,6 +43,7 @@ inline Status DataLoss(std::string m) { return Status(StatusCode::kDataLoss, std
 inline Status FailedPrecondition(std::string m) { return Status(StatusCode::kFailedPrecondition, std::move(m)); }
 inline Status Unimplemented(std::string m) { return Status(StatusCode::kUnimplemented, std::move(m)); }
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+inline Status DeadlineExceeded(std::string m) { return Status(StatusCode::kDeadlineExceeded, std::move(m)); }
 
 // A value or the error that prevented it.
 template <typename T>
