@@ -1,43 +1,10 @@
 #include "comm/reducer.h"
 
 #include "comm/buckets.h"
+#include "runtime/ops/elementwise.h"
 #include "runtime/clock.h"
 
 namespace ddp {
-namespace {
-
-void CastToWire(const Tensor& grads, Tensor& wire) {
-  const float* g = grads.data<float>();
-  const int64_t n = grads.numel();
-  if (wire.dtype() == DType::kBF16) {
-    BFloat16* w = wire.data<BFloat16>();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) w[i] = FloatToBFloat16(g[i]);
-  } else {
-    Half* w = wire.data<Half>();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) w[i] = FloatToHalf(g[i]);
-  }
-}
-
-// grads = wire * scale: the wire held the sum over ranks.
-void CastFromWire(const Tensor& wire, float scale, Tensor& grads) {
-  float* g = grads.data<float>();
-  const int64_t n = grads.numel();
-  const float inv = scale;
-  if (wire.dtype() == DType::kBF16) {
-    const BFloat16* w = wire.data<BFloat16>();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) g[i] = BFloat16ToFloat(w[i]) * inv;
-  } else {
-    const Half* w = wire.data<Half>();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) g[i] = HalfToFloat(w[i]) * inv;
-  }
-}
-
-}  // namespace
-
 Reducer::Reducer(Communicator* comm, Model* model, const ReducerOptions& options)
     : comm_(comm), model_(model), options_(options) {
   CHECK(options.wire_dtype == DType::kF32 || options.wire_dtype == DType::kBF16 || options.wire_dtype == DType::kF16)
@@ -50,8 +17,12 @@ Reducer::Reducer(Communicator* comm, Model* model, const ReducerOptions& options
     b.offset = plan.offset;
     b.numel = plan.numel;
     b.grads = model->flat_gradients().View(b.offset, {b.numel});
-    if (options_.wire_dtype != DType::kF32) b.wire = Tensor::Empty({b.numel}, options_.wire_dtype);
+    if (options_.wire_dtype != DType::kF32) b.wire = Tensor::Empty({b.numel}, options_.wire_dtype, b.grads.device());
     buckets_.push_back(std::move(b));
+  }
+  if (options_.ctx == nullptr) {
+    host_ctx_ = std::make_unique<ExecutionContext>(ExecutionContext::Cpu());
+    options_.ctx = host_ctx_.get();
   }
   model->SetGradientReadyHook(this);
 }
@@ -82,7 +53,7 @@ void Reducer::Launch(Bucket& bucket) {
     return;
   }
   const double start = SteadySeconds();
-  CastToWire(bucket.grads, bucket.wire);
+  CastScaled(*options_.ctx, bucket.grads, 1.0f, bucket.wire);
   cast_seconds_ += SteadySeconds() - start;
   bucket.work = comm_->AllReduce(bucket.wire, ReduceOp::kSum);
 }
@@ -101,8 +72,9 @@ StatusOr<ReduceStats> Reducer::Wait() {
     timing.waited = SteadySeconds() - start;
     if (options_.wire_dtype != DType::kF32) {
       const double cast_start = SteadySeconds();
-      CastFromWire(b.wire, options_.gradients_prescaled ? 1.0f : 1.0f / static_cast<float>(comm_->world_size()),
-                   b.grads);
+      // The wire held the sum over ranks.
+      CastScaled(*options_.ctx, b.wire,
+                 options_.gradients_prescaled ? 1.0f : 1.0f / static_cast<float>(comm_->world_size()), b.grads);
       cast_seconds_ += SteadySeconds() - cast_start;
     }
     timing.launched = b.launched;

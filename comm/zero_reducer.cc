@@ -9,6 +9,11 @@ namespace ddp {
 ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& options)
     : comm_(comm), model_(model), options_(options) {
   CHECK(options.stage == 1 || options.stage == 2) << "ZeRO stage " << options.stage;
+  if (options_.ctx == nullptr) {
+    host_ctx_ = std::make_unique<ExecutionContext>(ExecutionContext::Cpu());
+    options_.ctx = host_ctx_.get();
+  }
+  const Device device = model->device();
   const int world = comm->world_size(), rank = comm->rank();
   flat_offset_ = FlatOffsets(*model);
   int64_t largest = 0;
@@ -25,14 +30,14 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     buckets_.push_back(std::move(b));
   }
   if (options.stage == 2) {
-    for (int k = 0; k < kBuffersInFlight; ++k) pool_.push_back(Tensor::Zeros({largest}, DType::kF32));
+    for (int k = 0; k < kBuffersInFlight; ++k) pool_.push_back(Tensor::Zeros({largest}, DType::kF32, device));
   }
   for (size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
     if (options.stage == 1) {
-      b.grads = Tensor::Zeros({b.shard * world}, DType::kF32);
+      b.grads = Tensor::Zeros({b.shard * world}, DType::kF32, device);
     } else {
-      b.piece = Tensor::Zeros({b.shard}, DType::kF32);
+      b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
       b.grads = pool_[k % kBuffersInFlight].View(0, {b.shard * world});
     }
     for (Parameter* p : b.params) p->grad = b.grads.View(flat_offset_[p] - b.offset, p->shape);
@@ -131,10 +136,9 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
   const Tensor summed = b.grads.View(comm_->rank() * b.shard, {b.owned});
   Tensor owned = OwnedGradients(b);
   if (first_micro_batch_) {
-    owned.CopyFrom(summed);
+    Copy(*options_.ctx, summed, owned);
   } else {
-    ExecutionContext ctx = ExecutionContext::Cpu();
-    Axpy(ctx, 1.0f, summed, owned);  // accumulate this micro-batch into the piece
+    Axpy(*options_.ctx, 1.0f, summed, owned);  // accumulate this micro-batch into the piece
   }
   return Status::Ok();
 }
@@ -168,6 +172,7 @@ std::vector<Tensor> ZeroReducer::GradientPieces() const {
 }
 
 StatusOr<double> ZeroReducer::GlobalGradientSquaredNorm(ExecutionContext& ctx) {
+  // A host value: every backend reduces host tensors and returns them ready.
   Tensor sum = Tensor::FromVector<double>({GradientSquaredNorm(ctx, GradientPieces())}, {1});
   RETURN_IF_ERROR(comm_->AllReduce(sum, ReduceOp::kSum)->Wait());
   return sum.data<double>()[0];
@@ -187,7 +192,8 @@ void ZeroReducer::LaunchGather(int k) {
   Tensor target = GatherTarget(k);
   // In place: this rank's piece goes to its block of the target first.
   Tensor mine = target.View(comm_->rank() * b.shard, {b.shard});
-  mine.View(0, {b.owned}).CopyFrom(model_->flat_parameters().View(b.offset + comm_->rank() * b.shard, {b.owned}));
+  Tensor owned = mine.View(0, {b.owned});
+  Copy(*options_.ctx, model_->flat_parameters().View(b.offset + comm_->rank() * b.shard, {b.owned}), owned);
   gather_work_[k] = comm_->AllGather(mine, target);
   ++gathers_in_flight_;
 }
@@ -219,7 +225,8 @@ void ZeroReducer::FinishNextGather() {
   --gathers_in_flight_;
   if (s.ok()) {
     const Bucket& b = buckets_[k];
-    model_->flat_parameters().View(b.offset, {b.numel}).CopyFrom(GatherTarget(k).View(0, {b.numel}));
+    Tensor params = model_->flat_parameters().View(b.offset, {b.numel});
+    Copy(*options_.ctx, GatherTarget(k).View(0, {b.numel}), params);
   } else if (gather_status_.ok()) {
     gather_status_ = s;
   }

@@ -10,6 +10,10 @@
 
 #include "comm/bootstrap.h"
 #include "comm/mpi_communicator.h"
+#include "comm/staged_communicator.h"
+#ifdef DDP_HAVE_CUDA
+#include "comm/nccl_communicator.h"
+#endif
 #include "launch/device_binding.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
@@ -27,6 +31,36 @@ int Fail(const RankInfo& ranks, const Status& status) {
     std::fprintf(stderr, "ddp_train: error: %s\n", status.message().c_str());
   }
   return 1;
+}
+
+// A fatal CUDA condition the user can act on (out of memory): one line, then
+// every rank ends (MPI_Abort: the others may be inside a collective).
+RankInfo g_ranks;
+void FatalOnThisRank(const std::string& line) {
+  if (g_ranks.world_size > 1) {
+    std::fprintf(stderr, "ddp_train: rank %d: error: %s\n", g_ranks.rank, line.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::fprintf(stderr, "ddp_train: error: %s\n", line.c_str());
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+// The data-plane communicator for this rank's device: NCCL, MPI staged
+// through pinned memory on a GPU, or MPI on the host.
+StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const TrainOptions& o, MPI_Comm world, void* stream) {
+  if (o.gpu < 0) return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(world));
+  if (o.comm == "mpi") {
+    return std::unique_ptr<Communicator>(
+        std::make_unique<StagedCommunicator>(std::make_unique<MpiCommunicator>(world), o.gpu, stream));
+  }
+#ifdef DDP_HAVE_CUDA
+  ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl, NcclCommunicator::Create(world, o.gpu, stream));
+  return std::unique_ptr<Communicator>(std::move(nccl));
+#else
+  return Unimplemented("--comm nccl: this binary was built without CUDA");
+#endif
 }
 
 // Settings that every rank must share; a mismatch would hang or corrupt.
@@ -76,7 +110,7 @@ int Main(int argc, char** argv) {
   request.visible_gpus = options->device == "cpu" ? 0 : cuda::DeviceCount();
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (visible != nullptr) request.cuda_visible_devices = visible;
-  request.cuda_training = false;  // the CUDA training path is not in this build yet
+  request.cuda_training = cuda::BuiltWithCuda();
   StatusOr<DeviceChoice> device = ChooseDevice(request);
   if (Status s = AgreeOnStatus(world, device.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, {{"the device kind", device->cuda ? "cuda" : "cpu"}}); !s.ok()) {
@@ -93,12 +127,26 @@ int Main(int argc, char** argv) {
       AllGatherStrings((*mpi)->node(), device->cuda ? cuda::DeviceUuid(device->gpu) : std::string());
   Status shared = node_gpus.ok() ? CheckGpusNotShared(*node_gpus, options->comm == "nccl") : node_gpus.status();
   if (Status s = AgreeOnStatus(world, shared); !s.ok()) return Fail(ranks, s);
-  if (device->cuda) cuda::SetDevice(device->gpu);
   options->device = device->description;
+  // One compute stream per rank, the device's current stream: kernels,
+  // allocations and copies all follow it.
+  void* stream = nullptr;
+  if (device->cuda) {
+    cuda::SetDevice(device->gpu);
+    options->gpu = device->gpu;
+    stream = cuda::CreateStream();
+    cuda::SetCurrentStream(device->gpu, stream);
+    g_ranks = ranks;
+    cuda::SetFatalErrorHandler(&FatalOnThisRank);
+  }
 
-  std::unique_ptr<MpiCommunicator> comm;
-  if (ranks.world_size > 1) comm = std::make_unique<MpiCommunicator>(world);
-  StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*options, comm.get(), ranks);
+  std::unique_ptr<Communicator> comm;
+  if (ranks.world_size > 1) {
+    StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(*options, world, stream);
+    if (Status s = AgreeOnStatus(world, made.status()); !s.ok()) return Fail(ranks, s);
+    comm = std::move(*made);
+  }
+  StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*options, comm.get(), ranks, stream);
   if (Status s = AgreeOnStatus(world, trainer.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, {{"the parameter count", std::to_string((*trainer)->num_parameters())}});
       !s.ok()) {
@@ -107,6 +155,7 @@ int Main(int argc, char** argv) {
   if (Status s = (*trainer)->BroadcastInitialState(); !s.ok()) return Fail(ranks, s);
   StatusOr<TrainResult> result = (*trainer)->Run();
   if (!result.ok()) return Fail(ranks, result.status());
+  if (device->cuda) cuda::Synchronize(stream);
   return 0;
 }
 

@@ -32,7 +32,8 @@ StatusOr<DeviceChoice> ChooseDevice(const DeviceRequest& r) {
     }
     if (!r.cuda_training) {
       return Unimplemented("--device cuda: local rank " + std::to_string(r.local_rank) + " would train on GPU " +
-                           std::to_string(r.local_rank) + ", but CUDA training is not in this build yet; use --device cpu");
+                           std::to_string(r.local_rank) +
+                           ", but this binary was built without CUDA (no nvcc at build time); use --device cpu");
     }
   }
   DeviceChoice gpu;

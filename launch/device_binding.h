@@ -19,8 +19,8 @@ struct DeviceRequest {
   int local_rank = 0, local_size = 1;
   int visible_gpus = 0;              // what the driver shows this process
   std::optional<std::string> cuda_visible_devices;  // the variable, for messages
-  // Whether this build can train on CUDA. While it cannot, auto means CPU
-  // and cuda is refused, after the binding is checked.
+  // Whether this build can train on CUDA (it was built with nvcc). Where it
+  // cannot, auto means CPU and cuda is refused, after the binding is checked.
   bool cuda_training = false;
 };
 

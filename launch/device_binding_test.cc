@@ -60,8 +60,8 @@ TEST(DeviceBindingTest, CudaRefusalsNameTheCause) {
             "per GPU");
 
   EXPECT_EQ(ChooseDevice(Request("cuda", 1, 2, 2, false)).status().message(),
-            "--device cuda: local rank 1 would train on GPU 1, but CUDA training is not in this build yet; use "
-            "--device cpu");
+            "--device cuda: local rank 1 would train on GPU 1, but this binary was built without CUDA (no nvcc at "
+            "build time); use --device cpu");
   EXPECT_EQ(ChooseDevice(Request("tpu", 0, 1, 0, true)).status().message(),
             "--device 'tpu' is unknown; use auto, cpu or cuda");
 }

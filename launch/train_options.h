@@ -17,6 +17,9 @@ struct TrainOptions {
   // --device as given (auto, cpu, cuda); ddp_train replaces it with the
   // device chosen for the rank ("cpu", "cuda:1").
   std::string device = "auto";
+  // The CUDA device this rank trains on, or -1 for the CPU: ddp_train's
+  // device binding sets it.
+  int gpu = -1;
   // --precision: fp32, tf32 (GPU), fp16, bf16; --deterministic (GPU).
   std::string precision = "fp32";
   bool deterministic = false;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "runtime/allocator.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/ops/loss.h"
 #include "runtime/safetensors.h"
 
@@ -41,14 +42,34 @@ int ThreadsFor(const TrainOptions& options, const RankInfo& ranks) {
   return std::max(1, DefaultThreads() / std::max(1, ranks.local_size));
 }
 
-Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks)
-    : options_(options), comm_(comm), ranks_(ranks), ctx_(ExecutionContext::Cpu(ThreadsFor(options, ranks))) {}
+namespace {
+
+ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks, void* cuda_stream) {
+  if (options.gpu < 0) return ExecutionContext::Cpu(ThreadsFor(options, ranks));
+  ExecutionContext ctx = ExecutionContext::Cuda(options.gpu, cuda_stream);
+  ctx.set_allow_tf32(options.precision == "tf32");
+  ctx.set_deterministic(options.deterministic);
+  return ctx;
+}
+
+// A host copy of a tensor on any device.
+Tensor OnHost(const Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  Tensor host = Tensor::Empty(t.shape(), t.dtype());
+  host.CopyFrom(t);
+  return host;
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream)
+    : options_(options), comm_(comm), ranks_(ranks), ctx_(MakeContext(options, ranks, cuda_stream)) {}
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, Communicator* comm,
-                                                   const RankInfo& ranks) {
+                                                   const RankInfo& ranks, void* cuda_stream) {
   CHECK(ranks.world_size == 1 || (comm != nullptr && comm->world_size() == ranks.world_size))
       << "several ranks need a communicator";
-  std::unique_ptr<Trainer> trainer(new Trainer(options, comm, ranks));
+  std::unique_ptr<Trainer> trainer(new Trainer(options, comm, ranks, cuda_stream));
   RETURN_IF_ERROR(trainer->Setup());
   return trainer;
 }
@@ -125,6 +146,11 @@ Status Trainer::Setup() {
     Status loaded = model_->LoadStateDict(named);
     if (!loaded.ok()) return InvalidArgument("--load-weights " + options_.load_weights + ": " + loaded.message());
   }
+  if (on_gpu()) {
+    cuda::SetOutOfMemoryContext("training " + options_.model + " at --batch-size " +
+                                std::to_string(options_.batch_size));
+    model_->MoveTo(ctx_.device());
+  }
 
   auto weight_decay = [&](const Parameter& p) {
     return options_.decay_bn_bias || !p.is_bias_or_norm ? static_cast<float>(options_.weight_decay) : 0.0f;
@@ -138,6 +164,7 @@ Status Trainer::Setup() {
     zero.bucket_mb = options_.bucket_mb;
     zero.first_bucket_mb = options_.first_bucket_mb;
     zero.overlap = options_.overlap;
+    zero.ctx = &ctx_;
     zero_ = std::make_unique<ZeroReducer>(comm_, model_.get(), zero);
     slots = zero_->OptimizerSlots(weight_decay);
   } else {
@@ -168,15 +195,43 @@ Status Trainer::Setup() {
     reducer.overlap = options_.overlap;
     reducer.wire_dtype = options_.wire_dtype;
     reducer.gradients_prescaled = true;  // TrainStep divides the loss gradient by the world size
+    reducer.ctx = &ctx_;
     reducer_ = std::make_unique<Reducer>(comm_, model_.get(), reducer);
   }
 
   const int64_t b = options_.batch_size;
-  images_ = Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32);
-  labels_ = Tensor::Empty({b}, DType::kI64);
-  probs_ = Tensor::Empty({b, options_.num_classes}, DType::kF32);
-  dlogits_ = Tensor::Empty({b, options_.num_classes}, DType::kF32);
+  if (on_gpu()) {
+    stager_ = std::make_unique<BatchStager>(train_data_.get(), b, ctx_.device().index, ctx_.cuda_stream());
+  } else {
+    images_ = Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32);
+    labels_ = Tensor::Empty({b}, DType::kI64);
+  }
+  probs_ = Tensor::Empty({b, options_.num_classes}, DType::kF32, ctx_.device());
+  dlogits_ = Tensor::Empty({b, options_.num_classes}, DType::kF32, ctx_.device());
   return Status::Ok();
+}
+
+void Trainer::LoadMicroBatch(int64_t step, int64_t micro, Tensor* images, Tensor* labels) {
+  const int64_t k = options_.accumulation_steps;
+  if (!stager_) {
+    const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
+    train_data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), images_, labels_);
+    *images = images_;
+    *labels = labels_;
+    return;
+  }
+  // Keep the stager two micro-batches ahead of this one, within the run.
+  const int64_t current = step * k + micro, end = total_steps_ * k;
+  if (prefetched_ <= current) prefetched_ = current;
+  while (prefetched_ <= current + 1 && prefetched_ < end && stager_->queued() < BatchStager::kDepth - 1) {
+    stager_->Prefetch(sampler_->MicroBatch(prefetched_ / k, prefetched_ % k));
+    ++prefetched_;
+  }
+  stager_->Next(images, labels);
+  if (prefetched_ < end && stager_->queued() < BatchStager::kDepth - 1) {
+    stager_->Prefetch(sampler_->MicroBatch(prefetched_ / k, prefetched_ % k));
+    ++prefetched_;
+  }
 }
 
 StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const Status& local_status) {
@@ -189,15 +244,15 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   // otherwise gradients accumulate locally and are reduced once.
   const bool reduce_each_micro_batch = zero_ && options_.zero_stage == 2;
   for (int64_t micro = 0; micro < k; ++micro) {
-    const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
-    train_data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), images_, labels_);
-    Tensor logits = model_->Forward(ctx_, images_);
-    loss_sum += SoftmaxCrossEntropyForward(ctx_, ce, logits, labels_, probs_).loss;
+    Tensor images, labels;
+    LoadMicroBatch(step, micro, &images, &labels);
+    Tensor logits = model_->Forward(ctx_, images);
+    loss_sum += SoftmaxCrossEntropyForward(ctx_, ce, logits, labels, probs_).loss;
     // Micro-batch losses are means; the step's gradient is their mean over
     // micro-batches and ranks. Dividing the loss gradient by K x world here
     // makes the reducer's job a plain sum, and N ranks compute exactly what
     // one rank with N micro-batches does.
-    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels_, 1.0 / static_cast<double>(k * ranks_.world_size),
+    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels, 1.0 / static_cast<double>(k * ranks_.world_size),
                                 dlogits_);
     if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
     if (zero_) zero_->PrepareForBackward(/*sync=*/reduce_each_micro_batch || micro == k - 1, micro == 0);
@@ -264,7 +319,12 @@ StatusOr<double> Trainer::Evaluate() {
                                   DType::kF32);
     Tensor labels = Tensor::Empty({count}, DType::kI64);
     eval_data_->Fill(indices.data(), count, images, labels);
-    Tensor logits = model_->Forward(ctx_, images);
+    if (on_gpu()) {
+      Tensor device_images = Tensor::Empty(images.shape(), DType::kF32, ctx_.device());
+      device_images.CopyFrom(images);
+      images = device_images;
+    }
+    const Tensor logits = OnHost(model_->Forward(ctx_, images));
     const int64_t c = logits.dim(1);
     for (int64_t i = 0; i < count; ++i) {
       const float* row = logits.data<float>() + i * c;
@@ -297,9 +357,10 @@ StatusOr<TrainResult> Trainer::Run() {
   double timed_seconds = 0.0, timed_exposed = 0.0;
   // Everything allocated from here on is per-step working memory
   // (activations, their gradients, transient buffers).
-  const int64_t persistent_in_use = GetCpuAllocator()->bytes_in_use();
-  const int64_t setup_peak = GetCpuAllocator()->peak_bytes_in_use();
-  GetCpuAllocator()->ResetPeak();
+  Allocator* memory = GetAllocator(ctx_.device());  // the rank's device: host or GPU
+  const int64_t persistent_in_use = memory->bytes_in_use();
+  const int64_t setup_peak = memory->peak_bytes_in_use();
+  memory->ResetPeak();
   TrainResult result;
   Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
   for (int64_t step = 0; step < total_steps_; ++step) {
@@ -353,14 +414,14 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   if (!options_.save_weights.empty() && is_root()) {
     std::vector<NamedTensor> named;
-    for (auto& [name, t] : model_->StateDict()) named.push_back({name, t});
+    for (auto& [name, t] : model_->StateDict()) named.push_back({name, OnHost(t)});
     Status saved = WriteSafetensors(options_.save_weights, named, {{"format", "pt"}, {"model", options_.model}});
     if (!saved.ok()) return Status(saved.code(), "--save-weights " + saved.message());
   }
   if (!is_root()) return result;
 
-  const int64_t activation_peak = GetCpuAllocator()->peak_bytes_in_use() - persistent_in_use;
-  const int64_t allocator_peak = std::max(setup_peak, GetCpuAllocator()->peak_bytes_in_use());
+  const int64_t activation_peak = memory->peak_bytes_in_use() - persistent_in_use;
+  const int64_t allocator_peak = std::max(setup_peak, memory->peak_bytes_in_use());
   const int64_t param_bytes = static_cast<int64_t>(model_->flat_parameters().nbytes());
   const int64_t grad_bytes = zero_ ? zero_->gradient_bytes() : static_cast<int64_t>(model_->flat_gradients().nbytes());
   nlohmann::ordered_json summary = {
@@ -380,6 +441,7 @@ StatusOr<TrainResult> Trainer::Run() {
                        {"transient_bucket_bytes", zero_ ? zero_->transient_bytes() : 0},
                        {"activation_peak_bytes", activation_peak},
                        {"peak_bytes", allocator_peak},
+                       {"reserved_bytes", memory->reserved_bytes()},
                        {"peak_resident_bytes", PeakResidentBytes()}};
   RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));
   std::printf("summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f images/s (excluding %lld warm-up steps)",

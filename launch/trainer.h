@@ -11,6 +11,7 @@
 #include "comm/zero_reducer.h"
 #include "launch/train_options.h"
 #include "models/registry.h"
+#include "runtime/data/batch_stager.h"
 #include "runtime/data/image_dataset.h"
 #include "runtime/data/sampler.h"
 #include "runtime/execution_context.h"
@@ -30,8 +31,11 @@ class Trainer {
   // Opens data and files, builds the model and optimizer. Every user error
   // (bad file, mismatched weights, unwritable metrics) is returned here,
   // before any training or communication. `comm` may be null for one rank.
+  // With options.gpu >= 0 the rank trains on that CUDA device, its kernels
+  // on `cuda_stream` (which must be the device's current stream, so the
+  // caching allocator and tensor copies follow it).
   static StatusOr<std::unique_ptr<Trainer>> Create(const TrainOptions& options, Communicator* comm = nullptr,
-                                                  const RankInfo& ranks = RankInfo());
+                                                  const RankInfo& ranks = RankInfo(), void* cuda_stream = nullptr);
 
   int64_t num_parameters() const { return model_->num_parameters(); }
   // Collective: rank 0's parameters and buffers become every rank's. Call on
@@ -42,7 +46,11 @@ class Trainer {
   StatusOr<TrainResult> Run();
 
  private:
-  Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks);
+  Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream);
+  bool on_gpu() const { return ctx_.device().is_cuda(); }
+  // Micro-batch `micro` of `step` on the rank's device: from the stager on
+  // a GPU (queuing the next ones), else filled in place on the host.
+  void LoadMicroBatch(int64_t step, int64_t micro, Tensor* images, Tensor* labels);
   bool distributed() const { return comm_ != nullptr && ranks_.world_size > 1; }
   bool is_root() const { return ranks_.rank == 0; }
   Status Setup();
@@ -69,6 +77,8 @@ class Trainer {
   MetricsWriter metrics_;
   int64_t total_steps_ = 0;
   Tensor images_, labels_, probs_, dlogits_;
+  std::unique_ptr<BatchStager> stager_;  // GPU ranks
+  int64_t prefetched_ = 0;               // micro-batches handed to the stager, counted over the run
 };
 
 }  // namespace ddp

@@ -1,0 +1,97 @@
+#include "runtime/data/batch_stager.h"
+
+#include "runtime/cuda/cuda_device.h"
+
+namespace ddp {
+
+BatchStager::BatchStager(const ImageDataset* data, int64_t batch, int device, void* compute_stream)
+    : data_(data), batch_(batch), compute_(compute_stream), copy_stream_(cuda::CreateStream()), slots_(kDepth) {
+  const int64_t c = data->channels(), s = data->image_size();
+  for (Slot& slot : slots_) {
+    slot.host_images = Tensor::EmptyFrom(cuda::PinnedHostAllocator(), {batch, c, s, s}, DType::kF32);
+    slot.host_labels = Tensor::EmptyFrom(cuda::PinnedHostAllocator(), {batch}, DType::kI64);
+    slot.images = Tensor::Empty({batch, c, s, s}, DType::kF32, Device::Cuda(device));
+    slot.labels = Tensor::Empty({batch}, DType::kI64, Device::Cuda(device));
+    slot.copied = cuda::CreateEvent();
+    slot.released = cuda::CreateEvent();
+    cuda::RecordEvent(slot.copied, copy_stream_);
+    cuda::RecordEvent(slot.released, compute_);
+  }
+  worker_ = std::thread([this] { Worker(); });
+}
+
+BatchStager::~BatchStager() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+  cuda::Synchronize(copy_stream_);
+  for (Slot& slot : slots_) {
+    cuda::DestroyEvent(slot.copied);
+    cuda::DestroyEvent(slot.released);
+  }
+  cuda::DestroyStream(copy_stream_);
+}
+
+void BatchStager::Prefetch(std::vector<int64_t> indices) {
+  CHECK_EQ(static_cast<int64_t>(indices.size()), batch_) << "BatchStager: a batch has " << batch_ << " samples";
+  CHECK_LT(queued(), kDepth - 1) << "BatchStager: Prefetch beyond " << kDepth - 1 << " queued batches";
+  const int k = next_slot_;
+  next_slot_ = (next_slot_ + 1) % kDepth;
+  CHECK_NE(k, held_) << "BatchStager: slot still held";
+  pending_.push_back(k);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_[k].filled = false;
+    jobs_.emplace_back(k, std::move(indices));
+  }
+  cv_.notify_all();
+}
+
+void BatchStager::Next(Tensor* images, Tensor* labels) {
+  CHECK(!pending_.empty()) << "BatchStager::Next without a Prefetch";
+  // The batch handed out before is done with once the work enqueued so far
+  // has run: its device buffers may be refilled after that.
+  if (held_ >= 0) cuda::RecordEvent(slots_[held_].released, compute_);
+  const int k = pending_.front();
+  pending_.pop_front();
+  Slot& slot = slots_[k];
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return slot.filled; });
+  }
+  cuda::StreamWaitEvent(copy_stream_, slot.released);
+  cuda::CopyTensorAsync(slot.host_images, slot.images, copy_stream_);
+  cuda::CopyTensorAsync(slot.host_labels, slot.labels, copy_stream_);
+  cuda::RecordEvent(slot.copied, copy_stream_);
+  cuda::StreamWaitEvent(compute_, slot.copied);
+  held_ = k;
+  *images = slot.images;
+  *labels = slot.labels;
+}
+
+void BatchStager::Worker() {
+  for (;;) {
+    std::pair<int, std::vector<int64_t>> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (stop_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    Slot& slot = slots_[job.first];
+    // The pinned buffers are rewritten only once their last copy out landed.
+    cuda::EventSynchronize(slot.copied);
+    data_->Fill(job.second.data(), batch_, slot.host_images, slot.host_labels);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      slot.filled = true;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace ddp
