@@ -385,10 +385,4 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(MPI_Comm bo
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicatorImpl(comm, rank, world, device, stream, compute));
 }
 
-int NcclVersion() {
-  int version = 0;
-  if (ncclGetVersion(&version) != ncclSuccess) return 0;
-  return version;
-}
-
 }  // namespace ddp

@@ -45,7 +45,4 @@ class NcclCommunicator : public Communicator {
   virtual Status Synchronize() = 0;
 };
 
-// NCCL's version as it reports itself (e.g. 22809), for the self-test.
-int NcclVersion();
-
 }  // namespace ddp

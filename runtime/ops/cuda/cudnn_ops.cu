@@ -373,6 +373,4 @@ void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
                                              saved_mean.raw_data(), saved_invstd.raw_data()));
 }
 
-long CudnnVersion() { return static_cast<long>(cudnnGetVersion()); }
-
 }  // namespace ddp::cuda

@@ -34,7 +34,4 @@ void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
                        const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
                        Tensor& dbeta);
 
-// cuDNN's version as it reports itself (e.g. 91900), for the self-test.
-long CudnnVersion();
-
 }  // namespace ddp::cuda

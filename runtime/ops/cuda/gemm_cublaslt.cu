@@ -163,6 +163,4 @@ void SumRows(ExecutionContext& ctx, const float* m, int64_t rows, int64_t cols, 
   DDP_CHECK_LAUNCH("SumRowsKernel");
 }
 
-long CublasLtVersion() { return static_cast<long>(cublasLtGetVersion()); }
-
 }  // namespace ddp::cuda

@@ -19,7 +19,4 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
 // fixed order.
 void SumRows(ExecutionContext& ctx, const float* m, int64_t rows, int64_t cols, float* out);
 
-// cuBLASLt's version as it reports itself, for the self-test.
-long CublasLtVersion();
-
 }  // namespace ddp::cuda
