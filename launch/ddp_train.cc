@@ -117,6 +117,9 @@ int Main(int argc, char** argv) {
     return Fail(ranks, s);
   }
   if (Status s = AgreeOnStatus(world, CheckPrecision(options->precision, *device)); !s.ok()) return Fail(ranks, s);
+  // --comm nccl asked for by name uses NCCL even for one rank (a smoke test
+  // of the data plane); otherwise one rank needs no communicator.
+  const bool nccl_requested = options->comm == "nccl";
   StatusOr<std::string> comm_kind = ChooseComm(options->comm, *device);
   if (Status s = AgreeOnStatus(world, comm_kind.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, {{"--comm", *comm_kind}}); !s.ok()) return Fail(ranks, s);
@@ -141,7 +144,7 @@ int Main(int argc, char** argv) {
   }
 
   std::unique_ptr<Communicator> comm;
-  if (ranks.world_size > 1) {
+  if (ranks.world_size > 1 || (device->cuda && nccl_requested)) {
     StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(*options, world, stream);
     if (Status s = AgreeOnStatus(world, made.status()); !s.ok()) return Fail(ranks, s);
     comm = std::move(*made);

@@ -1,0 +1,214 @@
+#!/bin/sh
+# The GPU self-test: every GPU check of ddp_train in one run, in tiers, each
+# with its own time limit, printing as it goes and rewriting report.json and
+# report.md in OUT_DIR after every tier, so a run cut short still reports
+# what it found.
+#
+#   selftest.sh [OUT_DIR]      (default: ./selftest-out)
+#
+# Tiers: versions (driver, GPU, CUDA runtime, cuDNN, cuBLASLt, NCCL found
+# against built; libraries that fail to load, by name) -> GPU op tests (every
+# case of gpu_tests, 1 rank, then the 2-rank cases) -> 1-rank training (a
+# ddp_train run over NCCL) -> equivalence (2 ranks on the one GPU with
+# --comm mpi against 1 rank with 2 accumulated micro-batches, ZeRO stages 0,
+# 1 and 2) -> benchmarks (ResNet-50 images/s at fp32 and TF32, batch 64,
+# 224^2, against PyTorch eager in the same run when python3 has torch).
+#
+# Exit status: 0 when every check passed, 1 when one failed, 3 when no GPU is
+# visible (one line says so).
+set -u
+B=$(cd "$(dirname "$0")" && pwd)
+. "$B/env.sh"
+OUT=$(mkdir -p "${1:-selftest-out}" && cd "${1:-selftest-out}" && pwd)
+LOG="$OUT/selftest.log"
+: > "$LOG"
+TIERS=""        # JSON objects, comma-separated
+MD=""           # report.md body
+FAILED=0
+
+say() { printf '%s\n' "$*" | tee -a "$LOG"; }
+json_string() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | tr '\n\t' '  '; }
+write_report() {
+  printf '{"bundle": "%s", "passed": %s, "tiers": [%s]}\n' "$(cat "$B/VERSION")" \
+    "$([ "$FAILED" -eq 0 ] && echo true || echo false)" "$TIERS" > "$OUT/report.json"
+  printf '# ddp_train GPU self-test\n\nbundle %s\n\n%s\n' "$(cat "$B/VERSION")" "$MD" > "$OUT/report.md"
+}
+# tier NAME STATUS(passed|failed|skipped) SECONDS DETAILS_JSON MARKDOWN
+tier() {
+  [ "$2" = failed ] && FAILED=1
+  TIERS="${TIERS:+$TIERS, }{\"tier\": \"$1\", \"status\": \"$2\", \"seconds\": $3, \"details\": $4}"
+  MD="$MD
+## $1: $2 ($3 s)
+
+$5
+"
+  write_report
+  say "selftest: tier $1: $2 ($3 s)"
+}
+now() { date +%s; }
+
+# ---------------------------------------------------------------- versions
+start=$(now)
+missing=""
+for p in "$B"/libexec/*; do
+  m=$("$B/lib/ld-linux-x86-64.so.2" --library-path "$DDP_BUNDLE_LIBRARY_PATH" --list "$p" 2>&1 |
+      sed -n -e 's/^[[:space:]]*\([^ ]*\) => not found.*/\1/p' \
+             -e 's/.*error while loading shared libraries: \([^:]*\):.*/\1/p' | sort -u | tr '\n' ' ')
+  [ -n "$m" ] && missing="$missing $(basename "$p"): $m;"
+done
+info=$(timeout 60 "$B/bin/gpu_info" 2>>"$LOG"); info_rc=$?
+built=$(cat "$B/built_versions.json" 2>/dev/null || echo '{}')
+if [ -n "$missing" ]; then
+  say "selftest: libraries that do not load:$missing"
+  tier versions failed $(( $(now) - start )) "{\"missing\": \"$(json_string "$missing")\", \"built\": $built}" \
+    "Libraries not found:$missing (set DDP_CUDA_LIBS to the folders holding them)"
+  exit 1
+fi
+if [ "$info_rc" -eq 3 ]; then
+  say "selftest: no GPU visible to this process (CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES-unset}'): nothing to test"
+  tier versions skipped $(( $(now) - start )) "$info" "No GPU visible."
+  exit 3
+fi
+if [ "$info_rc" -ne 0 ]; then
+  tier versions failed $(( $(now) - start )) "{\"exit\": $info_rc}" "gpu_info exited with $info_rc; see selftest.log"
+  exit 1
+fi
+say "selftest: $info"
+if ! command -v python3 >/dev/null 2>&1; then
+  tier versions failed $(( $(now) - start )) "$info" "python3 is needed for the later tiers"
+  exit 1
+fi
+PY=python3
+mismatch=$($PY - "$info" <<'EOF'
+import json, sys
+v = json.loads(sys.argv[1])
+print("; ".join(f"{k} found {v[k]['found']}, built {v[k]['built']}"
+                for k in ("cudnn", "cublaslt", "nccl") if v[k]["found"] != v[k]["built"]))
+EOF
+)
+tier versions passed $(( $(now) - start )) "$info" "\`$info\`${mismatch:+
+
+Version differences (same major release, so the ABI holds): $mismatch}"
+
+# ------------------------------------------------------------ GPU op tests
+start=$(now)
+timeout 240 "$B/bin/gpu_tests" --gtest_output="json:$OUT/gpu_tests.json" >>"$LOG" 2>&1
+rc1=$?
+timeout 120 "$B/bin/mpirun" -np 2 --bind-to none "$B/bin/gpu_tests" \
+  --gtest_filter='StagedCommunicatorTest.*:NcclCommunicatorTest.CreateFailing*' \
+  --gtest_output="json:$OUT/gpu_tests_np2.json" >>"$LOG" 2>&1
+rc2=$?
+counts=$($PY - "$OUT/gpu_tests.json" "$OUT/gpu_tests_np2.json" <<'EOF'
+import json, sys
+passed = failed = skipped = 0
+failures = []
+for path in sys.argv[1:]:
+    try:
+        report = json.load(open(path))
+    except Exception:
+        failed += 1
+        failures.append(f"{path}: no result")
+        continue
+    for suite in report.get("testsuites", []):
+        for case in suite.get("testsuite", []):
+            name = f"{suite['name']}.{case['name']}"
+            if case.get("failures"):
+                failed += 1
+                failures.append(name)
+            elif case.get("result") == "SKIPPED" or case.get("status") == "NOTRUN":
+                skipped += 1
+            else:
+                passed += 1
+print(json.dumps({"passed": passed, "failed": failed, "skipped": skipped, "failures": failures}))
+EOF
+)
+status=passed
+case "$counts" in *'"failed": 0'*) ;; *) status=failed ;; esac
+[ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] || status=failed
+tier gpu_tests "$status" $(( $(now) - start )) "$counts" "Cases: \`$counts\` (exit $rc1 alone, $rc2 under mpirun -np 2)"
+
+# --------------------------------------------------------- 1-rank training
+start=$(now)
+smoke="$OUT/smoke.jsonl"
+timeout 120 "$B/bin/ddp_train" --model resnet18 --device cuda --comm nccl --deterministic --batch-size 32 \
+  --image-size 64 --num-classes 10 --steps 6 --metrics-file "$smoke" >>"$LOG" 2>&1
+rc=$?
+line=$(grep '"summary"' "$smoke" 2>/dev/null | tail -n 1)
+if [ "$rc" -eq 0 ] && [ -n "$line" ]; then status=passed; else status=failed; fi
+tier training "$status" $(( $(now) - start )) "${line:-{\"exit\": $rc}}" \
+  "ddp_train ResNet-18 on the GPU through NCCL (1 rank), exit $rc: \`${line:-no summary}\`"
+
+# ------------------------------------------------------------- equivalence
+start=$(now)
+data="$OUT/data.safetensors"
+"$B/bin/make_image_dataset" --out "$data" --samples 96 --image-size 32 --num-classes 10 >>"$LOG" 2>&1
+common="--model resnet18 --image-size 32 --num-classes 10 --data tensors:$data --steps 2 --batch-size 4 --lr 0.02
+        --momentum 0.9 --weight-decay 1e-4 --zero-init-residual --seed 5 --device cuda --deterministic
+        --bucket-mb 4 --first-bucket-mb 0.3"
+eq_status=passed
+eq_md=""
+run_eq() {  # run_eq NAME NP ARGS...
+  name=$1; np=$2; shift 2
+  # shellcheck disable=SC2086
+  if [ "$np" -eq 1 ]; then
+    timeout 120 "$B/bin/ddp_train" $common "$@" --metrics-file "$OUT/$name.jsonl" \
+      --save-weights "$OUT/$name.safetensors" >>"$LOG" 2>&1
+  else
+    timeout 120 "$B/bin/mpirun" -np "$np" --bind-to none "$B/bin/ddp_train" $common --comm mpi "$@" \
+      --metrics-file "$OUT/$name.jsonl" --save-weights "$OUT/$name.safetensors" >>"$LOG" 2>&1
+  fi
+}
+compare_eq() {  # compare_eq A B WHAT
+  if out=$($PY "$B/tools/compare_losses.py" "$OUT/$1.jsonl" "$OUT/$2.jsonl" --rtol 1e-4 2>&1) &&
+     wout=$("$B/bin/compare_weights" "$OUT/$1.safetensors" "$OUT/$2.safetensors" --rtol 1e-5 \
+            --exclude running_,num_batches_tracked 2>&1); then
+    eq_md="$eq_md
+- $3: passed. $out; $wout"
+  else
+    eq_status=failed
+    eq_md="$eq_md
+- $3: FAILED. ${out:-} ${wout:-}"
+  fi
+}
+run_eq one 1 --accumulation-steps 2 || eq_status=failed
+for stage in 0 1 2; do
+  run_eq "two_zero$stage" 2 --zero-stage "$stage" || { eq_status=failed; eq_md="$eq_md
+- ZeRO $stage: the 2-rank run failed (see selftest.log)"; continue; }
+done
+compare_eq one two_zero0 "2 ranks (--comm mpi, one GPU) vs 1 rank with 2 accumulated micro-batches"
+compare_eq two_zero0 two_zero1 "ZeRO stage 1 vs stage 0 at 2 ranks"
+compare_eq two_zero0 two_zero2 "ZeRO stage 2 vs stage 0 at 2 ranks"
+tier equivalence "$eq_status" $(( $(now) - start )) "{\"status\": \"$eq_status\"}" "$eq_md"
+
+# -------------------------------------------------------------- benchmarks
+start=$(now)
+bench_md="| precision | ddp_train images/s | PyTorch eager images/s | ratio |
+|---|---|---|---|"
+bench_json=""
+bench_status=passed
+for precision in fp32 tf32; do
+  m="$OUT/bench_$precision.jsonl"
+  timeout 150 "$B/bin/ddp_train" --model resnet50 --device cuda --precision "$precision" --batch-size 64 \
+    --image-size 224 --steps 20 --metrics-file "$m" >>"$LOG" 2>&1 || bench_status=failed
+  ours=$($PY -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+print("%.1f" % [r for r in rs if "summary" in r][-1]["summary"]["samples_per_s"])' "$m" 2>/dev/null || echo 0)
+  theirs=$(timeout 150 $PY "$B/tools/bench_resnet_gpu_pytorch.py" --precision "$precision" --batch-size 64 \
+           --steps 20 2>>"$LOG" | tail -n 1)
+  case "$theirs" in ''|*[!0-9.]*) theirs=0 ;; esac
+  ratio=$($PY -c "import sys; t=float(sys.argv[2]); print('%.2f' % (float(sys.argv[1]) / t) if t > 0 else 'n/a')" \
+          "$ours" "$theirs")
+  say "selftest: ResNet-50 $precision batch 64: ddp_train $ours images/s, PyTorch $theirs, ratio $ratio"
+  bench_md="$bench_md
+| $precision | $ours | $theirs | $ratio |"
+  bench_json="${bench_json:+$bench_json, }\"$precision\": {\"ddp_train\": $ours, \"pytorch\": $theirs, \"ratio\": \"$ratio\"}"
+  case "$ratio" in n/a) ;; *) $PY -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.9 else 1)" "$ratio" ||
+    bench_status=failed ;; esac
+done
+tier benchmarks "$bench_status" $(( $(now) - start )) "{$bench_json}" "ResNet-50, batch 64, 224x224, synthetic, 1 GPU (bar: ratio >= 0.9)
+
+$bench_md"
+
+if [ "$FAILED" -eq 0 ]; then say "selftest: every check passed"; exit 0; fi
+say "selftest: some checks failed; see $OUT/report.md"
+exit 1
