@@ -78,7 +78,7 @@ StatusOr<ReduceStats> Reducer::Wait() {
       cast_seconds_ += SteadySeconds() - cast_start;
     }
     timing.launched = b.launched;
-    timing.finished = b.work->timing().finished - backward_start_;
+    timing.finished = FinishedAfter(*b.work, backward_start_);
     stats.exposed_seconds += timing.waited;
     stats.buckets.push_back(timing);
   }

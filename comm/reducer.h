@@ -40,7 +40,9 @@ struct ReducerOptions {
 
 struct BucketTiming {
   double launched = 0.0;  // seconds after backward began
-  double finished = 0.0;  // when its collective finished, same clock
+  // When its collective finished, same clock; -1 where the host never saw
+  // it finish (NCCL: the compute stream waits for it, not the host).
+  double finished = 0.0;
   double waited = 0.0;    // how long Wait() blocked on it
 };
 
@@ -50,6 +52,12 @@ struct ReduceStats {
   double exposed_seconds = 0.0;
   std::vector<BucketTiming> buckets;
 };
+
+// Seconds after `start` that `work` finished, or -1 when unknown.
+inline double FinishedAfter(Work& work, double start) {
+  const double finished = work.IsCompleted() ? work.timing().finished : 0.0;
+  return finished > 0.0 ? finished - start : -1.0;
+}
 
 class Reducer : public GradientReadyHook {
  public:

@@ -130,7 +130,7 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
   RETURN_IF_ERROR(b.work->Wait());
   timing->waited = SteadySeconds() - start;
   timing->launched = b.launched;
-  timing->finished = b.work->timing().finished - backward_start_;
+  timing->finished = FinishedAfter(*b.work, backward_start_);
   if (options_.stage == 1) return Status::Ok();  // already where the optimizer slots view it
   // Stage 2: from the transient pool buffer into the persistent piece.
   const Tensor summed = b.grads.View(comm_->rank() * b.shard, {b.owned});
