@@ -114,8 +114,12 @@ cudnnMathType_t RequestedMath(const ExecutionContext& ctx) {
   return ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
+// Candidates were found with the descriptor's math type, so for fp32 any
+// result that does not name tensor cores runs under FMA math (cuDNN may
+// report DEFAULT for them, as PyTorch notes); the descriptor is then set to
+// FMA explicitly.
 bool MathAllowed(const ExecutionContext& ctx, cudnnMathType_t math) {
-  return ctx.allow_tf32() || math == CUDNN_FMA_MATH;
+  return ctx.allow_tf32() || (math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
 struct Algo {

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "runtime/ops/cuda/kernel_util.cuh"
 
@@ -23,6 +24,7 @@ void CheckCublas(cublasStatus_t status, const char* call, const char* file, int 
 #define CUBLAS_CALL(call) CheckCublas((call), #call, __FILE__, __LINE__)
 
 constexpr int kWorkspaceSlot = 7;  // ops' scratch slot for library workspaces
+constexpr int kBiasSlot = 4;
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 cublasLtHandle_t Handle() {
@@ -57,6 +59,16 @@ std::map<std::string, Choice>& Cache() {
   return *cache;
 }
 
+// The largest power of two (up to 256) that divides the address: cuBLASLt's
+// heuristics assume 256-byte alignment unless told otherwise, and views into
+// the flat parameter buffer are only 4-byte aligned.
+uint32_t Alignment(const void* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  uint32_t alignment = 256;
+  while (alignment > 4 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
 int SplitK(const cublasLtMatmulAlgo_t& algo) {
   int splits = 1;
   size_t written = 0;
@@ -89,6 +101,15 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
           const float* bias) {
   if (m == 0 || n == 0) return;
+  // The bias epilogue wants an aligned vector: a misaligned one (a view into
+  // the flat parameter buffer) is copied into scratch memory first.
+  Tensor aligned_bias;
+  if (bias != nullptr && Alignment(bias) < 16) {
+    aligned_bias = ctx.Scratch(kBiasSlot, n * static_cast<int64_t>(sizeof(float)));
+    DDP_CUDA_CHECK(cudaMemcpyAsync(aligned_bias.raw_data(), bias, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   StreamOf(ctx)));
+    bias = static_cast<const float*>(aligned_bias.raw_data());
+  }
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt
   // multiplies B's storage (as its "A") by A's storage (as its "B").
   const cublasOperation_t op_first = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -110,11 +131,11 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
   CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, transpose_a ? m : k, transpose_a ? k : m, lda));
   CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.d, CUDA_R_32F, n, m, ldc));
 
+  const uint32_t align_a = Alignment(b), align_b = Alignment(a), align_c = Alignment(c);  // cuBLAS's A is our B
   std::ostringstream key_text;
   key_text << ctx.device().index << ':' << transpose_a << transpose_b << ':' << m << ',' << n << ',' << k << ',' << lda
            << ',' << ldb << ',' << ldc << ':' << (bias != nullptr) << (beta != 0.0f) << ctx.allow_tf32()
-           << ctx.deterministic() << ':' << reinterpret_cast<uintptr_t>(a) % 16 << reinterpret_cast<uintptr_t>(b) % 16
-           << reinterpret_cast<uintptr_t>(c) % 16 << (bias ? reinterpret_cast<uintptr_t>(bias) % 16 : 0);
+           << ctx.deterministic() << ':' << align_a << ',' << align_b << ',' << align_c;
   const std::string key = key_text.str();
   Choice choice;
   {
@@ -128,6 +149,12 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
     const size_t max_workspace = kWorkspaceBytes;
     CUBLAS_CALL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
                                                      sizeof(max_workspace)));
+    for (auto [attribute, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+                                    std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+                                    std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
+                                    std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}}) {
+      CUBLAS_CALL(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)));
+    }
     constexpr int kRequested = 8;
     cublasLtMatmulHeuristicResult_t results[kRequested];
     int returned = 0;
