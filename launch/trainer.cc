@@ -441,6 +441,7 @@ StatusOr<TrainResult> Trainer::Run() {
                        {"transient_bucket_bytes", zero_ ? zero_->transient_bytes() : 0},
                        {"activation_peak_bytes", activation_peak},
                        {"peak_bytes", allocator_peak},
+                       {"allocated_bytes", memory->bytes_in_use()},
                        {"reserved_bytes", memory->reserved_bytes()},
                        {"peak_resident_bytes", PeakResidentBytes()}};
   RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));

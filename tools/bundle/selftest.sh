@@ -46,6 +46,14 @@ $5
   say "selftest: tier $1: $2 ($3 s)"
 }
 now() { date +%s; }
+# The tiers of this issue share a budget (DDP_SELFTEST_BUDGET_S, default 300
+# s): each gets its own limit, cut to what is left.
+DEADLINE=$(( $(now) + ${DDP_SELFTEST_BUDGET_S:-300} ))
+limit() {  # limit SECONDS: the smaller of SECONDS and the time left (at least 1)
+  left=$(( DEADLINE - $(now) ))
+  [ "$left" -lt 1 ] && left=1
+  [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
+}
 
 # ---------------------------------------------------------------- versions
 start=$(now)
@@ -56,7 +64,7 @@ for p in "$B"/libexec/*; do
              -e 's/.*error while loading shared libraries: \([^:]*\):.*/\1/p' | sort -u | tr '\n' ' ')
   [ -n "$m" ] && missing="$missing $(basename "$p"): $m;"
 done
-info=$(timeout 60 "$B/bin/gpu_info" 2>>"$LOG"); info_rc=$?
+info=$(timeout "$(limit 30)" "$B/bin/gpu_info" 2>>"$LOG"); info_rc=$?
 built=$(cat "$B/built_versions.json" 2>/dev/null || echo '{}')
 if [ -n "$missing" ]; then
   say "selftest: libraries that do not load:$missing"
@@ -92,9 +100,9 @@ Version differences (same major release, so the ABI holds): $mismatch}"
 
 # ------------------------------------------------------------ GPU op tests
 start=$(now)
-timeout 240 "$B/bin/gpu_tests" --gtest_output="json:$OUT/gpu_tests.json" >>"$LOG" 2>&1
+timeout "$(limit 120)" "$B/bin/gpu_tests" --gtest_output="json:$OUT/gpu_tests.json" >>"$LOG" 2>&1
 rc1=$?
-timeout 120 "$B/bin/mpirun" -np 2 --bind-to none "$B/bin/gpu_tests" \
+timeout "$(limit 30)" "$B/bin/mpirun" -np 2 --bind-to none "$B/bin/gpu_tests" \
   --gtest_filter='StagedCommunicatorTest.*:NcclCommunicatorTest.CreateFailing*' \
   --gtest_output="json:$OUT/gpu_tests_np2.json" >>"$LOG" 2>&1
 rc2=$?
@@ -130,7 +138,7 @@ tier gpu_tests "$status" $(( $(now) - start )) "$counts" "Cases: \`$counts\` (ex
 # --------------------------------------------------------- 1-rank training
 start=$(now)
 smoke="$OUT/smoke.jsonl"
-timeout 120 "$B/bin/ddp_train" --model resnet18 --device cuda --comm nccl --deterministic --batch-size 32 \
+timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --comm nccl --deterministic --batch-size 32 \
   --image-size 64 --num-classes 10 --steps 6 --metrics-file "$smoke" >>"$LOG" 2>&1
 rc=$?
 line=$(grep '"summary"' "$smoke" 2>/dev/null | tail -n 1)
@@ -151,10 +159,10 @@ run_eq() {  # run_eq NAME NP ARGS...
   name=$1; np=$2; shift 2
   # shellcheck disable=SC2086
   if [ "$np" -eq 1 ]; then
-    timeout 120 "$B/bin/ddp_train" $common "$@" --metrics-file "$OUT/$name.jsonl" \
+    timeout "$(limit 30)" "$B/bin/ddp_train" $common "$@" --metrics-file "$OUT/$name.jsonl" \
       --save-weights "$OUT/$name.safetensors" >>"$LOG" 2>&1
   else
-    timeout 120 "$B/bin/mpirun" -np "$np" --bind-to none "$B/bin/ddp_train" $common --comm mpi "$@" \
+    timeout "$(limit 30)" "$B/bin/mpirun" -np "$np" --bind-to none "$B/bin/ddp_train" $common --comm mpi "$@" \
       --metrics-file "$OUT/$name.jsonl" --save-weights "$OUT/$name.safetensors" >>"$LOG" 2>&1
   fi
 }
@@ -188,12 +196,12 @@ bench_json=""
 bench_status=passed
 for precision in fp32 tf32; do
   m="$OUT/bench_$precision.jsonl"
-  timeout 150 "$B/bin/ddp_train" --model resnet50 --device cuda --precision "$precision" --batch-size 64 \
+  timeout "$(limit 60)" "$B/bin/ddp_train" --model resnet50 --device cuda --precision "$precision" --batch-size 64 \
     --image-size 224 --steps 20 --metrics-file "$m" >>"$LOG" 2>&1 || bench_status=failed
   ours=$($PY -c 'import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
 print("%.1f" % [r for r in rs if "summary" in r][-1]["summary"]["samples_per_s"])' "$m" 2>/dev/null || echo 0)
-  theirs=$(timeout 150 $PY "$B/tools/bench_resnet_gpu_pytorch.py" --precision "$precision" --batch-size 64 \
+  theirs=$(timeout "$(limit 60)" $PY "$B/tools/bench_resnet_gpu_pytorch.py" --precision "$precision" --batch-size 64 \
            --steps 20 2>>"$LOG" | tail -n 1)
   case "$theirs" in ''|*[!0-9.]*) theirs=0 ;; esac
   ratio=$($PY -c "import sys; t=float(sys.argv[2]); print('%.2f' % (float(sys.argv[1]) / t) if t > 0 else 'n/a')" \
