@@ -74,7 +74,9 @@ if [ -n "$missing" ]; then
 fi
 if [ "$info_rc" -eq 3 ]; then
   say "selftest: no GPU visible to this process (CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES-unset}'): nothing to test"
-  tier versions skipped $(( $(now) - start )) "$info" "No GPU visible."
+  TIERS="{\"tier\": \"versions\", \"status\": \"skipped\", \"seconds\": 0, \"details\": $info}"
+  MD="No GPU visible."
+  write_report
   exit 3
 fi
 if [ "$info_rc" -ne 0 ]; then
