@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/testing/tensor_testing.h"
 
 #ifdef DDP_HAVE_CUDA
 #include "comm/nccl_communicator.h"
@@ -27,19 +28,6 @@ int World() {
   return world;
 }
 
-#ifdef DDP_HAVE_CUDA
-Tensor ToDevice(const Tensor& host, int device) {
-  Tensor d = Tensor::Empty(host.shape(), host.dtype(), Device::Cuda(device));
-  d.CopyFrom(host);
-  return d;
-}
-
-Tensor ToHost(const Tensor& device) {
-  Tensor h = Tensor::Empty(device.shape(), device.dtype());
-  h.CopyFrom(device);
-  return h;
-}
-#endif
 
 TEST(NcclCommunicatorTest, CreateFailingOnOneRankFailsEveryRankWithoutHanging) {
 #ifndef DDP_HAVE_CUDA
@@ -75,24 +63,24 @@ TEST(NcclCommunicatorTest, CollectivesAreExactOnDeviceAndHostTensors) {
   for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>((rank + 1) * (i % 1000));
   auto expected = [&](int64_t i) { return static_cast<float>((i % 1000) * world * (world + 1) / 2); };
 
-  Tensor dev = ToDevice(host, rank);
+  Tensor dev = host.To(Device::Cuda(rank));
   ASSERT_TRUE(c.AllReduce(dev, ReduceOp::kSum)->Wait().ok());
-  Tensor back = ToHost(dev);  // on the compute stream, after the wait
+  Tensor back = testing::OnCpu(dev);  // on the compute stream, after the wait
   for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
 
   // Reduce-scatter into a separate tensor, then in place; all-gather back.
-  dev = ToDevice(host, rank);
+  dev = host.To(Device::Cuda(rank));
   Tensor shard = Tensor::Empty({n}, DType::kF32, Device::Cuda(rank));
   ASSERT_TRUE(c.ReduceScatter(dev, shard, ReduceOp::kSum)->Wait().ok());
   Tensor gathered = Tensor::Empty({n * world}, DType::kF32, Device::Cuda(rank));
   ASSERT_TRUE(c.AllGather(shard, gathered)->Wait().ok());
-  back = ToHost(gathered);
+  back = testing::OnCpu(gathered);
   for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
-  dev = ToDevice(host, rank);
+  dev = host.To(Device::Cuda(rank));
   Tensor mine = dev.View(rank * n, {n});
   ASSERT_TRUE(c.ReduceScatter(dev, mine, ReduceOp::kSum)->Wait().ok());
   ASSERT_TRUE(c.AllGather(mine, dev)->Wait().ok());
-  back = ToHost(dev);
+  back = testing::OnCpu(dev);
   for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
 
   // Host tensors are staged: the values are final when Wait returns.
@@ -109,18 +97,18 @@ TEST(NcclCommunicatorTest, CollectivesAreExactOnDeviceAndHostTensors) {
   Tensor big_host = Tensor::Empty({300007}, DType::kF32), small_host = Tensor::Empty({7}, DType::kI64);
   for (int64_t i = 0; i < big_host.numel(); ++i) big_host.data<float>()[i] = rank == world - 1 ? i % 1009 : -1.0f;
   for (int64_t i = 0; i < small_host.numel(); ++i) small_host.data<int64_t>()[i] = rank == world - 1 ? 10 * i : -1;
-  Tensor big = ToDevice(big_host, rank), small = ToDevice(small_host, rank);
+  Tensor big = big_host.To(Device::Cuda(rank)), small = small_host.To(Device::Cuda(rank));
   ASSERT_TRUE(c.BroadcastCoalesced({big, small}, world - 1)->Wait().ok());
-  big_host = ToHost(big);
-  small_host = ToHost(small);
+  big_host = testing::OnCpu(big);
+  small_host = testing::OnCpu(small);
   for (int64_t i = 0; i < big_host.numel(); ++i) ASSERT_EQ(big_host.data<float>()[i], i % 1009) << i;
   for (int64_t i = 0; i < small_host.numel(); ++i) ASSERT_EQ(small_host.data<int64_t>()[i], 10 * i) << i;
 
   // A Work dropped without Wait still orders the compute stream after it.
   {
-    Tensor t = ToDevice(host, rank);
+    Tensor t = host.To(Device::Cuda(rank));
     c.AllReduce(t, ReduceOp::kSum);
-    back = ToHost(t);
+    back = testing::OnCpu(t);
   }
   for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
 

@@ -8,21 +8,12 @@
 #include "comm/mpi_communicator.h"
 #include "comm/staged_communicator.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/testing/tensor_testing.h"
 
 namespace ddp {
 namespace {
 
-Tensor ToDevice(const Tensor& host) {
-  Tensor d = Tensor::Empty(host.shape(), host.dtype(), Device::Cuda(0));
-  d.CopyFrom(host);
-  return d;
-}
 
-Tensor ToHost(const Tensor& device) {
-  Tensor h = Tensor::Empty(device.shape(), device.dtype());
-  h.CopyFrom(device);
-  return h;
-}
 
 TEST(StagedCommunicatorTest, CollectivesOnDeviceTensorsAreExact) {
   if (cuda::DeviceCount() == 0) GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
@@ -37,27 +28,27 @@ TEST(StagedCommunicatorTest, CollectivesOnDeviceTensorsAreExact) {
     for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>((rank + 1) * (i % 1000));
     auto expected = [&](int64_t i) { return static_cast<float>((i % 1000) * world * (world + 1) / 2); };
 
-    Tensor dev = ToDevice(host);
+    Tensor dev = testing::OnGpu(host);
     ASSERT_TRUE(c.AllReduce(dev, ReduceOp::kSum)->Wait().ok());
-    Tensor back = ToHost(dev);
+    Tensor back = testing::OnCpu(dev);
     for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
 
     // In place, as ZeRO runs them: this rank's block of the bucket.
-    dev = ToDevice(host);
+    dev = testing::OnGpu(host);
     Tensor mine = dev.View(rank * n, {n});
     ASSERT_TRUE(c.ReduceScatter(dev, mine, ReduceOp::kSum)->Wait().ok());
-    back = ToHost(mine);
+    back = testing::OnCpu(mine);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(back.data<float>()[i], expected(rank * n + i)) << i;
     ASSERT_TRUE(c.AllGather(mine, dev)->Wait().ok());
-    back = ToHost(dev);
+    back = testing::OnCpu(dev);
     for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.data<float>()[i], expected(i)) << i;
 
-    Tensor a = ToDevice(Tensor::FromVector<int64_t>({rank == 1 ? 42 : -1, 7}, {2}));
-    Tensor b = ToDevice(Tensor::FromVector<double>({rank == 1 ? 0.5 : -1.0}, {1}));
+    Tensor a = testing::OnGpu(Tensor::FromVector<int64_t>({rank == 1 ? 42 : -1, 7}, {2}));
+    Tensor b = testing::OnGpu(Tensor::FromVector<double>({rank == 1 ? 0.5 : -1.0}, {1}));
     ASSERT_TRUE(c.BroadcastCoalesced({a, b}, world > 1 ? 1 : 0)->Wait().ok());
     if (world > 1) {
-      EXPECT_EQ(ToHost(a).data<int64_t>()[0], 42);
-      EXPECT_EQ(ToHost(b).data<double>()[0], 0.5);
+      EXPECT_EQ(testing::OnCpu(a).data<int64_t>()[0], 42);
+      EXPECT_EQ(testing::OnCpu(b).data<double>()[0], 0.5);
     }
     Tensor scalar = Tensor::FromVector<double>({1.0}, {1});  // host tensors pass through
     ASSERT_TRUE(c.AllReduce(scalar, ReduceOp::kSum)->Wait().ok());

@@ -52,14 +52,6 @@ ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks,
   return ctx;
 }
 
-// A host copy of a tensor on any device.
-Tensor OnHost(const Tensor& t) {
-  if (t.device().is_cpu()) return t;
-  Tensor host = Tensor::Empty(t.shape(), t.dtype());
-  host.CopyFrom(t);
-  return host;
-}
-
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream)
@@ -319,12 +311,7 @@ StatusOr<double> Trainer::Evaluate() {
                                   DType::kF32);
     Tensor labels = Tensor::Empty({count}, DType::kI64);
     eval_data_->Fill(indices.data(), count, images, labels);
-    if (on_gpu()) {
-      Tensor device_images = Tensor::Empty(images.shape(), DType::kF32, ctx_.device());
-      device_images.CopyFrom(images);
-      images = device_images;
-    }
-    const Tensor logits = OnHost(model_->Forward(ctx_, images));
+    const Tensor logits = model_->Forward(ctx_, images.To(ctx_.device())).To(Device::Cpu());
     const int64_t c = logits.dim(1);
     for (int64_t i = 0; i < count; ++i) {
       const float* row = logits.data<float>() + i * c;
@@ -414,7 +401,7 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   if (!options_.save_weights.empty() && is_root()) {
     std::vector<NamedTensor> named;
-    for (auto& [name, t] : model_->StateDict()) named.push_back({name, OnHost(t)});
+    for (auto& [name, t] : model_->StateDict()) named.push_back({name, t.To(Device::Cpu())});
     Status saved = WriteSafetensors(options_.save_weights, named, {{"format", "pt"}, {"model", options_.model}});
     if (!saved.ok()) return Status(saved.code(), "--save-weights " + saved.message());
   }

@@ -134,6 +134,13 @@ Tensor Tensor::Clone() const {
   return t;
 }
 
+Tensor Tensor::To(Device device) const {
+  if (this->device() == device) return *this;
+  Tensor t = Empty(shape_, dtype_, device);
+  t.CopyFrom(*this);
+  return t;
+}
+
 void Tensor::CopyFrom(const Tensor& src) {
   CHECK_EQ(src.numel(), numel()) << "CopyFrom " << src.DebugString() << " into " << DebugString();
   CHECK(src.dtype() == dtype_) << "CopyFrom " << src.DebugString() << " into " << DebugString();

@@ -102,6 +102,9 @@ class Tensor {
   Tensor ReinterpretAs(DType dtype, const Shape& shape) const;
   // A new tensor with its own storage holding a copy of this one.
   Tensor Clone() const;
+  // This tensor on `device`: itself when already there, else a copy (made on
+  // the device's current stream; a copy to the host is ready on return).
+  Tensor To(Device device) const;
 
   // Copies elements of equal count and dtype from `src`, on the host or
   // between host and device in either direction (device copies run on the

@@ -41,9 +41,7 @@ void Model::ReleaseFlatGradients() {
 void Model::MoveTo(Device device) {
   if (device == flat_parameters_.device()) return;
   CHECK(flat_gradients_.defined()) << "Model::MoveTo after the flat gradients were released";
-  Tensor params = Tensor::Empty(flat_parameters_.shape(), DType::kF32, device);
-  params.CopyFrom(flat_parameters_);
-  flat_parameters_ = params;
+  flat_parameters_ = flat_parameters_.To(device);
   flat_gradients_ = Tensor::Zeros(flat_parameters_.shape(), DType::kF32, device);
   int64_t offset = 0;
   for (Parameter* p : parameters_) {
@@ -51,11 +49,7 @@ void Model::MoveTo(Device device) {
     p->grad = flat_gradients_.View(offset, p->shape);
     offset += NumElements(p->shape);
   }
-  for (Buffer* b : buffers_) {
-    Tensor moved = Tensor::Empty(b->value.shape(), b->value.dtype(), device);
-    moved.CopyFrom(b->value);
-    b->value = moved;
-  }
+  for (Buffer* b : buffers_) b->value = b->value.To(device);
 }
 
 std::vector<Parameter*> Model::BackwardOrder() const {

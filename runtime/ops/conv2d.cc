@@ -19,6 +19,10 @@ Shape Conv2dOutputShape(const Shape& x, const Shape& w, const Conv2dParams& p) {
       << "conv2d stride and dilation must be positive, padding non-negative";
   const int64_t kh = (w[2] - 1) * p.dilation_h + 1;
   const int64_t kw = (w[3] - 1) * p.dilation_w + 1;
+  // Before dividing: integer division truncates toward zero, so a window one
+  // short of the padded input would otherwise still give one output row.
+  CHECK(x[2] + 2 * p.pad_h >= kh && x[3] + 2 * p.pad_w >= kw)
+      << "conv2d kernel " << ShapeToString(w) << " larger than padded input " << ShapeToString(x);
   const int64_t oh = (x[2] + 2 * p.pad_h - kh) / p.stride_h + 1;
   const int64_t ow = (x[3] + 2 * p.pad_w - kw) / p.stride_w + 1;
   CHECK(oh > 0 && ow > 0) << "conv2d kernel " << ShapeToString(w) << " larger than padded input "

@@ -106,5 +106,12 @@ TEST(Conv2dDeathTest, MismatchedChannelsAreNamed) {
   EXPECT_DEATH(Conv2dOutputShape({1, 3, 8, 8}, {4, 2, 3, 3}, P(1, 1)), "do not match input");
 }
 
+TEST(Conv2dDeathTest, KernelLargerThanThePaddedInputIsRejected) {
+  // (2 - 3) / 2 + 1 truncates to 1: the check must come before the division,
+  // as PyTorch's "Kernel size can't be greater than actual input size".
+  EXPECT_DEATH(Conv2dOutputShape({1, 3, 2, 2}, {4, 3, 3, 3}, P(2, 0)), "larger than padded input");
+  EXPECT_EQ(Conv2dOutputShape({1, 3, 1, 1}, {4, 3, 3, 3}, P(2, 1)), (Shape{1, 4, 1, 1}));
+}
+
 }  // namespace
 }  // namespace ddp

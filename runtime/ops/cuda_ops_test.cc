@@ -27,26 +27,18 @@ namespace {
 
 using testing::RandomValues;
 using testing::ToDoubles;
+using testing::OnCpu;
+using testing::OnGpu;
 using testing::ToF32Tensor;
 
 constexpr double kElementwise = 1e-6, kFp32 = 1e-4, kTf32 = 5e-3;
 
-Tensor ToDevice(const Tensor& host) {
-  Tensor d = Tensor::Empty(host.shape(), host.dtype(), Device::Cuda(0));
-  d.CopyFrom(host);
-  return d;
-}
 
-Tensor ToHost(const Tensor& device) {
-  Tensor h = Tensor::Empty(device.shape(), device.dtype());
-  h.CopyFrom(device);
-  return h;
-}
 
 // max |gpu - cpu| / max |cpu| (absolute when the CPU output is all zero);
 // NaN where either holds a NaN the other does not.
 ::testing::AssertionResult Near(const Tensor& gpu, const Tensor& cpu, double tolerance) {
-  const std::vector<double> g = ToDoubles(ToHost(gpu)), c = ToDoubles(cpu);
+  const std::vector<double> g = ToDoubles(OnCpu(gpu)), c = ToDoubles(cpu);
   if (g.size() != c.size()) return ::testing::AssertionFailure() << "sizes differ";
   double scale = 0.0, worst = 0.0;
   int64_t worst_at = -1;
@@ -72,7 +64,7 @@ Tensor ToHost(const Tensor& device) {
 }
 
 bool BitwiseEqual(const Tensor& a, const Tensor& b) {
-  const Tensor ha = ToHost(a), hb = ToHost(b);
+  const Tensor ha = OnCpu(a), hb = OnCpu(b);
   return ha.nbytes() == hb.nbytes() && std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
 }
 
@@ -144,12 +136,12 @@ void CheckConv(CudaOpsTest* test, ExecutionContext& cpu, ExecutionContext gpu, c
   Tensor x = Random(c.x, rng), w = Random(c.w, rng), b = Random({c.w[0]}, rng);
   const Shape ys = Conv2dOutputShape(c.x, c.w, c.p);
   Tensor y = Tensor::Empty(ys, DType::kF32), gy = Tensor::Empty(ys, DType::kF32, Device::Cuda(0));
-  Tensor gx = ToDevice(x), gw = ToDevice(w), gb = ToDevice(b);
+  Tensor gx = OnGpu(x), gw = OnGpu(w), gb = OnGpu(b);
   Conv2dForward(cpu, c.p, x, w, c.bias ? &b : nullptr, y);
   Conv2dForward(gpu, c.p, gx, gw, c.bias ? &gb : nullptr, gy);
   EXPECT_TRUE(Near(gy, y, tolerance)) << "forward";
 
-  Tensor dy = Random(ys, rng), gdy = ToDevice(dy);
+  Tensor dy = Random(ys, rng), gdy = OnGpu(dy);
   Tensor dx = Tensor::Empty(c.x, DType::kF32), gdx = Tensor::Empty(c.x, DType::kF32, Device::Cuda(0));
   Conv2dBackwardData(cpu, c.p, dy, w, dx);
   Conv2dBackwardData(gpu, c.p, gdy, gw, gdx);
@@ -176,9 +168,9 @@ TEST_F(CudaOpsTest, Conv2dDeterministicMatchesCpuAndRepeats) {
   ExecutionContext gpu = Gpu(false, true);
   const ConvCase& c = kConvCases[9];
   std::mt19937_64 rng(7);
-  Tensor gx = ToDevice(Random(c.x, rng));
+  Tensor gx = OnGpu(Random(c.x, rng));
   const Shape ys = Conv2dOutputShape(c.x, c.w, c.p);
-  Tensor gdy = ToDevice(Random(ys, rng)), gw = ToDevice(Random(c.w, rng));
+  Tensor gdy = OnGpu(Random(ys, rng)), gw = OnGpu(Random(c.w, rng));
   Tensor a = Tensor::Empty(c.w, DType::kF32, Device::Cuda(0)), b = Tensor::Empty(c.w, DType::kF32, Device::Cuda(0));
   Conv2dBackwardWeights(gpu, c.p, gx, gdy, a, nullptr);
   Conv2dBackwardWeights(gpu, c.p, gx, gdy, b, nullptr);
@@ -203,12 +195,12 @@ TEST_F(CudaOpsTest, BatchNormMatchesCpu) {
     const int64_t c = xs[1];
     Tensor x = Random(xs, rng, -2.0, 3.0), gamma = Random({c}, rng), beta = Random({c}, rng);
     Tensor rm = Random({c}, rng), rv = Random({c}, rng, 0.5, 2.0);
-    Tensor grm = ToDevice(rm), grv = ToDevice(rv);
+    Tensor grm = OnGpu(rm), grv = OnGpu(rv);
     Tensor y = Tensor::Empty(xs, DType::kF32), mean = Tensor::Empty({c}, DType::kF32),
            invstd = Tensor::Empty({c}, DType::kF32);
     Tensor gy = Tensor::Empty(xs, DType::kF32, Device::Cuda(0)), gmean = Tensor::Empty({c}, DType::kF32, Device::Cuda(0)),
            ginvstd = Tensor::Empty({c}, DType::kF32, Device::Cuda(0));
-    Tensor gx = ToDevice(x), ggamma = ToDevice(gamma), gbeta = ToDevice(beta);
+    Tensor gx = OnGpu(x), ggamma = OnGpu(gamma), gbeta = OnGpu(beta);
     BatchNormForwardTraining(cpu_, BatchNormParams(), x, gamma, beta, y, mean, invstd, rm, rv);
     BatchNormForwardTraining(gpu, BatchNormParams(), gx, ggamma, gbeta, gy, gmean, ginvstd, grm, grv);
     EXPECT_TRUE(Near(gy, y, kFp32)) << "output";
@@ -217,7 +209,7 @@ TEST_F(CudaOpsTest, BatchNormMatchesCpu) {
     EXPECT_TRUE(Near(grm, rm, kFp32)) << "running mean";
     EXPECT_TRUE(Near(grv, rv, kFp32)) << "running var (unbiased)";
 
-    Tensor dy = Random(xs, rng), gdy = ToDevice(dy);
+    Tensor dy = Random(xs, rng), gdy = OnGpu(dy);
     Tensor dx = Tensor::Empty(xs, DType::kF32), dg = Tensor::Empty({c}, DType::kF32), db = Tensor::Empty({c}, DType::kF32);
     Tensor gdx = Tensor::Empty(xs, DType::kF32, Device::Cuda(0)), gdg = Tensor::Empty({c}, DType::kF32, Device::Cuda(0)),
            gdb = Tensor::Empty({c}, DType::kF32, Device::Cuda(0));
@@ -255,15 +247,15 @@ TEST_F(CudaOpsTest, PoolingMatchesCpu) {
                         Case{{2, 2, 7, 7}, Pool(3, 2, 1, false)}, Case{{8, 64, 112, 112}, Pool(3, 2, 1)}}) {
     SCOPED_TRACE(ShapeToString(c.x));
     std::mt19937_64 rng(3);
-    Tensor x = Random(c.x, rng, -2.0, 2.0), gx = ToDevice(x);
+    Tensor x = Random(c.x, rng, -2.0, 2.0), gx = OnGpu(x);
     const Shape ys = Pool2dOutputShape(c.x, c.p);
     Tensor y = Tensor::Empty(ys, DType::kF32), am = Tensor::Empty(ys, DType::kI32);
     Tensor gy = Tensor::Empty(ys, DType::kF32, Device::Cuda(0)), gam = Tensor::Empty(ys, DType::kI32, Device::Cuda(0));
     MaxPool2dForward(cpu_, c.p, x, y, am);
     MaxPool2dForward(gpu, c.p, gx, gy, gam);
     EXPECT_TRUE(Near(gy, y, 0.0)) << "max forward";
-    EXPECT_TRUE(BitwiseEqual(gam, ToDevice(am))) << "argmax";
-    Tensor dy = Random(ys, rng), gdy = ToDevice(dy);
+    EXPECT_TRUE(BitwiseEqual(gam, OnGpu(am))) << "argmax";
+    Tensor dy = Random(ys, rng), gdy = OnGpu(dy);
     Tensor dx = Tensor::Empty(c.x, DType::kF32), gdx = Tensor::Empty(c.x, DType::kF32, Device::Cuda(0));
     MaxPool2dBackward(cpu_, c.p, dy, am, dx);
     MaxPool2dBackward(gpu, c.p, gdy, gam, gdx);
@@ -280,7 +272,7 @@ TEST_F(CudaOpsTest, PoolingMatchesCpu) {
     EXPECT_TRUE(Near(gg, g, kFp32)) << "global forward";
     Tensor dg = Random({c.x[0], c.x[1]}, rng);
     GlobalAvgPoolBackward(cpu_, dg, dx);
-    GlobalAvgPoolBackward(gpu, ToDevice(dg), gdx);
+    GlobalAvgPoolBackward(gpu, OnGpu(dg), gdx);
     EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "global backward";
   }
 }
@@ -301,12 +293,12 @@ TEST_F(CudaOpsTest, LinearAndGemmMatchCpu) {
                    (tf32 ? " tf32" : " fp32"));
       std::mt19937_64 rng(11);
       Tensor x = Random({c.n, c.in}, rng), w = Random({c.out, c.in}, rng), b = Random({c.out}, rng);
-      Tensor gx = ToDevice(x), gw = ToDevice(w), gb = ToDevice(b);
+      Tensor gx = OnGpu(x), gw = OnGpu(w), gb = OnGpu(b);
       Tensor y = Tensor::Empty({c.n, c.out}, DType::kF32), gy = Tensor::Empty({c.n, c.out}, DType::kF32, Device::Cuda(0));
       LinearForward(cpu_, x, w, c.bias ? &b : nullptr, y);
       LinearForward(gpu, gx, gw, c.bias ? &gb : nullptr, gy);
       EXPECT_TRUE(Near(gy, y, tolerance)) << "forward";
-      Tensor dy = Random({c.n, c.out}, rng), gdy = ToDevice(dy);
+      Tensor dy = Random({c.n, c.out}, rng), gdy = OnGpu(dy);
       Tensor dx = Tensor::Empty({c.n, c.in}, DType::kF32), gdx = Tensor::Empty({c.n, c.in}, DType::kF32, Device::Cuda(0));
       LinearBackwardData(cpu_, dy, w, &dx);
       LinearBackwardData(gpu, gdy, gw, &gdx);
@@ -327,9 +319,9 @@ TEST_F(CudaOpsTest, LinearAndGemmMatchCpu) {
         SCOPED_TRACE(std::string("gemm ") + (ta ? "T" : "N") + (tb ? "T" : "N"));
         const int64_t m = 37, n = 29, k = 53;
         Tensor a = Random(ta ? Shape{k, m} : Shape{m, k}, rng), b = Random(tb ? Shape{n, k} : Shape{k, n}, rng);
-        Tensor c = Random({m, n}, rng), gc = ToDevice(c);
+        Tensor c = Random({m, n}, rng), gc = OnGpu(c);
         Gemm(cpu_, ta, tb, 0.5f, a, b, 2.0f, c);
-        Gemm(gpu, ta, tb, 0.5f, ToDevice(a), ToDevice(b), 2.0f, gc);
+        Gemm(gpu, ta, tb, 0.5f, OnGpu(a), OnGpu(b), 2.0f, gc);
         EXPECT_TRUE(Near(gc, c, tolerance));
       }
     }
@@ -354,9 +346,9 @@ TEST_F(CudaOpsTest, CrossEntropyMatchesCpu) {
     p.label_smoothing = c.smoothing;
     Tensor logits = Random({c.n, c.c}, rng, -4.0, 4.0), labels = Tensor::FromVector<int64_t>(c.labels, {c.n});
     Tensor probs = Tensor::Empty({c.n, c.c}, DType::kF32), gprobs = Tensor::Empty({c.n, c.c}, DType::kF32, Device::Cuda(0));
-    Tensor glabels = ToDevice(labels);
+    Tensor glabels = OnGpu(labels);
     const CrossEntropyResult want = SoftmaxCrossEntropyForward(cpu_, p, logits, labels, probs);
-    const CrossEntropyResult got = SoftmaxCrossEntropyForward(gpu, p, ToDevice(logits), glabels, gprobs);
+    const CrossEntropyResult got = SoftmaxCrossEntropyForward(gpu, p, OnGpu(logits), glabels, gprobs);
     EXPECT_EQ(got.counted, want.counted);
     if (std::isnan(want.loss)) {
       EXPECT_TRUE(std::isnan(got.loss));
@@ -375,15 +367,15 @@ TEST_F(CudaOpsTest, ReductionsMatchCpu) {
   ExecutionContext gpu = Gpu();
   for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{(1 << 22) + 3}}) {
     std::mt19937_64 rng(n);
-    Tensor x = Random({n}, rng), gx = ToDevice(x);
+    Tensor x = Random({n}, rng), gx = OnGpu(x);
     EXPECT_NEAR(Sum(gpu, gx), Sum(cpu_, x), 1e-9 * n);
     EXPECT_NEAR(SumOfSquares(gpu, gx), SumOfSquares(cpu_, x), 1e-9 * n);
     EXPECT_TRUE(AllFinite(gpu, gx));
     x.data<float>()[n - 1] = std::numeric_limits<float>::infinity();
-    EXPECT_FALSE(AllFinite(gpu, ToDevice(x)));
+    EXPECT_FALSE(AllFinite(gpu, OnGpu(x)));
     x.data<float>()[n - 1] = std::numeric_limits<float>::quiet_NaN();
-    EXPECT_FALSE(AllFinite(gpu, ToDevice(x)));
-    EXPECT_TRUE(std::isnan(Sum(gpu, ToDevice(x))));
+    EXPECT_FALSE(AllFinite(gpu, OnGpu(x)));
+    EXPECT_TRUE(std::isnan(Sum(gpu, OnGpu(x))));
   }
 }
 
@@ -393,7 +385,7 @@ TEST_F(CudaOpsTest, CopiesFillsCastsAndCounters) {
   ExecutionContext gpu = Gpu();
   std::mt19937_64 rng(19);
   const int64_t n = 100003;
-  Tensor x = Random({n}, rng, -100.0, 100.0), gx = ToDevice(x);
+  Tensor x = Random({n}, rng, -100.0, 100.0), gx = OnGpu(x);
   EXPECT_TRUE(Near(gx, x, 0.0)) << "host -> device -> host";
   Tensor gy = Tensor::Empty({n}, DType::kF32, Device::Cuda(0));
   Copy(gpu, gx, gy);
@@ -406,12 +398,12 @@ TEST_F(CudaOpsTest, CopiesFillsCastsAndCounters) {
   }
   Tensor counter = Tensor::Zeros({}, DType::kI64, Device::Cuda(0));
   for (int i = 0; i < 3; ++i) Increment(gpu, counter);
-  EXPECT_EQ(ToHost(counter).data<int64_t>()[0], 3);
+  EXPECT_EQ(OnCpu(counter).data<int64_t>()[0], 3);
   for (DType half : {DType::kBF16, DType::kF16}) {
     Tensor h = Tensor::Empty({n}, half), gh = Tensor::Empty({n}, half, Device::Cuda(0));
     CastScaled(cpu_, x, 0.5f, h);
     CastScaled(gpu, gx, 0.5f, gh);
-    EXPECT_TRUE(BitwiseEqual(gh, ToDevice(h))) << DTypeName(half) << " rounding";
+    EXPECT_TRUE(BitwiseEqual(gh, OnGpu(h))) << DTypeName(half) << " rounding";
     Tensor back = Tensor::Empty({n}, DType::kF32), gback = Tensor::Empty({n}, DType::kF32, Device::Cuda(0));
     CastScaled(cpu_, h, 2.0f, back);
     CastScaled(gpu, gh, 2.0f, gback);
@@ -426,11 +418,11 @@ TEST_F(CudaOpsTest, NaNPropagatesAsOnCpu) {
   std::mt19937_64 rng(23);
   Tensor x = Random({2, 3, 8, 8}, rng);
   x.data<float>()[64 + 3 * 8 + 3] = std::numeric_limits<float>::quiet_NaN();  // sample 0, channel 1
-  Tensor gx = ToDevice(x);
+  Tensor gx = OnGpu(x);
   Tensor w = Random({4, 3, 3, 3}, rng), y = Tensor::Empty({2, 4, 8, 8}, DType::kF32),
          gy = Tensor::Empty({2, 4, 8, 8}, DType::kF32, Device::Cuda(0));
   Conv2dForward(cpu_, P(1, 1), x, w, nullptr, y);
-  Conv2dForward(gpu, P(1, 1), gx, ToDevice(w), nullptr, gy);
+  Conv2dForward(gpu, P(1, 1), gx, OnGpu(w), nullptr, gy);
   EXPECT_TRUE(Near(gy, y, kFp32)) << "conv";
   Tensor r = Tensor::Empty(x.shape(), DType::kF32), gr = Tensor::Empty(x.shape(), DType::kF32, Device::Cuda(0));
   ReluForward(cpu_, x, r);
@@ -444,19 +436,19 @@ TEST_F(CudaOpsTest, NaNPropagatesAsOnCpu) {
   EXPECT_TRUE(Near(gm, m, 0.0)) << "max pool";
   Tensor gamma = Random({3}, rng), beta = Random({3}, rng);
   Tensor rm = Tensor::Zeros({3}, DType::kF32), rv = Tensor::Zeros({3}, DType::kF32);
-  Tensor grm = ToDevice(rm), grv = ToDevice(rv);
+  Tensor grm = OnGpu(rm), grv = OnGpu(rv);
   Tensor mean = Tensor::Empty({3}, DType::kF32), inv = Tensor::Empty({3}, DType::kF32);
   Tensor gmean = Tensor::Empty({3}, DType::kF32, Device::Cuda(0)), ginv = Tensor::Empty({3}, DType::kF32, Device::Cuda(0));
   Tensor b = Tensor::Empty(x.shape(), DType::kF32), gb = Tensor::Empty(x.shape(), DType::kF32, Device::Cuda(0));
   BatchNormForwardTraining(cpu_, BatchNormParams(), x, gamma, beta, b, mean, inv, rm, rv);
-  BatchNormForwardTraining(gpu, BatchNormParams(), gx, ToDevice(gamma), ToDevice(beta), gb, gmean, ginv, grm, grv);
+  BatchNormForwardTraining(gpu, BatchNormParams(), gx, OnGpu(gamma), OnGpu(beta), gb, gmean, ginv, grm, grv);
   EXPECT_TRUE(Near(gb, b, kFp32)) << "batch norm";
   EXPECT_TRUE(Near(grm, rm, kFp32)) << "running mean";
   Tensor logits = Random({3, 5}, rng);
   logits.data<float>()[7] = std::numeric_limits<float>::quiet_NaN();
   Tensor labels = Tensor::FromVector<int64_t>({0, 1, 2}, {3});
   Tensor probs = Tensor::Empty({3, 5}, DType::kF32, Device::Cuda(0));
-  EXPECT_TRUE(std::isnan(SoftmaxCrossEntropyForward(gpu, CrossEntropyParams(), ToDevice(logits), ToDevice(labels),
+  EXPECT_TRUE(std::isnan(SoftmaxCrossEntropyForward(gpu, CrossEntropyParams(), OnGpu(logits), OnGpu(labels),
                                                     probs).loss));
 }
 

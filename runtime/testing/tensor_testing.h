@@ -17,5 +17,8 @@ std::vector<double> RandomValues(int64_t n, std::mt19937_64& rng, double lo = -1
 Tensor ToF32Tensor(const std::vector<double>& values, const Shape& shape);
 // Any host tensor's elements as doubles.
 std::vector<double> ToDoubles(const Tensor& t);
+// Copies for device tests.
+inline Tensor OnCpu(const Tensor& t) { return t.To(Device::Cpu()); }
+inline Tensor OnGpu(const Tensor& t, int device = 0) { return t.To(Device::Cuda(device)); }
 
 }  // namespace ddp::testing

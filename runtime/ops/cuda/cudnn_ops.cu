@@ -114,10 +114,9 @@ cudnnMathType_t RequestedMath(const ExecutionContext& ctx) {
   return ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
-// Candidates were found with the descriptor's math type, so for fp32 any
-// result that does not name tensor cores runs under FMA math (cuDNN may
-// report DEFAULT for them, as PyTorch notes); the descriptor is then set to
-// FMA explicitly.
+// Candidates were found with the descriptor's math type (FMA for fp32).
+// PyTorch asserts that cuDNN then reports FMA; this accepts any result that
+// does not name tensor cores, to be safe, and sets FMA explicitly to run it.
 bool MathAllowed(const ExecutionContext& ctx, cudnnMathType_t math) {
   return ctx.allow_tf32() || (math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
@@ -164,12 +163,13 @@ bool PickFrom(const ExecutionContext& ctx, const Perf* perf, int count, Algo* ou
 }
 
 // Workspace for timing the candidates: as much as any algorithm may use,
-// within what the device has free.
+// within what the device has free. A tensor of its own, freed (back to the
+// pool, for activations) once the search is over.
 Tensor FindWorkspace(ExecutionContext& ctx) {
   size_t free_bytes = 0, total = 0;
   DDP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   const size_t bytes = std::min(kMaxWorkspaceBytes, free_bytes / 4);
-  return ctx.Scratch(kWorkspaceSlot, static_cast<int64_t>(bytes));
+  return Tensor::Empty({static_cast<int64_t>(bytes)}, DType::kU8, ctx.device());
 }
 
 // Chooses (once per shape) and caches the algorithm of one convolution
@@ -186,9 +186,11 @@ Algo ChooseAlgo(ExecutionContext& ctx, const std::string& key, Find find, Get ge
   Algo chosen;
   const bool found = ctx.deterministic() ? get(&chosen) : find(&chosen);
   if (!found) {
+    // The descriptor still has the requested math type: the fallback runs
+    // under it, so its workspace size is the one asked for here.
     chosen.algo = fallback;
     chosen.workspace = workspace_of(fallback);
-    chosen.math = CUDNN_FMA_MATH;
+    chosen.math = RequestedMath(ctx);
   }
   std::lock_guard<std::mutex> lock(g_algo_mu);
   AlgoCache()[key] = chosen;

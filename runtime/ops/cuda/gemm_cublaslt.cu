@@ -77,6 +77,15 @@ int SplitK(const cublasLtMatmulAlgo_t& algo) {
   return splits;
 }
 
+__global__ void ScaleAddBiasKernel(float* c, int64_t m, int64_t n, int64_t ldc, float beta, const float* bias) {
+  DDP_GRID_STRIDE(i, m * n) {
+    const int64_t row = i / n, col = i % n;
+    float v = beta == 0.0f ? 0.0f : beta * c[row * ldc + col];
+    if (bias != nullptr) v += bias[col];
+    c[row * ldc + col] = v;
+  }
+}
+
 __global__ void SumRowsKernel(const float* m, int64_t rows, int64_t cols, float* out) {
   // Block (32, 8): x picks the column, y strides over rows; the 8 partial
   // sums are then added in a fixed order.
@@ -101,6 +110,11 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
           const float* bias) {
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // no products: C = beta * C (+ bias), without cuBLASLt (ld >= 1 rules)
+    ScaleAddBiasKernel<<<BlocksFor(m * n), kThreads, 0, StreamOf(ctx)>>>(c, m, n, ldc, beta, bias);
+    DDP_CHECK_LAUNCH("ScaleAddBiasKernel");
+    return;
+  }
   // The bias epilogue wants an aligned vector: a misaligned one (a view into
   // the flat parameter buffer) is copied into scratch memory first.
   Tensor aligned_bias;
@@ -135,7 +149,8 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
   std::ostringstream key_text;
   key_text << ctx.device().index << ':' << transpose_a << transpose_b << ':' << m << ',' << n << ',' << k << ',' << lda
            << ',' << ldb << ',' << ldc << ':' << (bias != nullptr) << (beta != 0.0f) << ctx.allow_tf32()
-           << ctx.deterministic() << ':' << align_a << ',' << align_b << ',' << align_c;
+           << ctx.deterministic() << ':' << align_a << ',' << align_b << ',' << align_c << ','
+           << (bias ? Alignment(bias) : 0);
   const std::string key = key_text.str();
   Choice choice;
   {
@@ -155,12 +170,13 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
                                     std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}}) {
       CUBLAS_CALL(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)));
     }
-    constexpr int kRequested = 8;
+    constexpr int kRequested = 32;
     cublasLtMatmulHeuristicResult_t results[kRequested];
     int returned = 0;
-    CUBLAS_CALL(cublasLtMatmulAlgoGetHeuristic(Handle(), d.op, d.a, d.b, d.d, d.d, pref, kRequested, results,
-                                               &returned));
+    const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(Handle(), d.op, d.a, d.b, d.d, d.d, pref,
+                                                                    kRequested, results, &returned);
     CUBLAS_CALL(cublasLtMatmulPreferenceDestroy(pref));
+    if (heuristic != CUBLAS_STATUS_SUCCESS) returned = 0;  // reported below, with the shape
     for (int i = 0; i < returned && !choice.found; ++i) {
       if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
       // Split-K sums partial products in an order that may vary: not when
