@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "comm/bootstrap.h"
 #include "runtime/clock.h"
+#include "runtime/cuda/cuda_device.h"
 
 namespace ddp {
 namespace {
@@ -126,8 +128,17 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   ~NcclCommunicatorImpl() override {
     WARN_IF_CUDA(cudaSetDevice(device_));
     if (!aborted_) {
-      WarnIfFailed(Synchronize());
-      if (!aborted_) WarnIfFailed(NcclStatus(ncclCommDestroy(comm_), "ncclCommDestroy"));
+      // Finalize flushes what was issued (polled, with the timeout; it takes
+      // every rank of the node), then Destroy frees without blocking.
+      Status s = Synchronize();
+      if (s.ok()) s = NcclStatus(ncclCommFinalize(comm_), "ncclCommFinalize");
+      if (s.ok()) s = Settle("ncclCommFinalize");
+      if (s.ok()) {
+        WarnIfFailed(NcclStatus(ncclCommDestroy(comm_), "ncclCommDestroy"));
+      } else {
+        WarnIfFailed(s);
+        Abort(s);
+      }
     }
     WARN_IF_CUDA(cudaStreamDestroy(stream_));
   }
@@ -144,6 +155,12 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     });
   }
   std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op) override {
+    if (input.numel() != output.numel() * world_ || input.dtype() != output.dtype()) {
+      return std::make_shared<DoneWork>(InvalidArgument("ReduceScatter of " + input.DebugString() + " into " +
+                                                        output.DebugString() + " across " + std::to_string(world_) +
+                                                        " ranks"),
+                                        WorkTiming());
+    }
     return Run({input, output}, [&](const std::vector<void*>& p) -> Status {
       ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(input.dtype()));
       return NcclStatus(ncclReduceScatter(p[0], p[1], output.numel(), type,
@@ -152,6 +169,12 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     });
   }
   std::shared_ptr<Work> AllGather(Tensor input, Tensor output) override {
+    if (output.numel() != input.numel() * world_ || input.dtype() != output.dtype()) {
+      return std::make_shared<DoneWork>(InvalidArgument("AllGather of " + input.DebugString() + " into " +
+                                                        output.DebugString() + " across " + std::to_string(world_) +
+                                                        " ranks"),
+                                        WorkTiming());
+    }
     return Run({input, output}, [&](const std::vector<void*>& p) -> Status {
       return NcclStatus(ncclAllGather(p[0], p[1], input.nbytes(), ncclUint8, comm_, stream_), "ncclAllGather");
     });
@@ -244,7 +267,11 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   std::shared_ptr<Work> Run(std::vector<Tensor> tensors, Issue issue) {
     WorkTiming timing;
     timing.enqueued = timing.started = SteadySeconds();
-    auto fail = [&](Status s) { return std::make_shared<DoneWork>(std::move(s), timing); };
+    bool queued = false;  // work is on the NCCL stream: a failure must still order the compute stream after it
+    auto fail = [&](Status s) {
+      if (queued) OrderComputeAfterNccl();
+      return std::make_shared<DoneWork>(std::move(s), timing);
+    };
     if (aborted_) return fail(abort_status_);
     const bool host = !tensors.empty() && tensors[0].device().is_cpu();
     for (const Tensor& t : tensors) {
@@ -255,19 +282,20 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
       }
     }
     Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
-    // Host tensors go through device copies; aliasing (an in-place
-    // reduce-scatter's output inside its input) is kept by staging each
-    // storage once and pointing at the same offsets. They are allocated on
-    // the compute stream, so staging comes after the NCCL stream's wait.
-    std::vector<Tensor> staged;
+    // Host tensors go through pinned and device copies; aliasing (an
+    // in-place reduce-scatter's output inside its input) is kept by staging
+    // each storage once and pointing at the same offsets. Device copies are
+    // allocated on the compute stream, so staging comes after the NCCL
+    // stream's wait.
+    std::vector<Tensor> staged, pinned;
     if (host) {
       for (const Tensor& t : tensors) {
         size_t k = 0;
         while (k < staged.size() && tensors[k].storage() != t.storage()) ++k;
-        staged.push_back(k < staged.size()
-                             ? staged[k]
-                             : Tensor::Empty({static_cast<int64_t>(t.storage()->nbytes())}, DType::kU8,
-                                             Device::Cuda(device_)));
+        const Shape bytes = {static_cast<int64_t>(t.storage()->nbytes())};
+        staged.push_back(k < staged.size() ? staged[k] : Tensor::Empty(bytes, DType::kU8, Device::Cuda(device_)));
+        pinned.push_back(k < pinned.size() ? pinned[k]
+                                           : Tensor::EmptyFrom(cuda::PinnedHostAllocator(), bytes, DType::kU8));
       }
     }
     if (s.ok()) {
@@ -276,11 +304,12 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
       if (s.ok()) {
         s = CudaStatus(cudaEventRecord(ready, compute_), "cudaEventRecord");
         if (s.ok()) s = CudaStatus(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent");
+        queued = s.ok();
         WARN_IF_CUDA(cudaEventDestroy(ready));
       }
     }
     std::vector<void*> pointers;
-    if (s.ok() && host) s = StageIn(tensors, staged, &pointers);
+    if (s.ok() && host) s = StageIn(tensors, staged, pinned, &pointers);
     if (s.ok() && !host) {
       for (const Tensor& t : tensors) pointers.push_back(t.raw_data());
     }
@@ -288,7 +317,8 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     if (s.ok()) s = Settle("an NCCL call");
     if (!s.ok()) return fail(s);
     if (host) {
-      s = StageOut(tensors, staged);
+      s = StageOut(tensors, staged, pinned);
+      if (!s.ok()) return fail(s);
       timing.finished = SteadySeconds();
       return std::make_shared<DoneWork>(s, timing);
     }
@@ -304,14 +334,17 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   }
 
   // Copies each host tensor's storage into its device copy (once per
-  // storage), on the NCCL stream.
-  Status StageIn(const std::vector<Tensor>& tensors, const std::vector<Tensor>& staged, std::vector<void*>* pointers) {
+  // storage) through pinned memory, so the copy is truly asynchronous on the
+  // NCCL stream and never blocks the host.
+  Status StageIn(const std::vector<Tensor>& tensors, const std::vector<Tensor>& staged,
+                 const std::vector<Tensor>& pinned, std::vector<void*>* pointers) {
     for (size_t i = 0; i < tensors.size(); ++i) {
       const Tensor& t = tensors[i];
       bool first = true;
       for (size_t k = 0; k < i; ++k) first = first && tensors[k].storage() != t.storage();
       if (first) {
-        RETURN_IF_CUDA(cudaMemcpyAsync(staged[i].raw_data(), t.storage()->data(), t.storage()->nbytes(),
+        std::memcpy(pinned[i].raw_data(), t.storage()->data(), t.storage()->nbytes());
+        RETURN_IF_CUDA(cudaMemcpyAsync(staged[i].raw_data(), pinned[i].raw_data(), t.storage()->nbytes(),
                                        cudaMemcpyHostToDevice, stream_));
       }
       pointers->push_back(static_cast<char*>(staged[i].raw_data()) + t.byte_offset());
@@ -319,15 +352,33 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     return Status::Ok();
   }
 
-  // Copies the results back into the host tensors and waits for them.
-  Status StageOut(const std::vector<Tensor>& tensors, const std::vector<Tensor>& staged) {
+  // Copies the results back into the host tensors: into pinned memory on the
+  // NCCL stream, waited for by polling (a dead peer times out instead of
+  // blocking inside a copy to pageable memory), then on the host.
+  Status StageOut(const std::vector<Tensor>& tensors, const std::vector<Tensor>& staged,
+                  const std::vector<Tensor>& pinned) {
     for (size_t i = 0; i < tensors.size(); ++i) {
       const Tensor& t = tensors[i];
-      RETURN_IF_CUDA(cudaMemcpyAsync(t.raw_data(), static_cast<char*>(staged[i].raw_data()) + t.byte_offset(),
-                                     t.nbytes(), cudaMemcpyDeviceToHost, stream_));
+      RETURN_IF_CUDA(cudaMemcpyAsync(static_cast<char*>(pinned[i].raw_data()) + t.byte_offset(),
+                                     static_cast<char*>(staged[i].raw_data()) + t.byte_offset(), t.nbytes(),
+                                     cudaMemcpyDeviceToHost, stream_));
     }
     RETURN_IF_ERROR(Synchronize());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      std::memcpy(t.raw_data(), static_cast<char*>(pinned[i].raw_data()) + t.byte_offset(), t.nbytes());
+    }
     return Status::Ok();
+  }
+
+  // After a failure with work already on the NCCL stream: the compute stream
+  // waits for it, so memory freed next is not reused under it.
+  void OrderComputeAfterNccl() {
+    cudaEvent_t event;
+    if (!CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate").ok()) return;
+    WARN_IF_CUDA(cudaEventRecord(event, stream_));
+    WARN_IF_CUDA(cudaStreamWaitEvent(compute_, event, 0));
+    WARN_IF_CUDA(cudaEventDestroy(event));
   }
 
   ncclComm_t comm_;

@@ -392,7 +392,16 @@ StatusOr<TrainResult> Trainer::Run() {
       local = metrics_.Write(record);
     }
   }
-  if (!local.ok()) return local;  // a write that failed after the last step
+  // A metrics write that failed after the last step (rank 0 only): decided
+  // together, so no rank goes on alone into evaluation's collectives.
+  if (distributed()) {
+    Tensor failed = Tensor::FromVector<double>({local.ok() ? 0.0 : 1.0}, {1});
+    RETURN_IF_ERROR(comm_->AllReduce(failed, ReduceOp::kSum)->Wait());
+    if (!local.ok()) return local;
+    if (failed.data<double>()[0] > 0.0) return FailedPrecondition("another rank failed; stopping");
+  } else if (!local.ok()) {
+    return local;
+  }
   if (zero_) RETURN_IF_ERROR(zero_->FinishParameterGather());  // the last update, before eval and saving
   const int64_t timed_steps = total_steps_ - warmup;
   result.samples_per_s = timed_steps * samples_per_step / timed_seconds;

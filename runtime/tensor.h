@@ -108,7 +108,8 @@ class Tensor {
 
   // Copies elements of equal count and dtype from `src`, on the host or
   // between host and device in either direction (device copies run on the
-  // device's current stream; into host memory they finish before return).
+  // device's current stream; those involving host memory finish before
+  // return, device-to-device ones are ordered on the stream).
   void CopyFrom(const Tensor& src);
   // Sets every element to `value`, converted to the dtype (on a device: on
   // its current stream).

@@ -176,9 +176,12 @@ void* CopyStream(const Tensor& src, const Tensor& dst) {
   return g_current_stream[d.index];
 }
 
+// A copy involving host memory returns once done: the host may then read
+// the result, and free or rewrite the source (a pinned one would otherwise
+// still be read by the DMA). Device-to-device copies stay asynchronous.
 void DeviceCopy(const Tensor& src, Tensor& dst) {
   CopyTensorAsync(src, dst, CopyStream(src, dst));
-  if (dst.device().is_cpu()) Synchronize(CopyStream(src, dst));
+  if (dst.device().is_cpu() || src.device().is_cpu()) Synchronize(CopyStream(src, dst));
 }
 
 template <typename T>

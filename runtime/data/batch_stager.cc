@@ -5,7 +5,7 @@
 namespace ddp {
 
 BatchStager::BatchStager(const ImageDataset* data, int64_t batch, int device, void* compute_stream)
-    : data_(data), batch_(batch), compute_(compute_stream), copy_stream_(cuda::CreateStream()), slots_(kDepth) {
+    : data_(data), batch_(batch), device_(device), compute_(compute_stream), copy_stream_(cuda::CreateStream()), slots_(kDepth) {
   const int64_t c = data->channels(), s = data->image_size();
   for (Slot& slot : slots_) {
     slot.host_images = Tensor::EmptyFrom(cuda::PinnedHostAllocator(), {batch, c, s, s}, DType::kF32);
@@ -73,6 +73,9 @@ void BatchStager::Next(Tensor* images, Tensor* labels) {
 }
 
 void BatchStager::Worker() {
+  // A new thread's current device is 0: without this, its first CUDA call
+  // would open a context on GPU 0 for every rank.
+  cuda::SetDevice(device_);
   for (;;) {
     std::pair<int, std::vector<int64_t>> job;
     {

@@ -31,7 +31,7 @@ class BatchStager {
   // batches are queued or held at once, so call Next() in between.
   void Prefetch(std::vector<int64_t> indices);
   // The oldest queued batch, on the device: valid for work enqueued on the
-  // compute stream until the kDepth-th Next() after this one.
+  // compute stream before the next Next() (which marks it released).
   void Next(Tensor* images, Tensor* labels);
   int queued() const { return static_cast<int>(pending_.size()); }
 
@@ -48,6 +48,7 @@ class BatchStager {
 
   const ImageDataset* data_;
   int64_t batch_;
+  int device_;
   void* compute_;
   void* copy_stream_;
   std::vector<Slot> slots_;
