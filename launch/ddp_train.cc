@@ -43,8 +43,8 @@ void FatalOnThisRank(const std::string& line) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   std::fprintf(stderr, "ddp_train: error: %s\n", line.c_str());
-  std::fflush(stderr);
-  std::exit(1);
+  std::fflush(nullptr);
+  std::_Exit(1);  // no static destructors: CUDA is in no state to run them
 }
 
 // The data-plane communicator for this rank's device: NCCL, MPI staged

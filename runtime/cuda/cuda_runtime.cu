@@ -31,8 +31,8 @@ void (*g_fatal_handler)(const std::string&) = nullptr;
   }
   if (handler != nullptr) handler(line);
   std::fprintf(stderr, "%s\n", line.c_str());
-  std::fflush(stderr);
-  std::exit(1);
+  std::fflush(nullptr);
+  std::_Exit(1);  // no static destructors: CUDA is in no state to run them
 }
 
 std::string MiB(int64_t bytes) {

@@ -145,8 +145,20 @@ timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --comm n
 rc=$?
 line=$(grep '"summary"' "$smoke" 2>/dev/null | tail -n 1)
 if [ "$rc" -eq 0 ] && [ -n "$line" ]; then status=passed; else status=failed; fi
-tier training "$status" $(( $(now) - start )) "${line:-{\"exit\": $rc}}" \
-  "ddp_train ResNet-18 on the GPU through NCCL (1 rank), exit $rc: \`${line:-no summary}\`"
+# Out of memory: one line naming the bytes, the model and --batch-size.
+oom=$(timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet50 --device cuda --batch-size 4096 --steps 1 2>&1)
+oom_rc=$?
+oom_line=$(printf '%s\n' "$oom" | tail -n 1)
+oom_ok=false
+if [ "$oom_rc" -eq 1 ] && [ "$(printf '%s\n' "$oom" | grep -c .)" -le 2 ]; then
+  case "$oom_line" in *"CUDA out of memory"*"resnet50 at --batch-size 4096"*"smaller --batch-size"*) oom_ok=true ;; esac
+fi
+[ "$oom_ok" = true ] || status=failed
+tier training "$status" $(( $(now) - start )) \
+  "{\"summary\": ${line:-null}, \"exit\": $rc, \"oom_line\": \"$(json_string "$oom_line")\", \"oom_ok\": $oom_ok}" \
+  "ddp_train ResNet-18 on the GPU through NCCL (1 rank), exit $rc: \`${line:-no summary}\`
+
+Out of memory (ResNet-50, batch 4096), exit $oom_rc: \`$oom_line\`"
 
 # ------------------------------------------------------------- equivalence
 start=$(now)
