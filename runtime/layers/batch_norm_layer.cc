@@ -44,7 +44,7 @@ Tensor BatchNormLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   // tensor of its own.
   Tensor dbias = Tensor::Empty({channels_}, DType::kF32, dy.device());
   Tensor dweight = GradientTarget(ctx, *weight_);
-  BatchNormBackward(ctx, input_, dy, weight_->value, saved_mean_, saved_invstd_, dx, dweight, dbias);
+  BatchNormBackward(ctx, params_, input_, dy, weight_->value, saved_mean_, saved_invstd_, dx, dweight, dbias);
   FinishGradient(ctx, *bias_, dbias);
   FinishGradient(ctx, *weight_, dweight);
   input_ = saved_mean_ = saved_invstd_ = Tensor();

@@ -59,7 +59,7 @@ void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, 
   cpu::BatchNormForwardInference(ctx, p, x, gamma, beta, running_mean, running_var, y);
 }
 
-void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+void BatchNormBackward(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
                        Tensor& dbeta) {
   CheckInput(x);
@@ -73,7 +73,7 @@ void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
   CheckOnDevice(ctx, "BatchNormBackward", {&x, &dy, &gamma, &saved_mean, &saved_invstd, &dx, &dgamma, &dbeta});
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("BatchNormBackward",
-                       cuda::BatchNormBackward(ctx, x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta));
+                       cuda::BatchNormBackward(ctx, p, x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta));
   }
   cpu::BatchNormBackward(ctx, x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta);
 }

@@ -22,8 +22,9 @@ void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, c
 void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x,
                                const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                                const Tensor& running_var, Tensor& y);
-// Backward of training mode, through the batch statistics.
-void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+// Backward of training mode, through the batch statistics; `p` is the
+// forward's (cuDNN asks for the same epsilon in both).
+void BatchNormBackward(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
                        Tensor& dbeta);
 

@@ -53,7 +53,7 @@ TEST_P(BatchNormTest, TrainingMatchesFloat64ReferenceForwardAndBackward) {
   const Vec dy = RandomValues(NumElements(xs), rng);
   Tensor dx = Tensor::Empty(xs, DType::kF32), dgamma = Tensor::Empty({c}, DType::kF32),
          dbeta = Tensor::Empty({c}, DType::kF32);
-  BatchNormBackward(ctx, xt, ToF32Tensor(dy, xs), gt, mean, invstd, dx, dgamma, dbeta);
+  BatchNormBackward(ctx, BatchNormParams(), xt, ToF32Tensor(dy, xs), gt, mean, invstd, dx, dgamma, dbeta);
   auto reference = [&](const std::vector<Vec>& in) {
     return testing::RefBatchNormTraining(in[0], xs, in[1], in[2], p.eps);
   };

@@ -213,8 +213,8 @@ TEST_F(CudaOpsTest, BatchNormMatchesCpu) {
     Tensor dx = Tensor::Empty(xs, DType::kF32), dg = Tensor::Empty({c}, DType::kF32), db = Tensor::Empty({c}, DType::kF32);
     Tensor gdx = Tensor::Empty(xs, DType::kF32, Device::Cuda(0)), gdg = Tensor::Empty({c}, DType::kF32, Device::Cuda(0)),
            gdb = Tensor::Empty({c}, DType::kF32, Device::Cuda(0));
-    BatchNormBackward(cpu_, x, dy, gamma, mean, invstd, dx, dg, db);
-    BatchNormBackward(gpu, gx, gdy, ggamma, gmean, ginvstd, gdx, gdg, gdb);
+    BatchNormBackward(cpu_, BatchNormParams(), x, dy, gamma, mean, invstd, dx, dg, db);
+    BatchNormBackward(gpu, BatchNormParams(), gx, gdy, ggamma, gmean, ginvstd, gdx, gdg, gdb);
     EXPECT_TRUE(Near(gdx, dx, kFp32)) << "input gradient";
     EXPECT_TRUE(Near(gdg, dg, kFp32)) << "weight gradient";
     EXPECT_TRUE(Near(gdb, db, kFp32)) << "bias gradient";

@@ -365,17 +365,14 @@ void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, 
                                                      running_var.raw_data(), p.eps));
 }
 
-void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+void BatchNormBackward(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
                        Tensor& dbeta) {
   cudnnHandle_t h = Handle(ctx);
   TensorDesc x_desc(x.shape()), c_desc({1, x.dim(1), 1, 1});
-  // With the saved statistics given, epsilon is not used; cuDNN only asks
-  // that it be at least CUDNN_BN_MIN_EPSILON.
-  const double eps = BatchNormParams().eps;
   CUDNN_CALL(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, x_desc.get(),
                                              x.raw_data(), x_desc.get(), dy.raw_data(), x_desc.get(), dx.raw_data(),
-                                             c_desc.get(), gamma.raw_data(), dgamma.raw_data(), dbeta.raw_data(), eps,
+                                             c_desc.get(), gamma.raw_data(), dgamma.raw_data(), dbeta.raw_data(), p.eps,
                                              saved_mean.raw_data(), saved_invstd.raw_data()));
 }
 

@@ -30,7 +30,7 @@ void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, c
                               Tensor& running_mean, Tensor& running_var);
 void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y);
-void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+void BatchNormBackward(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
                        Tensor& dbeta);
 
