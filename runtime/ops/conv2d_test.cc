@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/testing/gradient_checker.h"
+#include "runtime/testing/op_cases.h"
 #include "runtime/testing/reference_ops.h"
 #include "runtime/testing/tensor_testing.h"
 
@@ -14,14 +15,7 @@ using testing::ToDoubles;
 using testing::ToF32Tensor;
 using testing::Vec;
 
-struct ConvCase {
-  const char* name;
-  Shape x, w;
-  Conv2dParams p;
-  bool bias;
-};
-
-void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
+using testing::ConvCase;
 
 class Conv2dTest : public ::testing::TestWithParam<ConvCase> {};
 
@@ -64,37 +58,11 @@ TEST_P(Conv2dTest, MatchesFloat64ReferenceForwardAndBackward) {
 }
 
 Conv2dParams P(int64_t stride, int64_t pad, int64_t dilation = 1, int64_t groups = 1) {
-  Conv2dParams p;
-  p.stride_h = p.stride_w = stride;
-  p.pad_h = p.pad_w = pad;
-  p.dilation_h = p.dilation_w = dilation;
-  p.groups = groups;
-  return p;
+  return testing::ConvParams(stride, pad, dilation, groups);
 }
 
-Conv2dParams Asymmetric() {
-  Conv2dParams p;
-  p.stride_h = 2;
-  p.stride_w = 1;
-  p.pad_h = 0;
-  p.pad_w = 2;
-  p.dilation_h = 1;
-  p.dilation_w = 2;
-  return p;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, Conv2dTest,
-    ::testing::Values(ConvCase{"3x3_same", {2, 3, 7, 6}, {4, 3, 3, 3}, P(1, 1), false},
-                      ConvCase{"3x3_stride2_unreached_rows", {2, 3, 8, 8}, {5, 3, 3, 3}, P(2, 0), true},
-                      ConvCase{"dilated", {1, 2, 9, 9}, {3, 2, 3, 3}, P(1, 2, 2), false},
-                      ConvCase{"grouped", {2, 4, 6, 5}, {6, 2, 3, 3}, P(1, 1, 1, 2), true},
-                      ConvCase{"depthwise", {1, 4, 6, 6}, {4, 1, 3, 3}, P(2, 1, 1, 4), false},
-                      ConvCase{"pointwise_stride2", {2, 8, 6, 6}, {4, 8, 1, 1}, P(2, 0), false},
-                      ConvCase{"stem_7x7", {1, 3, 12, 11}, {4, 3, 7, 7}, P(2, 3), false},
-                      ConvCase{"asymmetric", {1, 3, 9, 7}, {2, 3, 3, 2}, Asymmetric(), true},
-                      ConvCase{"blocked_channels", {2, 32, 5, 5}, {16, 32, 3, 3}, P(1, 1), false}),
-    [](const ::testing::TestParamInfo<ConvCase>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Shapes, Conv2dTest, ::testing::ValuesIn(testing::ConvCases()),
+                         [](const ::testing::TestParamInfo<ConvCase>& info) { return std::string(info.param.name); });
 
 TEST(Conv2dShapeTest, OutputShapeFollowsPyTorchFloor) {
   EXPECT_EQ(Conv2dOutputShape({8, 3, 224, 224}, {64, 3, 7, 7}, P(2, 3)), (Shape{8, 64, 112, 112}));

@@ -20,6 +20,7 @@
 #include "runtime/ops/loss.h"
 #include "runtime/ops/pooling.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/testing/op_cases.h"
 #include "runtime/testing/tensor_testing.h"
 
 namespace ddp {
@@ -91,43 +92,18 @@ class CudaOpsTest : public ::testing::Test {
 
 // ---------------------------------------------------------------- conv2d
 
-struct ConvCase {
-  const char* name;
-  Shape x, w;
-  Conv2dParams p;
-  bool bias;
-};
+using testing::ConvCase;
+using testing::PoolCase;
 
-Conv2dParams P(int64_t stride, int64_t pad, int64_t dilation = 1, int64_t groups = 1) {
-  Conv2dParams p;
-  p.stride_h = p.stride_w = stride;
-  p.pad_h = p.pad_w = pad;
-  p.dilation_h = p.dilation_w = dilation;
-  p.groups = groups;
-  return p;
+Conv2dParams P(int64_t stride, int64_t pad) { return testing::ConvParams(stride, pad); }
+
+// The CPU tests' cases, and ResNet-50-sized ones.
+std::vector<ConvCase> ConvCases() {
+  std::vector<ConvCase> cases = testing::ConvCases();
+  cases.push_back({"resnet50_3x3", {4, 64, 28, 28}, {64, 64, 3, 3}, P(1, 1), false});
+  cases.push_back({"resnet50_1x1_down", {4, 256, 28, 28}, {512, 256, 1, 1}, P(2, 0), false});
+  return cases;
 }
-
-Conv2dParams Asymmetric() {
-  Conv2dParams p = P(1, 0);
-  p.stride_h = 2;
-  p.pad_w = 2;
-  p.dilation_w = 2;
-  return p;
-}
-
-const ConvCase kConvCases[] = {
-    {"3x3_same", {2, 3, 7, 6}, {4, 3, 3, 3}, P(1, 1), false},
-    {"3x3_stride2_unreached_rows", {2, 3, 8, 8}, {5, 3, 3, 3}, P(2, 0), true},
-    {"dilated", {1, 2, 9, 9}, {3, 2, 3, 3}, P(1, 2, 2), false},
-    {"grouped", {2, 4, 6, 5}, {6, 2, 3, 3}, P(1, 1, 1, 2), true},
-    {"depthwise", {1, 4, 6, 6}, {4, 1, 3, 3}, P(2, 1, 1, 4), false},
-    {"pointwise_stride2", {2, 8, 6, 6}, {4, 8, 1, 1}, P(2, 0), false},
-    {"stem_7x7", {1, 3, 12, 11}, {4, 3, 7, 7}, P(2, 3), false},
-    {"asymmetric", {1, 3, 9, 7}, {2, 3, 3, 2}, Asymmetric(), true},
-    {"blocked_channels", {2, 32, 5, 5}, {16, 32, 3, 3}, P(1, 1), false},
-    {"resnet50_3x3", {4, 64, 28, 28}, {64, 64, 3, 3}, P(1, 1), false},
-    {"resnet50_1x1_down", {4, 256, 28, 28}, {512, 256, 1, 1}, P(2, 0), false},
-};
 
 void CheckConv(CudaOpsTest* test, ExecutionContext& cpu, ExecutionContext gpu, const ConvCase& c, double tolerance) {
   SCOPED_TRACE(std::string(c.name) + (gpu.allow_tf32() ? " tf32" : " fp32") +
@@ -159,14 +135,14 @@ void CheckConv(CudaOpsTest* test, ExecutionContext& cpu, ExecutionContext gpu, c
 }
 
 TEST_F(CudaOpsTest, Conv2dFp32MatchesCpu) {
-  for (const ConvCase& c : kConvCases) CheckConv(this, cpu_, Gpu(), c, kFp32);
+  for (const ConvCase& c : ConvCases()) CheckConv(this, cpu_, Gpu(), c, kFp32);
 }
 
 TEST_F(CudaOpsTest, Conv2dDeterministicMatchesCpuAndRepeats) {
-  for (const ConvCase& c : kConvCases) CheckConv(this, cpu_, Gpu(false, true), c, kFp32);
+  for (const ConvCase& c : ConvCases()) CheckConv(this, cpu_, Gpu(false, true), c, kFp32);
   // The same inputs twice: bit for bit the same gradients.
   ExecutionContext gpu = Gpu(false, true);
-  const ConvCase& c = kConvCases[9];
+  const ConvCase c = ConvCases().back();
   std::mt19937_64 rng(7);
   Tensor gx = OnGpu(Random(c.x, rng));
   const Shape ys = Conv2dOutputShape(c.x, c.w, c.p);
@@ -182,7 +158,7 @@ TEST_F(CudaOpsTest, Conv2dDeterministicMatchesCpuAndRepeats) {
 }
 
 TEST_F(CudaOpsTest, Conv2dTf32MatchesCpu) {
-  for (const ConvCase& c : kConvCases) CheckConv(this, cpu_, Gpu(true), c, kTf32);
+  for (const ConvCase& c : ConvCases()) CheckConv(this, cpu_, Gpu(true), c, kTf32);
 }
 
 // ------------------------------------------------------------ batch norm
@@ -228,24 +204,16 @@ TEST_F(CudaOpsTest, BatchNormMatchesCpu) {
 // --------------------------------------------------------------- pooling
 
 Pool2dParams Pool(int64_t k, int64_t s, int64_t pad, bool count_include_pad = true) {
-  Pool2dParams p;
-  p.kernel_h = p.kernel_w = k;
-  p.stride_h = p.stride_w = s;
-  p.pad_h = p.pad_w = pad;
-  p.count_include_pad = count_include_pad;
-  return p;
+  return testing::PoolParams(k, s, pad, count_include_pad);
 }
 
 TEST_F(CudaOpsTest, PoolingMatchesCpu) {
   ExecutionContext gpu = Gpu();
-  struct Case {
-    Shape x;
-    Pool2dParams p;
-  };
-  for (const Case& c : {Case{{2, 3, 9, 9}, Pool(3, 2, 1)}, Case{{1, 4, 6, 7}, Pool(2, 2, 0)},
-                        Case{{2, 2, 5, 4}, Pool(3, 1, 1)}, Case{{1, 2, 8, 10}, Pool(3, 2, 0)},
-                        Case{{2, 2, 7, 7}, Pool(3, 2, 1, false)}, Case{{8, 64, 112, 112}, Pool(3, 2, 1)}}) {
-    SCOPED_TRACE(ShapeToString(c.x));
+  std::vector<PoolCase> cases = testing::PoolCases();
+  cases.push_back({"count_exclude_pad", {2, 2, 7, 7}, Pool(3, 2, 1, false)});
+  cases.push_back({"resnet50_stem", {8, 64, 112, 112}, Pool(3, 2, 1)});
+  for (const PoolCase& c : cases) {
+    SCOPED_TRACE(c.name);
     std::mt19937_64 rng(3);
     Tensor x = Random(c.x, rng, -2.0, 2.0), gx = OnGpu(x);
     const Shape ys = Pool2dOutputShape(c.x, c.p);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/testing/gradient_checker.h"
+#include "runtime/testing/op_cases.h"
 #include "runtime/testing/reference_ops.h"
 #include "runtime/testing/tensor_testing.h"
 
@@ -14,21 +15,10 @@ using testing::ToDoubles;
 using testing::ToF32Tensor;
 using testing::Vec;
 
-struct PoolCase {
-  const char* name;
-  Shape x;
-  Pool2dParams p;
-};
-
-void PrintTo(const PoolCase& c, std::ostream* os) { *os << c.name; }
+using testing::PoolCase;
 
 Pool2dParams P(int64_t k, int64_t s, int64_t pad, bool count_include_pad = true) {
-  Pool2dParams p;
-  p.kernel_h = p.kernel_w = k;
-  p.stride_h = p.stride_w = s;
-  p.pad_h = p.pad_w = pad;
-  p.count_include_pad = count_include_pad;
-  return p;
+  return testing::PoolParams(k, s, pad, count_include_pad);
 }
 
 testing::RefPoolParams Ref(const Pool2dParams& p) {
@@ -84,11 +74,7 @@ TEST_P(PoolTest, AvgPoolMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, PoolTest,
-                         ::testing::Values(PoolCase{"resnet_stem_3x3_s2_p1", {2, 3, 9, 9}, P(3, 2, 1)},
-                                           PoolCase{"2x2_s2", {1, 4, 6, 7}, P(2, 2, 0)},
-                                           PoolCase{"3x3_s1_p1", {2, 2, 5, 4}, P(3, 1, 1)},
-                                           PoolCase{"3x3_s2_uneven", {1, 2, 8, 10}, P(3, 2, 0)}),
+INSTANTIATE_TEST_SUITE_P(Shapes, PoolTest, ::testing::ValuesIn(testing::PoolCases()),
                          [](const ::testing::TestParamInfo<PoolCase>& info) { return std::string(info.param.name); });
 
 TEST(GlobalAvgPoolTest, MatchesReference) {
