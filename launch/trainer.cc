@@ -422,6 +422,8 @@ StatusOr<TrainResult> Trainer::Run() {
   const int64_t grad_bytes = zero_ ? zero_->gradient_bytes() : static_cast<int64_t>(model_->flat_gradients().nbytes());
   nlohmann::ordered_json summary = {
       {"model", options_.model},
+      {"device", options_.device},
+      {"precision", options_.precision},
       {"world_size", ranks_.world_size},
       {"batch_size", options_.batch_size},
       {"accumulation_steps", options_.accumulation_steps},
