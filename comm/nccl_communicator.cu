@@ -3,7 +3,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <cstring>
 #include <cstdlib>
 #include <string>
@@ -121,11 +124,28 @@ class DoneWork final : public Work {
   WorkTiming timing_;
 };
 
+// The live communicators, which the wait watchdog checks.
+std::mutex g_live_mu;
+std::vector<NcclCommunicatorImpl*>& Live() {
+  static auto* live = new std::vector<NcclCommunicatorImpl*>();
+  return *live;
+}
+std::string WaitWatchdog(double waited_seconds);
+
 class NcclCommunicatorImpl final : public NcclCommunicator {
  public:
   NcclCommunicatorImpl(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream, cudaStream_t compute)
-      : comm_(comm), rank_(rank), world_(world), device_(device), stream_(stream), compute_(compute) {}
+      : comm_(comm), rank_(rank), world_(world), device_(device), stream_(stream), compute_(compute) {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    Live().push_back(this);
+    cuda::SetWaitWatchdog(&WaitWatchdog);
+  }
   ~NcclCommunicatorImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(g_live_mu);
+      Live().erase(std::find(Live().begin(), Live().end(), this));
+      if (Live().empty()) cuda::SetWaitWatchdog(nullptr);
+    }
     WARN_IF_CUDA(cudaSetDevice(device_));
     if (!aborted_) {
       // Finalize flushes what was issued (polled, with the timeout; it takes
@@ -211,7 +231,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   }
 
   Status Synchronize() override {
-    if (aborted_) return abort_status_;
+    if (aborted_) return AbortStatus();
     cudaEvent_t event;
     RETURN_IF_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     Status s = CudaStatus(cudaEventRecord(event, stream_), "cudaEventRecord");
@@ -220,9 +240,22 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     return s;
   }
 
+  // For the wait watchdog: the host has waited `waited_seconds` on the GPU.
+  // An NCCL error, or a wait past the timeout (a collective that will never
+  // finish), aborts the communicator and names the cause.
+  Status CheckWait(double waited_seconds) {
+    RETURN_IF_ERROR(CheckAsyncError());
+    if (waited_seconds <= TimeoutSeconds()) return Status::Ok();
+    Status s = DeadlineExceeded("waited " + std::to_string(static_cast<int>(waited_seconds)) +
+                                " s on the GPU, past DDP_NCCL_TIMEOUT_S: a collective is not finishing (a peer "
+                                "rank may have failed)");
+    Abort(s);
+    return s;
+  }
+
   // Checks NCCL's error state without blocking; aborts on an error.
   Status CheckAsyncError() {
-    if (aborted_) return abort_status_;
+    if (aborted_) return AbortStatus();
     ncclResult_t state = ncclSuccess;
     Status s = NcclStatus(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
     if (s.ok() && state != ncclSuccess && state != ncclInProgress) {
@@ -246,11 +279,19 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     return s;
   }
 
+  // Once, from any thread (the wait watchdog runs in whichever thread waits).
   void Abort(const Status& why) {
-    if (aborted_) return;
-    aborted_ = true;
-    abort_status_ = why;
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      if (aborted_) return;
+      abort_status_ = why;
+      aborted_ = true;
+    }
     WarnIfFailed(NcclStatus(ncclCommAbort(comm_), "ncclCommAbort"));
+  }
+  Status AbortStatus() {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    return abort_status_;
   }
 
   // In non-blocking mode an NCCL call may return while still being
@@ -272,7 +313,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
       if (queued) OrderComputeAfterNccl();
       return std::make_shared<DoneWork>(std::move(s), timing);
     };
-    if (aborted_) return fail(abort_status_);
+    if (aborted_) return fail(AbortStatus());
     const bool host = !tensors.empty() && tensors[0].device().is_cpu();
     for (const Tensor& t : tensors) {
       if (t.device().is_cpu() != host || (!host && t.device() != Device::Cuda(device_))) {
@@ -385,9 +426,19 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   int rank_, world_, device_;
   cudaStream_t stream_, compute_;
   Tensor barrier_;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  std::mutex abort_mu_;
   Status abort_status_;
 };
+
+std::string WaitWatchdog(double waited_seconds) {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  for (NcclCommunicatorImpl* comm : Live()) {
+    const Status s = comm->CheckWait(waited_seconds);
+    if (!s.ok()) return s.message();
+  }
+  return std::string();
+}
 
 Status NcclWork::Wait() {
   Status s = CudaStatus(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");

@@ -32,6 +32,8 @@ int RuntimeVersion() { NoCuda("cuda::RuntimeVersion"); }
 void* CreateStream() { NoCuda("cuda::CreateStream"); }
 void DestroyStream(void*) { NoCuda("cuda::DestroyStream"); }
 void Synchronize(void*) { NoCuda("cuda::Synchronize"); }
+void SetWaitWatchdog(std::string (*)(double)) {}
+void WaitForEvent(void*) { NoCuda("cuda::WaitForEvent"); }
 void SetCurrentStream(int, void*) { NoCuda("cuda::SetCurrentStream"); }
 void* CurrentStream(int) { NoCuda("cuda::CurrentStream"); }
 void* CreateEvent() { NoCuda("cuda::CreateEvent"); }

@@ -42,8 +42,17 @@ int RuntimeVersion();
 // legacy default stream.
 void* CreateStream();
 void DestroyStream(void* stream);
-// Waits for all work on `stream` (null: the legacy default stream).
+// Waits for all work on `stream` (null: the legacy default stream). Every
+// host wait on the GPU (this, EventSynchronize, copies to the host, a loss
+// read) polls and calls the wait watchdog between polls, so a collective
+// that will never finish (a dead peer) ends the process with one line
+// instead of hanging it.
 void Synchronize(void* stream);
+// The watchdog: given the seconds waited so far, an empty string while all
+// is well, else the line to end the process with (the NCCL communicator
+// installs one that reads NCCL's error state and applies its timeout).
+// Null removes it.
+void SetWaitWatchdog(std::string (*watchdog)(double waited_seconds));
 // The device's current stream (initially null, the legacy default stream),
 // which allocation and tensor copies use.
 void SetCurrentStream(int device, void* stream);
@@ -51,6 +60,8 @@ void* CurrentStream(int device);
 
 // Events without timing, for ordering streams and polling completion.
 void* CreateEvent();
+// Polls `event` (through the watchdog) until it has happened.
+void WaitForEvent(void* event);
 void DestroyEvent(void* event);
 void RecordEvent(void* event, void* stream);
 void StreamWaitEvent(void* stream, void* event);

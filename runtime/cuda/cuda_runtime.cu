@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <chrono>
 #include <map>
+#include <thread>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@ namespace {
 constexpr int kMaxDevices = 64;
 
 void* g_current_stream[kMaxDevices] = {};
+std::atomic<std::string (*)(double)> g_watchdog{nullptr};
 std::mutex g_fatal_mu;
 std::string g_oom_context;
 void (*g_fatal_handler)(const std::string&) = nullptr;
@@ -179,9 +183,14 @@ void* CopyStream(const Tensor& src, const Tensor& dst) {
 // A copy involving host memory returns once done: the host may then read
 // the result, and free or rewrite the source (a pinned one would otherwise
 // still be read by the DMA). Device-to-device copies stay asynchronous.
+// (A copy to or from pageable memory may itself block until the stream's
+// earlier work is done: waiting for that first, by polling, keeps the wait
+// watchdog in charge.)
 void DeviceCopy(const Tensor& src, Tensor& dst) {
+  const bool host = dst.device().is_cpu() || src.device().is_cpu();
+  if (host) Synchronize(CopyStream(src, dst));
   CopyTensorAsync(src, dst, CopyStream(src, dst));
-  if (dst.device().is_cpu() || src.device().is_cpu()) Synchronize(CopyStream(src, dst));
+  if (host) Synchronize(CopyStream(src, dst));
 }
 
 template <typename T>
@@ -291,8 +300,31 @@ void DestroyStream(void* stream) {
   Check(cudaStreamDestroy(static_cast<cudaStream_t>(stream)), "cudaStreamDestroy", __FILE__, __LINE__);
 }
 
+void SetWaitWatchdog(std::string (*watchdog)(double)) { g_watchdog.store(watchdog); }
+
+void WaitForEvent(void* event) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) Check(e, "cudaEventQuery", __FILE__, __LINE__);
+    std::string (*watchdog)(double) = g_watchdog.load();
+    if (watchdog != nullptr) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string why = watchdog(waited);
+      if (!why.empty()) Fatal(why);
+    }
+    // Spin briefly (most waits are short), then yield the core.
+    if (polls > 100) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 void Synchronize(void* stream) {
-  Check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize", __FILE__, __LINE__);
+  cudaEvent_t event = nullptr;
+  Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags", __FILE__, __LINE__);
+  Check(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord", __FILE__, __LINE__);
+  WaitForEvent(event);
+  Check(cudaEventDestroy(event), "cudaEventDestroy", __FILE__, __LINE__);
 }
 
 void SetCurrentStream(int device, void* stream) {
@@ -329,9 +361,7 @@ bool EventDone(void* event) {
   return true;
 }
 
-void EventSynchronize(void* event) {
-  Check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize", __FILE__, __LINE__);
-}
+void EventSynchronize(void* event) { WaitForEvent(event); }
 
 void CopyTensorAsync(const Tensor& src, Tensor& dst, void* stream) {
   CheckSameElements(src, dst, "cuda::CopyTensor");

@@ -138,8 +138,9 @@ double Reduce(ExecutionContext& ctx, const Tensor& x, ReduceKind kind) {
   ReduceFinalKernel<<<1, kThreads, 0, StreamOf(ctx)>>>(partial.data<double>(), blocks, result.data<double>());
   DDP_CHECK_LAUNCH("ReduceFinalKernel");
   double host = 0.0;
+  Synchronize(ctx.cuda_stream());  // polled: a copy to pageable memory would block unwatched
   DDP_CUDA_CHECK(cudaMemcpyAsync(&host, result.raw_data(), sizeof(double), cudaMemcpyDeviceToHost, StreamOf(ctx)));
-  DDP_CUDA_CHECK(cudaStreamSynchronize(StreamOf(ctx)));
+  Synchronize(ctx.cuda_stream());  // polled, through the wait watchdog
   return host;
 }
 
@@ -163,8 +164,9 @@ CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const Cross
                                                             p.ignore_index, result.data<double>());
   DDP_CHECK_LAUNCH("CrossEntropyTotalKernel");
   double host[3];
+  Synchronize(ctx.cuda_stream());  // polled: a copy to pageable memory would block unwatched
   DDP_CUDA_CHECK(cudaMemcpyAsync(host, result.raw_data(), sizeof(host), cudaMemcpyDeviceToHost, StreamOf(ctx)));
-  DDP_CUDA_CHECK(cudaStreamSynchronize(StreamOf(ctx)));
+  Synchronize(ctx.cuda_stream());  // polled, through the wait watchdog
   int64_t bad_row = 0;
   std::memcpy(&bad_row, &host[2], sizeof(bad_row));
   if (bad_row >= 0) {
