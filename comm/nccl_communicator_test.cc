@@ -47,7 +47,7 @@ TEST(NcclCommunicatorTest, CreateFailingOnOneRankFailsEveryRankWithoutHanging) {
 }
 
 TEST(NcclCommunicatorTest, CollectivesAreExactOnDeviceAndHostTensors) {
-  const int rank = Rank(), world = World();
+  [[maybe_unused]] const int rank = Rank(), world = World();
   if (cuda::DeviceCount() < world) {
     GTEST_SKIP() << (cuda::BuiltWithCuda() ? "fewer GPUs than ranks" : "built without CUDA");
   }
