@@ -35,9 +35,10 @@ int main() {
       "\"nccl\": {\"found\": %d, \"built\": %d}",
       v.cudnn_runtime, v.cudnn_header, v.cublaslt_runtime, v.cublaslt_header, v.nccl_runtime, v.nccl_header);
   if (gpus > 0) {
-    std::printf(", \"device\": \"%s\", \"driver_cuda\": %d, \"runtime_cuda\": %d",
+    std::printf(", \"device\": \"%s\", \"driver_cuda\": %d, \"runtime_cuda\": %d, \"allocator\": \"%s\"",
                 Escaped(ddp::cuda::DeviceDescription(0)).c_str(), ddp::cuda::DriverVersion(),
-                ddp::cuda::RuntimeVersion());
+                ddp::cuda::RuntimeVersion(),
+                ddp::cuda::GetMemoryStats(0).pooled ? "cudaMallocAsync pool" : "cudaMalloc cache");
   }
 #endif
   std::printf("}\n");

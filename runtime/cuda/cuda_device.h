@@ -82,6 +82,7 @@ struct MemoryStats {
   int64_t allocated = 0;       // bytes in tensors now
   int64_t peak_allocated = 0;  // the most at once since the last ResetPeak
   int64_t reserved = 0;        // held from the driver by the pool
+  bool pooled = false;         // cudaMallocAsync pool (else the cudaMalloc cache)
 };
 MemoryStats GetMemoryStats(int device);
 

@@ -62,49 +62,67 @@ class DeviceGuard {
   bool changed_ = false;
 };
 
-// Device memory from the device's default cudaMallocAsync pool, allocated
-// and freed on the device's current stream. The pool keeps freed memory for
-// reuse (release threshold: unlimited), so a training step's activations
-// come back from the cache every step, in stream order, without
-// synchronizing; that is the stream-ordered caching allocator.
+// Device memory for tensors, in the order of the device's current stream.
+//
+// Normally from the device's default cudaMallocAsync pool, allocated and
+// freed on the current stream, with an unlimited release threshold: freed
+// memory stays in the pool and comes back, in stream order and without
+// synchronizing, for the next step's activations. That is the stream-ordered
+// caching allocator.
+//
+// Where pools are not supported (cudaDevAttrMemoryPoolsSupported is 0, or
+// the first pooled allocation fails, as under sandboxes that lack the
+// virtual memory calls), or DDP_CUDA_ALLOCATOR=caching asks for it: blocks
+// from cudaMalloc, kept in size classes when freed and handed out again at
+// once. With one compute stream that is just as stream-ordered: whatever
+// reuses a block is enqueued after everything that used it. On running out,
+// the cache is given back (cudaFree synchronizes: the out-of-memory path
+// only) and the allocation tried once more.
 class CudaAllocator final : public Allocator {
  public:
   explicit CudaAllocator(int index) : index_(index) {
     DeviceGuard guard(index_);
-    Check(cudaDeviceGetDefaultMemPool(&pool_, index_), "cudaDeviceGetDefaultMemPool", __FILE__, __LINE__);
-    uint64_t unlimited = UINT64_MAX;
-    Check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &unlimited), "cudaMemPoolSetAttribute",
+    const char* mode = std::getenv("DDP_CUDA_ALLOCATOR");
+    int supported = 0;
+    Check(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, index_), "cudaDeviceGetAttribute",
           __FILE__, __LINE__);
+    use_pool_ = supported != 0 && !(mode != nullptr && std::string(mode) == "caching");
+    if (use_pool_) {
+      use_pool_ = cudaDeviceGetDefaultMemPool(&pool_, index_) == cudaSuccess;
+      uint64_t unlimited = UINT64_MAX;
+      if (use_pool_) use_pool_ = cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &unlimited) == cudaSuccess;
+      void* probe = nullptr;  // a pool that cannot allocate is no pool
+      if (use_pool_) use_pool_ = cudaMallocAsync(&probe, 256, Stream()) == cudaSuccess;
+      if (use_pool_) use_pool_ = cudaFreeAsync(probe, Stream()) == cudaSuccess;
+      cudaGetLastError();  // a failed probe leaves no sticky error behind
+    }
   }
   Device device() const override { return Device::Cuda(index_); }
+  bool pooled() const { return use_pool_; }
 
   void* Allocate(size_t bytes) override {
     DeviceGuard guard(index_);
-    void* ptr = nullptr;
-    cudaError_t error = cudaMallocAsync(&ptr, bytes == 0 ? 1 : bytes, Stream());
-    if (error == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // not sticky: clear it and report
-      std::string context;
-      {
-        std::lock_guard<std::mutex> lock(g_fatal_mu);
-        context = g_oom_context;
-      }
-      Fatal("CUDA out of memory on cuda:" + std::to_string(index_) + " asking for " + MiB(bytes) + " (" +
-            MiB(bytes_in_use()) + " in tensors, " + MiB(reserved_bytes()) + " reserved)" +
-            (context.empty() ? "" : " " + context) + "; try a smaller --batch-size");
-    }
-    Check(error, "cudaMallocAsync", __FILE__, __LINE__);
+    void* ptr = use_pool_ ? AllocateFromPool(bytes) : AllocateCached(bytes);
     RecordAllocation(bytes);
     return ptr;
   }
 
   void Deallocate(void* ptr, size_t bytes) override {
     DeviceGuard guard(index_);
-    Check(cudaFreeAsync(ptr, Stream()), "cudaFreeAsync", __FILE__, __LINE__);
+    if (use_pool_) {
+      Check(cudaFreeAsync(ptr, Stream()), "cudaFreeAsync", __FILE__, __LINE__);
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      cached_.emplace(CpuAllocator::RoundedSize(bytes == 0 ? 1 : bytes), ptr);
+    }
     RecordDeallocation(bytes);
   }
 
   int64_t reserved_bytes() const override {
+    if (!use_pool_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return reserved_;
+    }
     uint64_t reserved = 0;
     Check(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved), "cudaMemPoolGetAttribute",
           __FILE__, __LINE__);
@@ -114,8 +132,66 @@ class CudaAllocator final : public Allocator {
  private:
   cudaStream_t Stream() const { return static_cast<cudaStream_t>(g_current_stream[index_]); }
 
+  void* AllocateFromPool(size_t bytes) {
+    void* ptr = nullptr;
+    const cudaError_t error = cudaMallocAsync(&ptr, bytes == 0 ? 1 : bytes, Stream());
+    if (error == cudaErrorMemoryAllocation) OutOfMemory(bytes);
+    Check(error, "cudaMallocAsync", __FILE__, __LINE__);
+    return ptr;
+  }
+
+  void* AllocateCached(size_t bytes) {
+    const size_t size = CpuAllocator::RoundedSize(bytes == 0 ? 1 : bytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = cached_.find(size);
+      if (it != cached_.end()) {
+        void* ptr = it->second;
+        cached_.erase(it);
+        return ptr;
+      }
+    }
+    void* ptr = nullptr;
+    cudaError_t error = cudaMalloc(&ptr, size);
+    if (error == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      ReleaseCache();
+      error = cudaMalloc(&ptr, size);
+      if (error == cudaErrorMemoryAllocation) OutOfMemory(bytes);
+    }
+    Check(error, "cudaMalloc", __FILE__, __LINE__);
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_ += static_cast<int64_t>(size);
+    return ptr;
+  }
+
+  void ReleaseCache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [size, ptr] : cached_) {
+      Check(cudaFree(ptr), "cudaFree", __FILE__, __LINE__);
+      reserved_ -= static_cast<int64_t>(size);
+    }
+    cached_.clear();
+  }
+
+  [[noreturn]] void OutOfMemory(size_t bytes) {
+    cudaGetLastError();  // not sticky: clear it and report
+    std::string context;
+    {
+      std::lock_guard<std::mutex> lock(g_fatal_mu);
+      context = g_oom_context;
+    }
+    Fatal("CUDA out of memory on cuda:" + std::to_string(index_) + " asking for " + MiB(bytes) + " (" +
+          MiB(bytes_in_use()) + " in tensors, " + MiB(reserved_bytes()) + " reserved)" +
+          (context.empty() ? "" : " " + context) + "; try a smaller --batch-size");
+  }
+
   int index_;
+  bool use_pool_ = false;
   cudaMemPool_t pool_ = nullptr;
+  mutable std::mutex mu_;                 // the cudaMalloc cache
+  std::multimap<size_t, void*> cached_;  // by block size
+  int64_t reserved_ = 0;
 };
 
 Allocator* CudaAllocatorForIndex(int index) {
@@ -382,11 +458,12 @@ Allocator* PinnedHostAllocator() {
 }
 
 MemoryStats GetMemoryStats(int device) {
-  Allocator* a = CudaAllocatorForIndex(device);
+  CudaAllocator* a = static_cast<CudaAllocator*>(CudaAllocatorForIndex(device));
   MemoryStats stats;
   stats.allocated = a->bytes_in_use();
   stats.peak_allocated = a->peak_bytes_in_use();
   stats.reserved = a->reserved_bytes();
+  stats.pooled = a->pooled();
   return stats;
 }
 

@@ -145,6 +145,13 @@ timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --comm n
 rc=$?
 line=$(grep '"summary"' "$smoke" 2>/dev/null | tail -n 1)
 if [ "$rc" -eq 0 ] && [ -n "$line" ]; then status=passed; else status=failed; fi
+# The same run on the fallback allocator (cudaMalloc blocks cached by size).
+DDP_CUDA_ALLOCATOR=caching timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --deterministic \
+  --batch-size 32 --image-size 64 --num-classes 10 --steps 6 --metrics-file "$OUT/smoke_caching.jsonl" >>"$LOG" 2>&1
+caching_rc=$?
+if [ "$caching_rc" -ne 0 ] || ! $PY "$B/tools/compare_losses.py" "$smoke" "$OUT/smoke_caching.jsonl" >>"$LOG" 2>&1; then
+  status=failed
+fi
 # Out of memory: one line naming the bytes, the model and --batch-size.
 oom=$(timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet50 --device cuda --batch-size 4096 --steps 1 2>&1)
 oom_rc=$?
@@ -156,7 +163,8 @@ fi
 [ "$oom_ok" = true ] || status=failed
 tier training "$status" $(( $(now) - start )) \
   "{\"summary\": ${line:-null}, \"exit\": $rc, \"oom_line\": \"$(json_string "$oom_line")\", \"oom_ok\": $oom_ok}" \
-  "ddp_train ResNet-18 on the GPU through NCCL (1 rank), exit $rc: \`${line:-no summary}\`
+  "ddp_train ResNet-18 on the GPU through NCCL (1 rank), exit $rc: \`${line:-no summary}\`; the same on the
+cudaMalloc cache (DDP_CUDA_ALLOCATOR=caching), exit $caching_rc, losses equal: see selftest.log
 
 Out of memory (ResNet-50, batch 4096), exit $oom_rc: \`$oom_line\`"
 
