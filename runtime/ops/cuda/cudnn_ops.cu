@@ -173,9 +173,12 @@ Tensor FindWorkspace(ExecutionContext& ctx) {
 }
 
 // Chooses (once per shape) and caches the algorithm of one convolution
-// direction. `find` times candidates on real buffers; `get` asks the
-// heuristics; `fallback` is always supported and deterministic.
-template <typename Find, typename Get, typename WorkspaceOf>
+// direction: `find(perf, &returned, workspace)` times the candidates on real
+// buffers (cudnnFind*AlgorithmEx), `get(perf, &returned)` asks the
+// heuristics (cudnnGet*Algorithm_v7, what --deterministic uses), and
+// `fallback` is always supported and deterministic, its workspace given by
+// `workspace_of`.
+template <typename Perf, int kCount, typename Find, typename Get, typename WorkspaceOf>
 Algo ChooseAlgo(ExecutionContext& ctx, const std::string& key, Find find, Get get, int fallback,
                 WorkspaceOf workspace_of) {
   {
@@ -183,9 +186,16 @@ Algo ChooseAlgo(ExecutionContext& ctx, const std::string& key, Find find, Get ge
     auto it = AlgoCache().find(key);
     if (it != AlgoCache().end()) return it->second;
   }
+  Perf perf[kCount];
+  int returned = 0;
+  if (ctx.deterministic()) {
+    get(perf, &returned);
+  } else {
+    Tensor workspace = FindWorkspace(ctx);
+    find(perf, &returned, workspace);
+  }
   Algo chosen;
-  const bool found = ctx.deterministic() ? get(&chosen) : find(&chosen);
-  if (!found) {
+  if (!PickFrom(ctx, perf, returned, &chosen)) {
     // The descriptor still has the requested math type: the fallback runs
     // under it, so its workspace size is the one asked for here.
     chosen.algo = fallback;
@@ -227,23 +237,16 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
                                                        &bytes));
     return bytes;
   };
-  const Algo algo = ChooseAlgo(
+  const Algo algo = ChooseAlgo<cudnnConvolutionFwdAlgoPerf_t, kCount>(
       ctx, CacheKey(ConvKind::kForward, ctx, p, x.shape(), w.shape()),
-      [&](Algo* out) {
-        cudnnConvolutionFwdAlgoPerf_t perf[kCount];
-        int returned = 0;
-        Tensor ws = FindWorkspace(ctx);
+      [&](cudnnConvolutionFwdAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionForwardAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.w_desc.get(),
                                                           w.raw_data(), s.conv.get(), s.y_desc.get(), y.raw_data(),
-                                                          kCount, &returned, perf, ws.raw_data(), ws.nbytes()));
-        return PickFrom(ctx, perf, returned, out);
+                                                          kCount, returned, perf, ws.raw_data(), ws.nbytes()));
       },
-      [&](Algo* out) {
-        cudnnConvolutionFwdAlgoPerf_t perf[kCount];
-        int returned = 0;
+      [&](cudnnConvolutionFwdAlgoPerf_t* perf, int* returned) {
         CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(h, s.x_desc.get(), s.w_desc.get(), s.conv.get(),
-                                                          s.y_desc.get(), kCount, &returned, perf));
-        return PickFrom(ctx, perf, returned, out);
+                                                          s.y_desc.get(), kCount, returned, perf));
       },
       CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, workspace_of);
   s.conv.SetMath(algo.math);
@@ -269,24 +272,17 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
                                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes));
     return bytes;
   };
-  const Algo algo = ChooseAlgo(
+  const Algo algo = ChooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t, kCount>(
       ctx, CacheKey(ConvKind::kBackwardData, ctx, p, dx.shape(), w.shape()),
-      [&](Algo* out) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[kCount];
-        int returned = 0;
-        Tensor ws = FindWorkspace(ctx);
+      [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionBackwardDataAlgorithmEx(h, s.w_desc.get(), w.raw_data(), s.y_desc.get(),
                                                                dy.raw_data(), s.conv.get(), s.x_desc.get(),
-                                                               dx.raw_data(), kCount, &returned, perf, ws.raw_data(),
+                                                               dx.raw_data(), kCount, returned, perf, ws.raw_data(),
                                                                ws.nbytes()));
-        return PickFrom(ctx, perf, returned, out);
       },
-      [&](Algo* out) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[kCount];
-        int returned = 0;
+      [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int* returned) {
         CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, s.w_desc.get(), s.y_desc.get(), s.conv.get(),
-                                                               s.x_desc.get(), kCount, &returned, perf));
-        return PickFrom(ctx, perf, returned, out);
+                                                               s.x_desc.get(), kCount, returned, perf));
       },
       CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, workspace_of);
   s.conv.SetMath(algo.math);
@@ -309,24 +305,17 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes));
     return bytes;
   };
-  const Algo algo = ChooseAlgo(
+  const Algo algo = ChooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t, kCount>(
       ctx, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw.shape()),
-      [&](Algo* out) {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[kCount];
-        int returned = 0;
-        Tensor ws = FindWorkspace(ctx);
+      [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.y_desc.get(),
                                                                  dy.raw_data(), s.conv.get(), s.w_desc.get(),
-                                                                 dw.raw_data(), kCount, &returned, perf,
+                                                                 dw.raw_data(), kCount, returned, perf,
                                                                  ws.raw_data(), ws.nbytes()));
-        return PickFrom(ctx, perf, returned, out);
       },
-      [&](Algo* out) {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[kCount];
-        int returned = 0;
+      [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* returned) {
         CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, s.x_desc.get(), s.y_desc.get(), s.conv.get(),
-                                                                 s.w_desc.get(), kCount, &returned, perf));
-        return PickFrom(ctx, perf, returned, out);
+                                                                 s.w_desc.get(), kCount, returned, perf));
       },
       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, workspace_of);
   s.conv.SetMath(algo.math);
