@@ -32,6 +32,13 @@ class Work {
   virtual WorkTiming timing() const = 0;
 };
 
+// The shapes of a reduce-scatter or all-gather: `whole` holds `world`
+// blocks of `block`'s size and dtype. A mismatch is a bug in the caller.
+inline void CheckBlockShapes(const char* op, const Tensor& whole, const Tensor& block, int world) {
+  CHECK(whole.dtype() == block.dtype() && whole.numel() == block.numel() * world)
+      << op << " of " << whole.DebugString() << " and " << block.DebugString() << " over " << world << " ranks";
+}
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

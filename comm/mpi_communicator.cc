@@ -281,9 +281,7 @@ std::shared_ptr<Work> MpiCommunicator::AllReduce(Tensor tensor, ReduceOp op) {
 std::shared_ptr<Work> MpiCommunicator::ReduceScatter(Tensor input, Tensor output, ReduceOp op) {
   CheckHost(input, "ReduceScatter");
   CheckHost(output, "ReduceScatter");
-  CHECK(input.dtype() == output.dtype() && input.numel() == output.numel() * world_size_)
-      << "ReduceScatter of " << input.DebugString() << " into " << output.DebugString() << " over " << world_size_
-      << " ranks";
+  CheckBlockShapes("ReduceScatter", input, output, world_size_);
   CHECK_LE(output.nbytes(), static_cast<size_t>(INT_MAX)) << "ReduceScatter blocks are limited to 2 GiB";
   // A ring: in W - 1 steps each rank passes one partially reduced block on
   // and adds the one it receives, so rank r ends with block r reduced, and
@@ -312,9 +310,7 @@ std::shared_ptr<Work> MpiCommunicator::ReduceScatter(Tensor input, Tensor output
 std::shared_ptr<Work> MpiCommunicator::AllGather(Tensor input, Tensor output) {
   CheckHost(input, "AllGather");
   CheckHost(output, "AllGather");
-  CHECK(input.dtype() == output.dtype() && output.numel() == input.numel() * world_size_)
-      << "AllGather of " << input.DebugString() << " into " << output.DebugString() << " over " << world_size_
-      << " ranks";
+  CheckBlockShapes("AllGather", output, input, world_size_);
   CHECK_LE(input.nbytes(), static_cast<size_t>(INT_MAX)) << "AllGather blocks are limited to 2 GiB";
   // A ring, like ReduceScatter: W - 1 steps, each passing one block on.
   return Enqueue([this, input, output]() mutable -> Status {

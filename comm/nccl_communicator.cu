@@ -175,12 +175,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     });
   }
   std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op) override {
-    if (input.numel() != output.numel() * world_ || input.dtype() != output.dtype()) {
-      return std::make_shared<DoneWork>(InvalidArgument("ReduceScatter of " + input.DebugString() + " into " +
-                                                        output.DebugString() + " across " + std::to_string(world_) +
-                                                        " ranks"),
-                                        WorkTiming());
-    }
+    CheckBlockShapes("ReduceScatter", input, output, world_);
     return Run({input, output}, [&](const std::vector<void*>& p) -> Status {
       ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(input.dtype()));
       return NcclStatus(ncclReduceScatter(p[0], p[1], output.numel(), type,
@@ -189,12 +184,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     });
   }
   std::shared_ptr<Work> AllGather(Tensor input, Tensor output) override {
-    if (output.numel() != input.numel() * world_ || input.dtype() != output.dtype()) {
-      return std::make_shared<DoneWork>(InvalidArgument("AllGather of " + input.DebugString() + " into " +
-                                                        output.DebugString() + " across " + std::to_string(world_) +
-                                                        " ranks"),
-                                        WorkTiming());
-    }
+    CheckBlockShapes("AllGather", output, input, world_);
     return Run({input, output}, [&](const std::vector<void*>& p) -> Status {
       return NcclStatus(ncclAllGather(p[0], p[1], input.nbytes(), ncclUint8, comm_, stream_), "ncclAllGather");
     });

@@ -20,10 +20,6 @@ Reducer::Reducer(Communicator* comm, Model* model, const ReducerOptions& options
     if (options_.wire_dtype != DType::kF32) b.wire = Tensor::Empty({b.numel}, options_.wire_dtype, b.grads.device());
     buckets_.push_back(std::move(b));
   }
-  if (options_.ctx == nullptr) {
-    host_ctx_ = std::make_unique<ExecutionContext>(ExecutionContext::Cpu());
-    options_.ctx = host_ctx_.get();
-  }
   model->SetGradientReadyHook(this);
 }
 
@@ -53,7 +49,7 @@ void Reducer::Launch(Bucket& bucket) {
     return;
   }
   const double start = SteadySeconds();
-  CastScaled(*options_.ctx, bucket.grads, 1.0f, bucket.wire);
+  CastScaled(options_.ctx, bucket.grads, 1.0f, bucket.wire);
   cast_seconds_ += SteadySeconds() - start;
   bucket.work = comm_->AllReduce(bucket.wire, ReduceOp::kSum);
 }
@@ -73,7 +69,7 @@ StatusOr<ReduceStats> Reducer::Wait() {
     if (options_.wire_dtype != DType::kF32) {
       const double cast_start = SteadySeconds();
       // The wire held the sum over ranks.
-      CastScaled(*options_.ctx, b.wire,
+      CastScaled(options_.ctx, b.wire,
                  options_.gradients_prescaled ? 1.0f : 1.0f / static_cast<float>(comm_->world_size()), b.grads);
       cast_seconds_ += SteadySeconds() - cast_start;
     }

@@ -33,9 +33,9 @@ struct ReducerOptions {
   // the loss gradient), so buckets are summed: PyTorch DDP's pre-division,
   // without a pass over every bucket after it arrives.
   bool gradients_prescaled = false;
-  // Where compression casts run (the gradients' device and stream); null:
-  // the host.
-  ExecutionContext* ctx = nullptr;
+  // Where compression casts run: the gradients' device and stream (a copy
+  // of the trainer's context shares its stream and scratch memory).
+  ExecutionContext ctx = ExecutionContext::Cpu();
 };
 
 struct BucketTiming {
@@ -93,7 +93,6 @@ class Reducer : public GradientReadyHook {
   ReducerOptions options_;
   std::vector<Bucket> buckets_;
   std::unique_ptr<BucketSchedule> schedule_;
-  std::unique_ptr<ExecutionContext> host_ctx_;  // when options.ctx is null
   bool sync_ = false;
   double backward_start_ = 0.0;
   double cast_seconds_ = 0.0;

@@ -9,10 +9,6 @@ namespace ddp {
 ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& options)
     : comm_(comm), model_(model), options_(options) {
   CHECK(options.stage == 1 || options.stage == 2) << "ZeRO stage " << options.stage;
-  if (options_.ctx == nullptr) {
-    host_ctx_ = std::make_unique<ExecutionContext>(ExecutionContext::Cpu());
-    options_.ctx = host_ctx_.get();
-  }
   const Device device = model->device();
   const int world = comm->world_size(), rank = comm->rank();
   flat_offset_ = FlatOffsets(*model);
@@ -136,9 +132,9 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
   const Tensor summed = b.grads.View(comm_->rank() * b.shard, {b.owned});
   Tensor owned = OwnedGradients(b);
   if (first_micro_batch_) {
-    Copy(*options_.ctx, summed, owned);
+    Copy(options_.ctx, summed, owned);
   } else {
-    Axpy(*options_.ctx, 1.0f, summed, owned);  // accumulate this micro-batch into the piece
+    Axpy(options_.ctx, 1.0f, summed, owned);  // accumulate this micro-batch into the piece
   }
   return Status::Ok();
 }
@@ -193,7 +189,7 @@ void ZeroReducer::LaunchGather(int k) {
   // In place: this rank's piece goes to its block of the target first.
   Tensor mine = target.View(comm_->rank() * b.shard, {b.shard});
   Tensor owned = mine.View(0, {b.owned});
-  Copy(*options_.ctx, model_->flat_parameters().View(b.offset + comm_->rank() * b.shard, {b.owned}), owned);
+  Copy(options_.ctx, model_->flat_parameters().View(b.offset + comm_->rank() * b.shard, {b.owned}), owned);
   gather_work_[k] = comm_->AllGather(mine, target);
   ++gathers_in_flight_;
 }
@@ -226,7 +222,7 @@ void ZeroReducer::FinishNextGather() {
   if (s.ok()) {
     const Bucket& b = buckets_[k];
     Tensor params = model_->flat_parameters().View(b.offset, {b.numel});
-    Copy(*options_.ctx, GatherTarget(k).View(0, {b.numel}), params);
+    Copy(options_.ctx, GatherTarget(k).View(0, {b.numel}), params);
   } else if (gather_status_.ok()) {
     gather_status_ = s;
   }

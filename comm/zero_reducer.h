@@ -37,9 +37,9 @@ struct ZeroOptions {
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool overlap = true;
-  // Where copies and accumulation run (the model's device and stream);
-  // null: the host.
-  ExecutionContext* ctx = nullptr;
+  // Where copies and accumulation run: the model's device and stream (a
+  // copy of the trainer's context shares its stream and scratch memory).
+  ExecutionContext ctx = ExecutionContext::Cpu();
 };
 
 class ZeroReducer : public GradientReadyHook {
@@ -137,7 +137,6 @@ class ZeroReducer : public GradientReadyHook {
   Status gather_status_;        // the first gather failure, reported by FinishParameterGather
   double gather_waited_ = 0.0;  // seconds forward and Finish blocked on gathers, added to the next Wait's stats
   std::vector<Tensor> pool_;  // stage 2
-  std::unique_ptr<ExecutionContext> host_ctx_;  // when options.ctx is null
   std::vector<BucketTiming> timings_;
 };
 

@@ -156,7 +156,7 @@ Status Trainer::Setup() {
     zero.bucket_mb = options_.bucket_mb;
     zero.first_bucket_mb = options_.first_bucket_mb;
     zero.overlap = options_.overlap;
-    zero.ctx = &ctx_;
+    zero.ctx = ctx_;
     zero_ = std::make_unique<ZeroReducer>(comm_, model_.get(), zero);
     slots = zero_->OptimizerSlots(weight_decay);
   } else {
@@ -187,7 +187,7 @@ Status Trainer::Setup() {
     reducer.overlap = options_.overlap;
     reducer.wire_dtype = options_.wire_dtype;
     reducer.gradients_prescaled = true;  // TrainStep divides the loss gradient by the world size
-    reducer.ctx = &ctx_;
+    reducer.ctx = ctx_;
     reducer_ = std::make_unique<Reducer>(comm_, model_.get(), reducer);
   }
 
@@ -212,18 +212,18 @@ void Trainer::LoadMicroBatch(int64_t step, int64_t micro, Tensor* images, Tensor
     *labels = labels_;
     return;
   }
-  // Keep the stager two micro-batches ahead of this one, within the run.
-  const int64_t current = step * k + micro, end = total_steps_ * k;
-  if (prefetched_ <= current) prefetched_ = current;
-  while (prefetched_ <= current + 1 && prefetched_ < end && stager_->queued() < BatchStager::kDepth - 1) {
-    stager_->Prefetch(sampler_->MicroBatch(prefetched_ / k, prefetched_ % k));
-    ++prefetched_;
-  }
+  // Micro-batches are consumed in run order, so the stager's queue always
+  // starts at this one: keep it as full as it goes, within the run.
+  CHECK_EQ(prefetched_ - stager_->queued(), step * k + micro) << "micro-batches out of order";
+  auto top_up = [&] {
+    while (prefetched_ < total_steps_ * k && stager_->queued() < BatchStager::kDepth - 1) {
+      stager_->Prefetch(sampler_->MicroBatch(prefetched_ / k, prefetched_ % k));
+      ++prefetched_;
+    }
+  };
+  top_up();
   stager_->Next(images, labels);
-  if (prefetched_ < end && stager_->queued() < BatchStager::kDepth - 1) {
-    stager_->Prefetch(sampler_->MicroBatch(prefetched_ / k, prefetched_ % k));
-    ++prefetched_;
-  }
+  top_up();
 }
 
 StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const Status& local_status) {

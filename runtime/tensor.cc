@@ -84,8 +84,7 @@ Storage::Storage(Allocator* allocator, size_t nbytes)
 Storage::~Storage() { allocator_->Deallocate(data_, nbytes_); }
 
 Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device) {
-  const size_t nbytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
-  return Tensor(std::make_shared<Storage>(GetAllocator(device), nbytes), 0, shape, dtype);
+  return EmptyFrom(GetAllocator(device), shape, dtype);
 }
 
 Tensor Tensor::EmptyFrom(Allocator* allocator, const Shape& shape, DType dtype) {

@@ -14,9 +14,8 @@ void CheckOperands(const ExecutionContext& ctx, const char* op, std::initializer
   for (const Tensor* t : tensors) {
     CheckF32(*t, op);
     CHECK(t->shape() == first.shape()) << op << ": " << t->DebugString() << " vs " << first.DebugString();
-    CHECK(t->device() == ctx.device()) << op << ": " << t->DebugString() << " on a " << ctx.device().ToString()
-                                       << " context";
   }
+  CheckOnDevice(ctx, op, tensors);
 }
 
 // Runs the CUDA kernel `launch` (which returns a cudaError_t) or the CPU loop.
