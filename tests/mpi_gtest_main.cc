@@ -11,7 +11,14 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ::testing::InitGoogleTest(&argc, argv);
-  if (rank != 0) ::testing::GTEST_FLAG(output) = "";
+  if (rank != 0) {
+    // InitGoogleTest already installed the XML/JSON writer (from
+    // XML_OUTPUT_FILE or --gtest_output): clearing the flag now is too late.
+    // Remove the writer, or every rank writes the same file at once and a
+    // shorter report can land over a longer one, leaving junk behind it.
+    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_xml_generator());
+  }
   const int failed = RUN_ALL_TESTS();
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -23,9 +23,13 @@ def main(labels):
     for label in labels:
         path = xml_path(label)
         if not os.path.exists(path):
-            missing.append(label)
+            missing.append(f"{label} (did not build or run)")
             continue
-        cases = ET.parse(path).getroot().iter("testcase")
+        try:
+            cases = ET.parse(path).getroot().iter("testcase")
+        except ET.ParseError as e:
+            missing.append(f"{label} (its {path} is unreadable: {e})")
+            continue
         for case in cases:
             name = f"{label} {case.get('classname', '')}.{case.get('name', '')}"
             if case.find("failure") is not None or case.find("error") is not None:
@@ -38,7 +42,7 @@ def main(labels):
     for name in skipped_names:
         print(f"skipped: {name}")
     for label in missing:
-        print(f"no result: {label} (did not build or run)")
+        print(f"no result: {label}")
     failed += len(missing)
     print(f"tests: {passed} passed, {failed} failed, {skipped} skipped")
 
