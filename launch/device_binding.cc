@@ -73,9 +73,15 @@ Status CheckPrecision(const std::string& precision, const DeviceChoice& device) 
     return InvalidArgument("--precision tf32 is a GPU math mode (tensor cores), and this rank trains on cpu; use "
                            "--precision fp32");
   }
+  if (precision == "fp16" && !device.cuda) {
+    return InvalidArgument("--precision fp16 is for GPUs, and this rank trains on cpu; use --precision bf16, the "
+                           "CPU's 16-bit type");
+  }
+  if (precision == "bf16" && !device.cuda) return Status::Ok();
   if (precision == "fp16" || precision == "bf16") {
-    return Unimplemented("--precision " + precision + ": mixed precision is not in this build yet; use fp32" +
-                         std::string(device.cuda ? " or tf32" : ""));
+    return Unimplemented("--precision " + precision +
+                         " on GPUs: the 16-bit CUDA kernels are not in this build yet; use fp32 or tf32 (bf16 runs "
+                         "on CPU ranks)");
   }
   return InvalidArgument("--precision '" + precision + "' is unknown; use fp32, tf32, fp16 or bf16");
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -14,7 +15,12 @@
 DEFINE_string(config, "", "a TrainConfig in protobuf text format; flags given here override it");
 DEFINE_string(model, "resnet50", "resnet18, resnet34, resnet50, resnet101 or resnet152");
 DEFINE_string(device, "auto", "auto, cpu or cuda");
-DEFINE_string(precision, "fp32", "fp32 or tf32 (GPU); fp16 and bf16 arrive with mixed precision");
+DEFINE_string(precision, "fp32",
+              "fp32, tf32 (GPU math mode), bf16 (mixed precision: 16-bit activations, f32 master weights; CPU "
+              "ranks in this build), or fp16 (GPU)");
+DEFINE_string(loss_scale, "auto", "auto (dynamic for fp16, none otherwise), dynamic, none, or a static scale");
+DEFINE_int64(loss_scale_growth_interval, 2000, "dynamic loss scale: finite steps in a row before it doubles");
+DEFINE_double(max_skipped_share, 0.05, "warn when more than this share of steps is skipped for non-finite gradients");
 DEFINE_bool(deterministic, false, "GPU: deterministic algorithms, chosen the same way every run (bitwise tests)");
 DEFINE_string(comm, "auto", "auto (nccl on GPUs, mpi on CPU), nccl, or mpi (on GPUs: staged through pinned host memory)");
 DEFINE_int64(batch_size, 8, "samples per rank per micro-batch");
@@ -50,7 +56,9 @@ DEFINE_double(bucket_mb, 25.0, "gradient bucket size in MiB");
 DEFINE_double(first_bucket_mb, 1.0, "size of the first gradient bucket in MiB");
 DEFINE_bool(overlap, true, "all-reduce buckets while backward runs; --nooverlap reduces after backward");
 DEFINE_int32(zero_stage, 0, "ZeRO stage: 0 (plain data parallelism), 1 (optimizer state sharded across ranks), 2 (gradients too)");
-DEFINE_string(grad_compression, "none", "none, fp16 or bf16 gradients on the wire");
+DEFINE_string(grad_compression, "auto",
+              "none, fp16 or bf16 gradients on the wire; auto: the 16-bit type of --precision fp16/bf16 (none under "
+              "ZeRO, or in fp32)");
 
 namespace ddp {
 namespace {
@@ -120,6 +128,12 @@ Status ApplyConfigFile() {
   return Status::Ok();
 }
 
+DType ComputeDType(const std::string& precision) {
+  if (precision == "bf16") return DType::kBF16;
+  if (precision == "fp16") return DType::kF16;
+  return DType::kF32;
+}
+
 StatusOr<TrainOptions> ReadTrainOptions() {
   TrainOptions o;
   auto positive = [](int64_t v, const char* flag) -> Status {
@@ -137,6 +151,21 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   }
   o.precision = FLAGS_precision;  // checked against the rank's device by launch/device_binding
   o.deterministic = FLAGS_deterministic;
+  if (FLAGS_loss_scale == "auto") {
+    o.loss_scale.mode =
+        o.precision == "fp16" ? LossScalerOptions::Mode::kDynamic : LossScalerOptions::Mode::kNone;
+  } else {
+    ASSIGN_OR_RETURN(o.loss_scale, ParseLossScale(FLAGS_loss_scale));
+  }
+  if (FLAGS_loss_scale_growth_interval <= 0) {
+    return InvalidArgument("--loss-scale-growth-interval must be positive, got " +
+                           std::to_string(FLAGS_loss_scale_growth_interval));
+  }
+  o.loss_scale.growth_interval = FLAGS_loss_scale_growth_interval;
+  if (!(FLAGS_max_skipped_share >= 0.0 && FLAGS_max_skipped_share <= 1.0)) {
+    return InvalidArgument("--max-skipped-share must be in [0, 1], got " + Num(FLAGS_max_skipped_share));
+  }
+  o.max_skipped_share = FLAGS_max_skipped_share;
   if (FLAGS_comm != "auto" && FLAGS_comm != "nccl" && FLAGS_comm != "mpi") {
     return InvalidArgument("--comm '" + FLAGS_comm + "' is unknown; use auto, nccl or mpi");
   }
@@ -219,19 +248,36 @@ StatusOr<TrainOptions> ReadTrainOptions() {
                            " (stage 3 is not supported)");
   }
   o.zero_stage = FLAGS_zero_stage;
-  if (o.zero_stage > 0 && FLAGS_grad_compression != "none") {
+  if (o.zero_stage > 0 && FLAGS_grad_compression != "none" && FLAGS_grad_compression != "auto") {
     return Unimplemented("--grad-compression with --zero-stage " + std::to_string(o.zero_stage) +
                          " is not in this build yet");
   }
-  if (FLAGS_grad_compression == "none") {
+  if (FLAGS_grad_compression == "auto") {
+    // ZeRO's reduce-scatter has no compressed form yet: f32 there.
+    o.wire_dtype = o.zero_stage > 0 ? DType::kF32 : ComputeDType(o.precision);
+  } else if (FLAGS_grad_compression == "none") {
     o.wire_dtype = DType::kF32;
   } else if (FLAGS_grad_compression == "bf16") {
     o.wire_dtype = DType::kBF16;
   } else if (FLAGS_grad_compression == "fp16") {
     o.wire_dtype = DType::kF16;
   } else {
-    return InvalidArgument("--grad-compression '" + FLAGS_grad_compression + "' is unknown; use none, fp16 or bf16");
+    return InvalidArgument("--grad-compression '" + FLAGS_grad_compression +
+                           "' is unknown; use auto, none, fp16 or bf16");
   }
+
+  if (const char* inject = std::getenv("DDP_TEST_INJECT_NONFINITE_GRAD"); inject != nullptr && *inject != '\0') {
+    long long step = 0;
+    int rank = -1, used = 0;
+    if (std::sscanf(inject, "%lld:%d%n", &step, &rank, &used) != 2 || inject[used] != '\0' || step <= 0 ||
+        rank < 0) {
+      return InvalidArgument(std::string("DDP_TEST_INJECT_NONFINITE_GRAD '") + inject + "' is not STEP:RANK");
+    }
+    o.inject_nonfinite_step = step;
+    o.inject_nonfinite_rank = rank;
+  }
+  const char* digest = std::getenv("DDP_TEST_STATE_DIGEST");
+  o.print_state_digest = digest != nullptr && std::string(digest) == "1";
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/dtype.h"
+#include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/status.h"
 
@@ -23,6 +24,11 @@ struct TrainOptions {
   // --precision: fp32, tf32 (GPU), fp16, bf16; --deterministic (GPU).
   std::string precision = "fp32";
   bool deterministic = false;
+  // --loss-scale (auto: dynamic for fp16, none otherwise) and
+  // --loss-scale-growth-interval; --max-skipped-share: the share of steps
+  // skipped for non-finite gradients above which the run warns.
+  LossScalerOptions loss_scale;
+  double max_skipped_share = 0.05;
   // --comm: auto, nccl or mpi; ddp_train resolves auto for the device.
   std::string comm = "auto";
   int64_t batch_size = 0, accumulation_steps = 1;
@@ -49,8 +55,23 @@ struct TrainOptions {
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool overlap = true;
   int zero_stage = 0;  // 0: plain data parallelism; 1: optimizer state sharded; 2: gradients too
-  DType wire_dtype = DType::kF32;  // --grad-compression none | fp16 | bf16
+  // --grad-compression none | fp16 | bf16 | auto (the 16-bit type of
+  // --precision fp16/bf16 without ZeRO, else none).
+  DType wire_dtype = DType::kF32;
+
+  // Test hooks, from the environment (never flags): DDP_TEST_INJECT_NONFINITE_GRAD
+  // "STEP:RANK" makes rank RANK's gradient non-finite at 1-based step STEP,
+  // after reduction (so only that rank sees it); DDP_TEST_STATE_DIGEST=1
+  // prints each rank's hash of its master weights, optimizer state and loss
+  // scale after every step.
+  int64_t inject_nonfinite_step = 0;
+  int inject_nonfinite_rank = -1;
+  bool print_state_digest = false;
 };
+
+// The dtype activations and the weights' working copies take for
+// --precision: bf16 or f16 for bf16/fp16, f32 otherwise.
+DType ComputeDType(const std::string& precision);
 
 // Applies --config (a TrainConfig in protobuf text format): each field it
 // sets becomes the flag of that name, unless the command line set the flag.

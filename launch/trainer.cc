@@ -6,11 +6,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <thread>
 
 #include "runtime/allocator.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/ops/conv2d.h"
+#include "runtime/ops/elementwise.h"
 #include "runtime/ops/loss.h"
+#include "runtime/ops/reduce.h"
 #include "runtime/safetensors.h"
 
 namespace ddp {
@@ -70,7 +74,9 @@ Status Trainer::BroadcastInitialState() {
   if (!distributed()) return Status::Ok();
   std::vector<Tensor> state = {model_->flat_parameters()};
   for (Buffer* b : model_->buffers()) state.push_back(b->value);
-  return comm_->BroadcastCoalesced(std::move(state), 0)->Wait();
+  RETURN_IF_ERROR(comm_->BroadcastCoalesced(std::move(state), 0)->Wait());
+  model_->RefreshLowPrecision(ctx_);
+  return Status::Ok();
 }
 
 Status Trainer::Setup() {
@@ -143,6 +149,16 @@ Status Trainer::Setup() {
                                 std::to_string(options_.batch_size));
     model_->MoveTo(ctx_.device());
   }
+  compute_dtype_ = ComputeDType(options_.precision);
+  if (compute_dtype_ == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
+    if (is_root()) {
+      std::printf("ddp_train: --precision bf16: this CPU lacks AVX-512 BF16 and AMX, where bf16 would run slower than "
+                  "f32; training in fp32\n");
+    }
+    compute_dtype_ = DType::kF32;
+  }
+  if (compute_dtype_ != DType::kF32) model_->EnableLowPrecision(ctx_, compute_dtype_);
+  scaler_ = std::make_unique<LossScaler>(options_.loss_scale);
 
   auto weight_decay = [&](const Parameter& p) {
     return options_.decay_bn_bias || !p.is_bias_or_norm ? static_cast<float>(options_.weight_decay) : 0.0f;
@@ -244,8 +260,9 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     // micro-batches and ranks. Dividing the loss gradient by K x world here
     // makes the reducer's job a plain sum, and N ranks compute exactly what
     // one rank with N micro-batches does.
-    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels, 1.0 / static_cast<double>(k * ranks_.world_size),
-                                dlogits_);
+    // Under loss scaling the gradient carries the scale through backward.
+    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels,
+                                scaler_->scale() / static_cast<double>(k * ranks_.world_size), dlogits_);
     if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
     if (zero_) zero_->PrepareForBackward(/*sync=*/reduce_each_micro_batch || micro == k - 1, micro == 0);
     model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0 && !reduce_each_micro_batch);
@@ -255,6 +272,19 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     }
   }
   result.loss = loss_sum / static_cast<double>(k);
+  result.loss_scale = scaler_->scale();
+  // Under loss scaling, whether this rank's gradients are all finite: one
+  // check per optimizer step, after reduction, over what the rank holds.
+  bool nonfinite = false;
+  auto check_gradients = [&] {
+    if (!scaler_->enabled()) return;
+    std::vector<Tensor> held = HeldGradients();
+    if (step + 1 == options_.inject_nonfinite_step && ranks_.rank == options_.inject_nonfinite_rank) {
+      Tensor first = held.front().View(0, {1});
+      first.Fill(std::numeric_limits<double>::infinity());
+    }
+    for (const Tensor& g : held) nonfinite = nonfinite || !AllFinite(ctx_, g);
+  };
   if (distributed()) {
     ReduceStats stats;
     if (zero_) {
@@ -264,19 +294,33 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     }
     result.exposed_comm_seconds += stats.exposed_seconds;
     result.buckets = stats.buckets;
-    // The step's loss, and whether any rank hit a local error, decided
-    // together: no rank stops alone and leaves the others waiting.
-    Tensor shared = Tensor::FromVector<double>({result.loss, local_status.ok() ? 0.0 : 1.0}, {2});
+    check_gradients();
+    // The step's loss, whether any rank hit a local error, and whether any
+    // rank saw non-finite gradients, decided together: no rank stops or
+    // skips a step alone (under ZeRO each rank checks only its pieces).
+    Tensor shared = Tensor::FromVector<double>(
+        {result.loss, local_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0}, {3});
     RETURN_IF_ERROR(comm_->AllReduce(shared, ReduceOp::kSum)->Wait());
     if (!local_status.ok()) return local_status;
     if (shared.data<double>()[1] > 0.0) return FailedPrecondition("another rank failed; stopping");
     result.loss = shared.data<double>()[0] / ranks_.world_size;
+    nonfinite = shared.data<double>()[2] > 0.0;
   } else if (!local_status.ok()) {
     return local_status;
+  } else {
+    check_gradients();
   }
   if (!std::isfinite(result.loss)) {
     return FailedPrecondition("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
                               "; try a lower --lr");
+  }
+  result.skipped = scaler_->Update(nonfinite);
+  // A skipped step leaves weights, optimizer state and (ZeRO) the gathered
+  // parameters as they were; the next step overwrites the gradients.
+  if (result.skipped) return result;
+  if (result.loss_scale != 1.0) {
+    // Unscaled before clipping and the update, as GradScaler.unscale_.
+    for (Tensor& g : HeldGradients()) Scale(ctx_, static_cast<float>(1.0 / result.loss_scale), g);
   }
   if (options_.clip_grad_norm > 0.0) {
     // Under ZeRO the global norm is the sum of every rank's pieces' squared
@@ -291,9 +335,49 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   }
   RETURN_IF_ERROR(optimizer_->Step(ctx_, lr));
   // The updated pieces travel while the next step loads data and runs its
-  // forward, which waits for each bucket as it reaches its parameters.
-  if (zero_) RETURN_IF_ERROR(zero_->LaunchParameterGather());
+  // forward, which waits for each bucket as it reaches its parameters (and
+  // rounds it into the low-precision copy there).
+  if (zero_) {
+    RETURN_IF_ERROR(zero_->LaunchParameterGather());
+  } else {
+    model_->RefreshLowPrecision(ctx_);
+  }
   return result;
+}
+
+std::vector<Tensor> Trainer::HeldGradients() {
+  if (zero_) return zero_->GradientPieces();
+  return {model_->flat_gradients()};
+}
+
+void Trainer::PrintStateDigest(int64_t step) {
+  // FNV-1a over bytes copied to the host.
+  uint64_t hash = 1469598103934665603ull;
+  auto add = [&](const void* data, size_t n) {
+    const unsigned char* bytes = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  };
+  auto add_tensor = [&](const Tensor& t) {
+    const Tensor host = t.To(Device::Cpu());
+    add(host.raw_data(), host.nbytes());
+  };
+  // Under ZeRO only this rank's pieces of the master weights are current.
+  if (zero_) {
+    for (const OptimizerSlot& slot : zero_->OptimizerSlots([](const Parameter&) { return 0.0f; })) {
+      add_tensor(slot.value);
+    }
+  } else {
+    add_tensor(model_->flat_parameters());
+  }
+  for (const Tensor& t : optimizer_->state()) add_tensor(t);
+  const int64_t steps = optimizer_->steps();
+  add(&steps, sizeof(steps));
+  const double scale = scaler_->scale();
+  add(&scale, sizeof(scale));
+  std::printf("state digest: rank %d step %lld %016llx scale %g optimizer steps %lld\n", ranks_.rank,
+              static_cast<long long>(step + 1), static_cast<unsigned long long>(hash), scale,
+              static_cast<long long>(steps));
+  std::fflush(stdout);
 }
 
 StatusOr<double> Trainer::Evaluate() {
@@ -350,6 +434,7 @@ StatusOr<TrainResult> Trainer::Run() {
   memory->ResetPeak();
   TrainResult result;
   Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
+  int64_t skipped = 0;  // steps skipped for non-finite gradients (every rank counts the same)
   for (int64_t step = 0; step < total_steps_; ++step) {
     const float lr = static_cast<float>(options_.schedule.At(step));
     const auto start = std::chrono::steady_clock::now();
@@ -360,11 +445,17 @@ StatusOr<TrainResult> Trainer::Run() {
       timed_exposed += r.exposed_comm_seconds;
     }
     result.final_loss = r.loss;
+    if (r.skipped) ++skipped;
+    if (options_.print_state_digest) PrintStateDigest(step);
     nlohmann::ordered_json record = {{"step", step + 1},
                                      {"loss", r.loss},
                                      {"lr", lr},
                                      {"step_time_s", seconds},
                                      {"samples_per_s", samples_per_step / seconds}};
+    if (scaler_->enabled()) {
+      record["loss_scale"] = r.loss_scale;
+      record["skipped"] = r.skipped;
+    }
     if (distributed()) {
       record["exposed_comm_s"] = r.exposed_comm_seconds;
       // Per bucket, in launch order: seconds after backward began that it
@@ -386,6 +477,8 @@ StatusOr<TrainResult> Trainer::Run() {
       std::printf("step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f images/s", static_cast<long long>(step + 1),
                   static_cast<long long>(total_steps_), r.loss, lr, seconds, samples_per_step / seconds);
       if (distributed()) std::printf("  exposed comm %.3f s", r.exposed_comm_seconds);
+      if (scaler_->enabled()) std::printf("  loss scale %g", r.loss_scale);
+      if (r.skipped) std::printf("  skipped: non-finite gradients");
       if (evaluate) std::printf("  eval accuracy %.4f", accuracy);
       std::printf("\n");
       std::fflush(stdout);
@@ -424,6 +517,7 @@ StatusOr<TrainResult> Trainer::Run() {
       {"model", options_.model},
       {"device", options_.device},
       {"precision", options_.precision},
+      {"compute_dtype", DTypeName(compute_dtype_)},
       {"world_size", ranks_.world_size},
       {"batch_size", options_.batch_size},
       {"accumulation_steps", options_.accumulation_steps},
@@ -432,6 +526,10 @@ StatusOr<TrainResult> Trainer::Run() {
       {"samples_per_s", result.samples_per_s},
       {"final_loss", result.final_loss}};
   if (distributed()) summary["exposed_comm_s"] = timed_exposed / timed_steps;
+  if (scaler_->enabled()) {
+    summary["loss_scale"] = scaler_->scale();
+    summary["skipped_steps"] = skipped;
+  }
   if (eval_data_) summary["eval_accuracy"] = result.eval_accuracy;
   summary["memory"] = {{"param_bytes", param_bytes},
                        {"grad_bytes", grad_bytes},
@@ -449,6 +547,9 @@ StatusOr<TrainResult> Trainer::Run() {
               static_cast<long long>(warmup));
   if (distributed()) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
   if (eval_data_) std::printf("  eval accuracy %.4f", result.eval_accuracy);
+  if (scaler_->enabled()) {
+    std::printf("  loss scale %g  skipped steps %lld", scaler_->scale(), static_cast<long long>(skipped));
+  }
   std::printf("  peak tensor memory %.1f MiB  peak resident %.1f MiB\n",
               allocator_peak / 1048576.0, PeakResidentBytes() / 1048576.0);
   std::printf("memory (rank 0): parameters %.1f MiB  gradients %.1f MiB  optimizer state %.1f MiB  transient buckets "
@@ -456,6 +557,13 @@ StatusOr<TrainResult> Trainer::Run() {
               param_bytes / 1048576.0, grad_bytes / 1048576.0, optimizer_->state_bytes() / 1048576.0,
               (zero_ ? zero_->transient_bytes() : 0) / 1048576.0, activation_peak / 1048576.0,
               allocator_peak / 1048576.0);
+  if (static_cast<double>(skipped) > options_.max_skipped_share * static_cast<double>(total_steps_)) {
+    std::printf("warning: %lld of %lld steps (%.1f%%) were skipped for non-finite gradients, more than "
+                "--max-skipped-share %g; the loss scale ended at %g (try a lower --lr, or --precision bf16)\n",
+                static_cast<long long>(skipped), static_cast<long long>(total_steps_),
+                100.0 * static_cast<double>(skipped) / static_cast<double>(total_steps_), options_.max_skipped_share,
+                scaler_->scale());
+  }
   return result;
 }
 

@@ -16,6 +16,7 @@
 #include "runtime/data/sampler.h"
 #include "runtime/execution_context.h"
 #include "runtime/metrics.h"
+#include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
 
 namespace ddp {
@@ -58,11 +59,19 @@ class Trainer {
   Status Setup();
   struct StepResult {
     double loss = 0.0;  // mean over ranks and micro-batches
+    double loss_scale = 1.0;  // the scale this step's loss gradient had
+    bool skipped = false;     // a rank saw non-finite gradients: no update
     double exposed_comm_seconds = 0.0;
     std::vector<BucketTiming> buckets;  // per bucket: launch, finish, wait
   };
   StatusOr<StepResult> TrainStep(int64_t step, float lr, const Status& local_status);
   StatusOr<double> Evaluate();
+  // The gradients this rank holds after reduction: the flat buffer, or its
+  // ZeRO pieces.
+  std::vector<Tensor> HeldGradients();
+  // DDP_TEST_STATE_DIGEST: this rank's hash of master weights, optimizer
+  // state and loss scale, printed after each step.
+  void PrintStateDigest(int64_t step);
 
   TrainOptions options_;
   Communicator* comm_;
@@ -72,6 +81,8 @@ class Trainer {
   std::unique_ptr<GlobalBatchSampler> sampler_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LossScaler> scaler_;
+  DType compute_dtype_ = DType::kF32;  // activations: f32, or bf16/f16 under mixed precision
   // After model_: they unhook themselves from the model. At most one is set.
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<ZeroReducer> zero_;

@@ -50,11 +50,12 @@ inline float BitsToFloat(uint32_t u) {
   return f;
 }
 
+// Branch-free (a select), so loops of it vectorize.
 inline BFloat16 FloatToBFloat16(float f) {
-  uint32_t u = FloatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((u >> 16) | 0x40)};  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return BFloat16{static_cast<uint16_t>(u >> 16)};
+  const uint32_t u = FloatBits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return BFloat16{static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded)};
 }
 inline float BFloat16ToFloat(BFloat16 b) { return BitsToFloat(static_cast<uint32_t>(b.bits) << 16); }
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch's side of tools/bench_resnet.sh: torchvision ResNet training on one
-random batch, SGD with momentum, the same loop ddp_train runs. Prints
-"images_per_s X" (after warm-up steps) and "peak_resident_bytes Y"."""
+random batch, SGD with momentum, the same loop ddp_train runs. With
+--precision bf16, forward runs under torch.autocast("cpu", torch.bfloat16)
+(PyTorch's CPU mixed precision); --channels-last puts model and input in
+NHWC. Prints "images_per_s X" (after warm-up steps) and
+"peak_resident_bytes Y"."""
 import argparse
 import resource
 import time
@@ -19,6 +22,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--channels-last", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -27,11 +32,17 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(a.batch_size, 3, a.image_size, a.image_size)
     y = torch.randint(0, 1000, (a.batch_size,))
+    if a.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16")
     timed = 0.0
     for step in range(a.steps):
         start = time.perf_counter()
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        with autocast:
+            logits = model(x)
+        loss = F.cross_entropy(logits.float(), y)
         loss.backward()
         opt.step()
         seconds = time.perf_counter() - start

@@ -61,6 +61,14 @@ void Layer::ResetParameters(std::mt19937_64& rng) {
   for (Named& c : children_) c.layer->ResetParameters(rng);
 }
 
+const Tensor& Layer::WeightsFor(const Parameter& p, const Tensor& x) {
+  if (x.dtype() == p.value.dtype()) return p.value;
+  CHECK(p.low.defined() && p.low.dtype() == x.dtype())
+      << p.name << ": " << DTypeName(x.dtype()) << " input, but the model keeps no " << DTypeName(x.dtype())
+      << " copy of its weights (Model::EnableLowPrecision)";
+  return p.low;
+}
+
 Parameter* Layer::AddParameter(const std::string& local_name, const Shape& shape, bool is_bias_or_norm) {
   auto p = std::make_unique<Parameter>();
   p->name = local_name;

@@ -59,6 +59,10 @@ class Layer {
   // Initializes this layer's own parameters (children are visited separately).
   virtual void ResetOwnParameters(std::mt19937_64& rng) { (void)rng; }
 
+  // The weights a convolution or GEMM reads for input `x`: the master
+  // weights for f32 input, the low-precision copy for 16-bit input.
+  static const Tensor& WeightsFor(const Parameter& p, const Tensor& x);
+
   Parameter* AddParameter(const std::string& local_name, const Shape& shape, bool is_bias_or_norm);
   Buffer* AddBuffer(const std::string& local_name, Tensor value);
   template <typename L, typename... Args>

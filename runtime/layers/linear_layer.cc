@@ -22,8 +22,9 @@ void LinearLayer::ResetOwnParameters(std::mt19937_64& rng) {
 }
 
 Tensor LinearLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
+  // f32 output whatever the input: logits go to the loss in f32.
   Tensor y = Tensor::Empty({x.dim(0), out_}, DType::kF32, x.device());
-  LinearForward(ctx, x, weight_->value, bias_ ? &bias_->value : nullptr, y);
+  LinearForward(ctx, x, WeightsFor(*weight_, x), bias_ ? &bias_->value : nullptr, y);
   if (training()) input_ = x;
   return y;
 }
@@ -37,8 +38,8 @@ Tensor LinearLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   FinishGradient(ctx, *weight_, dw);
   Tensor dx;
   if (needs_input_grad()) {
-    dx = Tensor::Empty(input_.shape(), DType::kF32, dy.device());
-    LinearBackwardData(ctx, dy, weight_->value, &dx);
+    dx = Tensor::Empty(input_.shape(), input_.dtype(), dy.device());
+    LinearBackwardData(ctx, dy, WeightsFor(*weight_, input_), &dx);
   }
   input_ = Tensor();
   return dx;

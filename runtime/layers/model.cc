@@ -3,6 +3,8 @@
 #include <map>
 #include <random>
 
+#include "runtime/ops/elementwise.h"
+
 namespace ddp {
 
 Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed)
@@ -26,6 +28,28 @@ Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed)
   root_->ResetParameters(rng);
 }
 
+Tensor Model::Forward(ExecutionContext& ctx, const Tensor& x) {
+  if (x.dtype() == compute_dtype() || x.dtype() != DType::kF32) return root_->Forward(ctx, x);
+  Tensor low = Tensor::Empty(x.shape(), compute_dtype(), x.device());
+  CastScaled(ctx, x, 1.0f, low);
+  return root_->Forward(ctx, low);
+}
+
+void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype) {
+  CHECK(dtype == DType::kBF16 || dtype == DType::kF16) << "low precision is bf16 or f16, not " << DTypeName(dtype);
+  flat_low_ = Tensor::Empty(flat_parameters_.shape(), dtype, flat_parameters_.device());
+  int64_t offset = 0;
+  for (Parameter* p : parameters_) {
+    p->low = flat_low_.View(offset, p->shape);
+    offset += NumElements(p->shape);
+  }
+  RefreshLowPrecision(ctx);
+}
+
+void Model::RefreshLowPrecision(ExecutionContext& ctx) {
+  if (flat_low_.defined()) CastScaled(ctx, flat_parameters_, 1.0f, flat_low_);
+}
+
 Tensor Model::Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate) {
   backward_state_.accumulate = accumulate;
   return root_->Backward(ctx, dy);
@@ -41,6 +65,7 @@ void Model::ReleaseFlatGradients() {
 void Model::MoveTo(Device device) {
   if (device == flat_parameters_.device()) return;
   CHECK(flat_gradients_.defined()) << "Model::MoveTo after the flat gradients were released";
+  CHECK(!flat_low_.defined()) << "Model::MoveTo after EnableLowPrecision";
   flat_parameters_ = flat_parameters_.To(device);
   flat_gradients_ = Tensor::Zeros(flat_parameters_.shape(), DType::kF32, device);
   int64_t offset = 0;

@@ -22,7 +22,9 @@ class Model {
   Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed);
 
   const std::string& name() const { return name_; }
-  Tensor Forward(ExecutionContext& ctx, const Tensor& x) { return root_->Forward(ctx, x); }
+  // With low precision enabled, an f32 input is first rounded to the
+  // compute dtype: activations are 16-bit from the first layer on.
+  Tensor Forward(ExecutionContext& ctx, const Tensor& x);
   // Backward from the output gradient. With `accumulate`, gradients add to
   // what earlier micro-batches left; otherwise they are overwritten. Returns
   // the input gradient when set_needs_input_grad(true) (tests), else an
@@ -51,6 +53,21 @@ class Model {
   void MoveTo(Device device);
   Device device() const { return flat_parameters_.device(); }
 
+  // Mixed precision: keeps a `dtype` (bf16 or f16) copy of every parameter
+  // in one flat buffer laid out like the f32 one (Parameter::low views it),
+  // which convolutions and GEMMs read; activations take that dtype. The f32
+  // buffer stays the master copy that optimizers update. Call after MoveTo;
+  // the copy is filled here (on `ctx`) and by each RefreshLowPrecision.
+  void EnableLowPrecision(ExecutionContext& ctx, DType dtype);
+  // f32 unless EnableLowPrecision was called.
+  DType compute_dtype() const { return flat_low_.defined() ? flat_low_.dtype() : DType::kF32; }
+  // Rounds the master weights into the low-precision copy (after each
+  // optimizer step and anything else that writes the master weights); a
+  // no-op in f32 training.
+  void RefreshLowPrecision(ExecutionContext& ctx);
+  // The flat low-precision copy (undefined in f32 training).
+  Tensor& flat_low_precision() { return flat_low_; }
+
   // Every parameter and buffer under its PyTorch name, in state_dict order.
   // The tensors are the live ones, not copies.
   std::vector<std::pair<std::string, Tensor>> StateDict() const;
@@ -64,7 +81,7 @@ class Model {
   std::unique_ptr<Layer> root_;
   std::vector<Parameter*> parameters_;
   std::vector<Buffer*> buffers_;
-  Tensor flat_parameters_, flat_gradients_;
+  Tensor flat_parameters_, flat_gradients_, flat_low_;
   BackwardState backward_state_;
 };
 

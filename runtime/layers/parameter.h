@@ -11,7 +11,11 @@ namespace ddp {
 struct Parameter {
   std::string name;  // full PyTorch name, e.g. "layer1.0.conv1.weight"
   Shape shape;
-  Tensor value;  // view into the model's flat parameter buffer
+  Tensor value;  // f32 master weights: a view into the model's flat parameter buffer
+  // Mixed precision: the 16-bit copy that forward and backward read for
+  // convolutions and GEMMs, a view into the model's flat low-precision
+  // buffer, refreshed from `value` once per step. Undefined in f32 training.
+  Tensor low;
   // Where backward writes this parameter's gradient: a view into the model's
   // flat gradient buffer, which a reducer may re-point into its buckets.
   Tensor grad;

@@ -13,9 +13,16 @@ void CheckChannelTensor(const Tensor& x, const Tensor& t, const char* what) {
   CheckF32(t, what);
 }
 
-void CheckInput(const Tensor& x) {
+// Activations may be bf16 (CheckActivation); statistics and parameters are
+// f32, as in cuDNN and autocast.
+void CheckInput(const ExecutionContext& ctx, const Tensor& x) {
   CHECK(x.ndim() == 2 || x.ndim() == 4) << "batch norm input must be NC or NCHW, got " << x.DebugString();
-  CheckF32(x, "batch norm input");
+  CheckActivation(ctx, x, "batch norm input");
+}
+
+void CheckLikeInput(const Tensor& x, const Tensor& t, const char* what) {
+  CheckSameShape(x, t, what);
+  CHECK(t.dtype() == x.dtype()) << what << " " << t.DebugString() << " for input " << x.DebugString();
 }
 
 }  // namespace
@@ -23,8 +30,8 @@ void CheckInput(const Tensor& x) {
 void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                               const Tensor& beta, Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
                               Tensor& running_mean, Tensor& running_var) {
-  CheckInput(x);
-  CheckSameShape(x, y, "batch norm output");
+  CheckInput(ctx, x);
+  CheckLikeInput(x, y, "batch norm output");
   for (auto [t, what] : {std::pair<const Tensor*, const char*>{&gamma, "weight"}, {&beta, "bias"},
                          {&saved_mean, "saved mean"}, {&saved_invstd, "saved invstd"},
                          {&running_mean, "running mean"}, {&running_var, "running var"}}) {
@@ -45,8 +52,8 @@ void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, c
 void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x,
                                const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                                const Tensor& running_var, Tensor& y) {
-  CheckInput(x);
-  CheckSameShape(x, y, "batch norm output");
+  CheckInput(ctx, x);
+  CheckLikeInput(x, y, "batch norm output");
   for (auto [t, what] : {std::pair<const Tensor*, const char*>{&gamma, "weight"}, {&beta, "bias"},
                          {&running_mean, "running mean"}, {&running_var, "running var"}}) {
     CheckChannelTensor(x, *t, what);
@@ -62,9 +69,9 @@ void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, 
 void BatchNormBackward(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
                        Tensor& dbeta) {
-  CheckInput(x);
-  CheckSameShape(x, dy, "batch norm output gradient");
-  CheckSameShape(x, dx, "batch norm input gradient");
+  CheckInput(ctx, x);
+  CheckLikeInput(x, dy, "batch norm output gradient");
+  CheckLikeInput(x, dx, "batch norm input gradient");
   for (auto [t, what] : {std::pair<const Tensor*, const char*>{&gamma, "weight"}, {&saved_mean, "saved mean"},
                          {&saved_invstd, "saved invstd"}, {&dgamma, "weight gradient"},
                          {&dbeta, "bias gradient"}}) {

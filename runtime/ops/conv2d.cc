@@ -1,10 +1,13 @@
 #include "runtime/ops/conv2d.h"
 
 #include "runtime/ops/cpu/conv2d_cpu.h"
+#include "runtime/ops/cpu/dnnl_util.h"
 #include "runtime/ops/cuda/cudnn_ops.h"
 #include "runtime/ops/op_checks.h"
 
 namespace ddp {
+
+bool CpuHasFastBf16() { return cpu::CpuHasNativeBf16(); }
 
 Shape Conv2dOutputShape(const Shape& x, const Shape& w, const Conv2dParams& p) {
   CHECK_EQ(x.size(), 4u) << "conv2d input must be NCHW, got " << ShapeToString(x);
@@ -31,8 +34,23 @@ Shape Conv2dOutputShape(const Shape& x, const Shape& w, const Conv2dParams& p) {
 }
 
 
+namespace {
+
+// Data and weights share one dtype: f32, or bf16 on the CPU (mixed
+// precision); bias and weight gradients are f32 (or the data's dtype).
+void CheckTypes(const ExecutionContext& ctx, const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
+  CheckActivation(ctx, a, op);
+  CHECK(b.dtype() == a.dtype() && c.dtype() == a.dtype())
+      << op << ": " << a.DebugString() << ", " << b.DebugString() << " and " << c.DebugString()
+      << " must share a dtype";
+}
+
+}  // namespace
+
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w,
                    const Tensor* bias, Tensor& y) {
+  CheckTypes(ctx, "Conv2dForward", x, w, y);
+  if (bias) CheckF32(*bias, "conv2d bias");
   CHECK(y.shape() == Conv2dOutputShape(x.shape(), w.shape(), p))
       << "conv2d output " << y.DebugString() << " for input " << x.DebugString();
   if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "conv2d bias " << bias->DebugString();
@@ -44,6 +62,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                         Tensor& dx) {
+  CheckTypes(ctx, "Conv2dBackwardData", dy, w, dx);
   CHECK(dy.shape() == Conv2dOutputShape(dx.shape(), w.shape(), p))
       << "conv2d output gradient " << dy.DebugString() << " for input gradient " << dx.DebugString();
   CheckOnDevice(ctx, "Conv2dBackwardData", {&dy, &w, &dx});
@@ -53,6 +72,10 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
 
 void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                            Tensor& dw, Tensor* dbias) {
+  CheckTypes(ctx, "Conv2dBackwardWeights", x, dy, dy);
+  CHECK(dw.dtype() == DType::kF32 || dw.dtype() == x.dtype())
+      << "conv2d weight gradient " << dw.DebugString() << " for input " << x.DebugString();
+  if (dbias) CheckF32(*dbias, "conv2d bias gradient");
   CHECK(dy.shape() == Conv2dOutputShape(x.shape(), dw.shape(), p))
       << "conv2d output gradient " << dy.DebugString() << " for weights " << dw.DebugString();
   if (dbias) CHECK(dbias->shape() == Shape{dw.dim(0)}) << "conv2d bias gradient " << dbias->DebugString();

@@ -16,6 +16,10 @@ struct Conv2dParams {
   int64_t groups = 1;
 };
 
+// Whether this CPU runs bf16 convolutions and GEMMs natively (AVX-512 BF16
+// or AMX), so that --precision bf16 is faster than f32 here.
+bool CpuHasFastBf16();
+
 // Output shape [N, out_channels, OH, OW] for input `x` and weights `w`;
 // CHECK-fails on inconsistent shapes.
 Shape Conv2dOutputShape(const Shape& x, const Shape& w, const Conv2dParams& p);

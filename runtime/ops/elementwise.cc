@@ -8,12 +8,21 @@
 namespace ddp {
 namespace {
 
-// Every tensor must be f32, of `first`'s shape, and on the context's device.
-void CheckOperands(const ExecutionContext& ctx, const char* op, std::initializer_list<const Tensor*> tensors) {
+// Every tensor must have `first`'s shape and dtype and sit on the context's
+// device; `activations` (Add, ReLU) allows what CheckActivation does, the
+// gradient arithmetic takes f32.
+void CheckOperands(const ExecutionContext& ctx, const char* op, std::initializer_list<const Tensor*> tensors,
+                   bool activations = false) {
   const Tensor& first = **tensors.begin();
   for (const Tensor* t : tensors) {
-    CheckF32(*t, op);
-    CHECK(t->shape() == first.shape()) << op << ": " << t->DebugString() << " vs " << first.DebugString();
+    CHECK(t->defined()) << op << ": undefined operand";
+    CHECK(t->shape() == first.shape() && t->dtype() == first.dtype())
+        << op << ": " << t->DebugString() << " vs " << first.DebugString();
+  }
+  if (activations) {
+    CheckActivation(ctx, first, op);
+  } else {
+    CheckF32(first, op);
   }
   CheckOnDevice(ctx, op, tensors);
 }
@@ -35,11 +44,11 @@ void Dispatch(ExecutionContext& ctx, const char* op, CudaLaunch launch, CpuRun r
 }  // namespace
 
 void Add(ExecutionContext& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
-  CheckOperands(ctx, "Add", {&a, &b, &out});
+  CheckOperands(ctx, "Add", {&a, &b, &out}, /*activations=*/true);
   Dispatch(
       ctx, "cuda::AddF32",
       [&] { return cuda::AddF32(a.data<float>(), b.data<float>(), out.data<float>(), out.numel(), ctx.cuda_stream()); },
-      [&] { cpu::Add(a.data<float>(), b.data<float>(), out.data<float>(), out.numel()); });
+      [&] { cpu::Add(a, b, out); });
 }
 
 void Axpy(ExecutionContext& ctx, float alpha, const Tensor& x, Tensor& y) {
@@ -58,22 +67,22 @@ void Scale(ExecutionContext& ctx, float alpha, Tensor& x) {
 }
 
 void ReluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
-  CheckOperands(ctx, "ReluForward", {&x, &y});
+  CheckOperands(ctx, "ReluForward", {&x, &y}, /*activations=*/true);
   Dispatch(
       ctx, "cuda::ReluForwardF32",
       [&] { return cuda::ReluForwardF32(x.data<float>(), y.data<float>(), y.numel(), ctx.cuda_stream()); },
-      [&] { cpu::ReluForward(x.data<float>(), y.data<float>(), y.numel()); });
+      [&] { cpu::ReluForward(x, y); });
 }
 
 void ReluBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
-  CheckOperands(ctx, "ReluBackward", {&y, &dy, &dx});
+  CheckOperands(ctx, "ReluBackward", {&y, &dy, &dx}, /*activations=*/true);
   Dispatch(
       ctx, "cuda::ReluBackwardF32",
       [&] {
         return cuda::ReluBackwardF32(y.data<float>(), dy.data<float>(), dx.data<float>(), dx.numel(),
                                      ctx.cuda_stream());
       },
-      [&] { cpu::ReluBackward(y.data<float>(), dy.data<float>(), dx.data<float>(), dx.numel()); });
+      [&] { cpu::ReluBackward(y, dy, dx); });
 }
 
 void Copy(ExecutionContext& ctx, const Tensor& src, Tensor& dst) {

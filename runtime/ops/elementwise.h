@@ -1,5 +1,7 @@
-// Elementwise f32 arithmetic and ReLU. Each runs on the context's device:
+// Elementwise arithmetic and ReLU. Each runs on the context's device:
 // OpenMP loops on CPU, the kernels of cuda/elementwise_kernels.cu on CUDA.
+// Operands share one dtype: f32, or for Add and ReLU (activations) bf16 on
+// the CPU, computed in f32 and rounded to nearest even.
 #pragma once
 
 #include "runtime/execution_context.h"

@@ -7,10 +7,16 @@
 namespace ddp {
 namespace {
 
-void CheckLinear(const Tensor& x, const Tensor& w, const Tensor& y) {
-  CheckF32(x, "linear input");
-  CheckF32(w, "linear weight");
-  CheckF32(y, "linear output");
+// The input and weight share a dtype: f32, or bf16 on the CPU (mixed
+// precision, when the output and its gradient may be f32 or bf16).
+void CheckLinear(const ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor& y) {
+  CheckActivation(ctx, x, "linear input");
+  CHECK(w.dtype() == x.dtype()) << "linear weight " << w.DebugString() << " for input " << x.DebugString();
+  if (x.dtype() == DType::kF32) {
+    CheckF32(y, "linear output");
+  } else {
+    CheckActivation(ctx, y, "linear output");
+  }
   CHECK(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2 && x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) &&
         y.dim(1) == w.dim(0))
       << "linear shapes: input " << x.DebugString() << ", weight " << w.DebugString() << ", output "
@@ -42,9 +48,14 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha
 }
 
 void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
-  CheckLinear(x, w, y);
+  CheckLinear(ctx, x, w, y);
   if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "linear bias " << bias->DebugString();
+  if (bias) CheckF32(*bias, "linear bias");
   if (bias) CheckOnDevice(ctx, "LinearForward", {bias});
+  if (x.dtype() == DType::kBF16) {
+    CheckOnDevice(ctx, "LinearForward", {&x, &w, &y});
+    return cpu::MatmulBf16(ctx, false, true, x, w, bias, y);
+  }
   if (ctx.device().is_cuda()) {
     CheckOnDevice(ctx, "LinearForward", {&x, &w, &y});
     // The bias rides in the GEMM's epilogue.
@@ -58,13 +69,29 @@ void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, cons
 
 void LinearBackwardData(ExecutionContext& ctx, const Tensor& dy, const Tensor& w, Tensor* dx) {
   if (dx == nullptr) return;
-  CheckLinear(*dx, w, dy);
+  CheckLinear(ctx, *dx, w, dy);
+  if (w.dtype() == DType::kBF16) {
+    CheckOnDevice(ctx, "LinearBackwardData", {&dy, &w, dx});
+    return cpu::MatmulBf16(ctx, false, false, dy, w, nullptr, *dx);
+  }
   Gemm(ctx, false, false, 1.0f, dy, w, 0.0f, *dx);
 }
 
 void LinearBackwardWeights(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* dbias) {
-  CheckLinear(x, dw, dy);
-  Gemm(ctx, true, false, 1.0f, dy, x, 0.0f, dw);
+  if (x.dtype() == DType::kBF16) {
+    // Weight gradients are f32 (the master weights' dtype).
+    CheckActivation(ctx, x, "linear input");
+    CheckF32(dw, "linear weight gradient");
+    CHECK(x.ndim() == 2 && dy.ndim() == 2 && dw.ndim() == 2 && dy.dim(0) == x.dim(0) && dw.dim(0) == dy.dim(1) &&
+          dw.dim(1) == x.dim(1))
+        << "linear shapes: input " << x.DebugString() << ", output gradient " << dy.DebugString()
+        << ", weight gradient " << dw.DebugString();
+    CheckOnDevice(ctx, "LinearBackwardWeights", {&x, &dy, &dw});
+    cpu::MatmulBf16(ctx, true, false, dy, x, nullptr, dw);
+  } else {
+    CheckLinear(ctx, x, dw, dy);
+    Gemm(ctx, true, false, 1.0f, dy, x, 0.0f, dw);
+  }
   if (dbias) {
     CHECK(dbias->shape() == Shape{dw.dim(0)}) << "linear bias gradient " << dbias->DebugString();
     CheckOnDevice(ctx, "LinearBackwardWeights", {dbias});
@@ -72,6 +99,7 @@ void LinearBackwardWeights(ExecutionContext& ctx, const Tensor& x, const Tensor&
       return DDP_ON_CUDA("LinearBackwardWeights",
                          cuda::SumRows(ctx, dy.data<float>(), dy.dim(0), dy.dim(1), dbias->data<float>()));
     }
+    CheckF32(dy, "linear output gradient (for the bias gradient)");
     cpu::SumRows(dy.data<float>(), dy.dim(0), dy.dim(1), dbias->data<float>());
   }
 }

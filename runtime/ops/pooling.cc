@@ -18,7 +18,8 @@ Shape Pool2dOutputShape(const Shape& x, const Pool2dParams& p) {
 }
 
 void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax) {
-  CheckF32(x, "max pool input");
+  CheckActivation(ctx, x, "max pool input");
+  CHECK(y.dtype() == x.dtype()) << "max pool output " << y.DebugString() << " for input " << x.DebugString();
   CHECK(y.shape() == Pool2dOutputShape(x.shape(), p)) << "max pool output " << y.DebugString();
   CheckSameShape(y, argmax, "max pool argmax");
   CHECK(argmax.dtype() == DType::kI32) << "max pool argmax must be i32";
@@ -29,7 +30,8 @@ void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor
 
 void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, const Tensor& argmax,
                        Tensor& dx) {
-  CheckF32(dy, "max pool output gradient");
+  CheckActivation(ctx, dy, "max pool output gradient");
+  CHECK(dx.dtype() == dy.dtype()) << "max pool input gradient " << dx.DebugString() << " for " << dy.DebugString();
   CheckSameShape(dy, argmax, "max pool argmax");
   CHECK(dx.ndim() == 4 && dx.dim(0) == dy.dim(0) && dx.dim(1) == dy.dim(1)) << "max pool input gradient "
                                                                              << dx.DebugString();
@@ -56,7 +58,8 @@ void AvgPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tenso
 }
 
 void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
-  CheckF32(x, "global avg pool input");
+  CheckActivation(ctx, x, "global avg pool input");
+  CHECK(y.dtype() == x.dtype()) << "global avg pool output " << y.DebugString() << " for input " << x.DebugString();
   CHECK(x.ndim() == 4 && y.shape() == Shape({x.dim(0), x.dim(1)}))
       << "global avg pool " << x.DebugString() << " -> " << y.DebugString();
   CheckOnDevice(ctx, "GlobalAvgPoolForward", {&x, &y});
@@ -65,7 +68,8 @@ void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
 }
 
 void GlobalAvgPoolBackward(ExecutionContext& ctx, const Tensor& dy, Tensor& dx) {
-  CheckF32(dx, "global avg pool input gradient");
+  CheckActivation(ctx, dx, "global avg pool input gradient");
+  CHECK(dy.dtype() == dx.dtype()) << "global avg pool gradient " << dy.DebugString() << " for " << dx.DebugString();
   CHECK(dx.ndim() == 4 && dy.shape() == Shape({dx.dim(0), dx.dim(1)}))
       << "global avg pool gradient " << dy.DebugString() << " -> " << dx.DebugString();
   CheckOnDevice(ctx, "GlobalAvgPoolBackward", {&dy, &dx});

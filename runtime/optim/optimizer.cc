@@ -64,6 +64,11 @@ class DeviceChunks {
   int64_t count_ = 0;
 };
 
+std::vector<Tensor> Concat(std::vector<Tensor> a, const std::vector<Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 int64_t StateBytes(const std::vector<Tensor>& state) {
   int64_t bytes = 0;
   for (const Tensor& t : state) bytes += static_cast<int64_t>(t.nbytes());
@@ -110,6 +115,8 @@ class Sgd final : public Optimizer {
   }
 
   int64_t state_bytes() const override { return StateBytes(momentum_); }
+  std::vector<Tensor> state() const override { return momentum_; }
+  int64_t steps() const override { return steps_; }
 
  private:
   std::vector<OptimizerSlot> slots_;
@@ -160,6 +167,8 @@ class AdamW final : public Optimizer {
   }
 
   int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
+  std::vector<Tensor> state() const override { return Concat(exp_avg_, exp_avg_sq_); }
+  int64_t steps() const override { return steps_; }
 
  private:
   std::vector<OptimizerSlot> slots_;
@@ -234,6 +243,8 @@ class Lamb final : public Optimizer {
   }
 
   int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
+  std::vector<Tensor> state() const override { return Concat(exp_avg_, exp_avg_sq_); }
+  int64_t steps() const override { return steps_; }
 
  private:
   // The same two passes as fused kernels; the norms stay on the device (and

@@ -33,6 +33,12 @@ class Optimizer {
   virtual Status Step(ExecutionContext& ctx, float lr) = 0;
   // Bytes of optimizer state (momentum, moments) this rank holds.
   virtual int64_t state_bytes() const = 0;
+  // That state's tensors, slot by slot (SGD: momentum; AdamW and LAMB: the
+  // first moments, then the second), and the count of steps taken, which
+  // bias corrections and SGD's first step read: what a step changes besides
+  // the weights.
+  virtual std::vector<Tensor> state() const = 0;
+  virtual int64_t steps() const = 0;
 };
 
 struct SgdOptions {

@@ -14,13 +14,17 @@ using Tag = dnnl::memory::format_tag;
 using DataType = dnnl::memory::data_type;
 
 // Everything oneDNN needs to know about one convolution, and a cache key.
+// Data (src, dst and their gradients) and weights are of `data` type, f32 or
+// bf16; bias and, in backward, weight gradients may be f32 with bf16 data
+// (oneDNN's mixed-precision training configuration).
 struct ConvGeometry {
   Dims src, weights, dst, bias, strides, dilates, pad_l, pad_r;
   Tag weights_tag;
+  DataType data;
   std::string key;
 };
 
-ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w) {
+ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w, DType data) {
   const Shape y = Conv2dOutputShape(x, w, p);
   ConvGeometry g;
   g.src = {x[0], x[1], x[2], x[3]};
@@ -42,11 +46,12 @@ ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w)
              (y[3] - 1) * p.stride_w + (w[3] - 1) * p.dilation_w + 1 - x[3] - p.pad_w};
   g.key = ShapeToString(x) + ShapeToString(w) + "s" + std::to_string(p.stride_h) + "," + std::to_string(p.stride_w) +
           "p" + std::to_string(p.pad_h) + "," + std::to_string(p.pad_w) + "d" + std::to_string(p.dilation_h) + "," +
-          std::to_string(p.dilation_w) + "g" + std::to_string(p.groups);
+          std::to_string(p.dilation_w) + "g" + std::to_string(p.groups) + DTypeName(data);
+  g.data = DnnlType(data);
   return g;
 }
 
-dnnl::memory::desc Any(const Dims& dims) { return {dims, DataType::f32, Tag::any}; }
+dnnl::memory::desc Any(const Dims& dims, DataType type) { return {dims, type, Tag::any}; }
 
 struct ForwardEntry {
   dnnl::convolution_forward::primitive_desc pd;
@@ -60,12 +65,13 @@ ForwardEntry& GetForward(const ConvGeometry& g, bool with_bias) {
         DnnlCheck("convolution_forward creation", [&] {
           auto desc = with_bias
                           ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                            Any(g.src), Any(g.weights),
-                                                            {g.bias, DataType::f32, Tag::x}, Any(g.dst), g.strides,
-                                                            g.dilates, g.pad_l, g.pad_r)
+                                                            Any(g.src, g.data), Any(g.weights, g.data),
+                                                            {g.bias, DataType::f32, Tag::x}, Any(g.dst, g.data),
+                                                            g.strides, g.dilates, g.pad_l, g.pad_r)
                           : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                            Any(g.src), Any(g.weights), Any(g.dst), g.strides,
-                                                            g.dilates, g.pad_l, g.pad_r);
+                                                            Any(g.src, g.data), Any(g.weights, g.data),
+                                                            Any(g.dst, g.data), g.strides, g.dilates, g.pad_l,
+                                                            g.pad_r);
           e.pd = dnnl::convolution_forward::primitive_desc(desc, DnnlEngine());
           e.primitive = dnnl::convolution_forward(e.pd);
         });
@@ -87,7 +93,7 @@ struct BackwardWeightsEntry {
 
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w,
                    const Tensor* bias, Tensor& y) {
-  const ConvGeometry g = MakeGeometry(p, x.shape(), w.shape());
+  const ConvGeometry g = MakeGeometry(p, x.shape(), w.shape(), x.dtype());
   ForwardEntry& e = GetForward(g, bias != nullptr);
   dnnl::memory user_dst = UserMemory(y, g.dst, Tag::nchw);
   dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, Tag::nchw), e.pd.src_desc());
@@ -105,13 +111,14 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                         Tensor& dx) {
-  const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape());
+  const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape(), dx.dtype());
   BackwardDataEntry& e = GetPrimitiveCache().GetOrCreate<BackwardDataEntry>("conv_bwd_data" + g.key, [&] {
     const ForwardEntry& hint = GetForward(g, /*with_bias=*/false);
     BackwardDataEntry entry;
     DnnlCheck("convolution_backward_data creation", [&] {
-      dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, Any(g.src), Any(g.weights),
-                                                 Any(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r);
+      dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, Any(g.src, g.data),
+                                                 Any(g.weights, g.data), Any(g.dst, g.data), g.strides, g.dilates,
+                                                 g.pad_l, g.pad_r);
       entry.pd = dnnl::convolution_backward_data::primitive_desc(desc, DnnlEngine(), hint.pd);
       entry.primitive = dnnl::convolution_backward_data(entry.pd);
     });
@@ -131,20 +138,22 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
 
 void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                            Tensor& dw, Tensor* dbias) {
-  const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape());
+  const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape(), x.dtype());
   const bool with_bias = dbias != nullptr;
+  const DataType diff_weights_type = DnnlType(dw.dtype());
   BackwardWeightsEntry& e = GetPrimitiveCache().GetOrCreate<BackwardWeightsEntry>(
-      "conv_bwd_weights" + g.key + (with_bias ? "+bias" : ""), [&] {
+      "conv_bwd_weights" + g.key + (with_bias ? "+bias" : "") + DTypeName(dw.dtype()), [&] {
         const ForwardEntry& hint = GetForward(g, with_bias);
         BackwardWeightsEntry entry;
         DnnlCheck("convolution_backward_weights creation", [&] {
           auto desc = with_bias ? dnnl::convolution_backward_weights::desc(
-                                      algorithm::convolution_direct, Any(g.src), Any(g.weights),
-                                      {g.bias, DataType::f32, Tag::x}, Any(g.dst), g.strides, g.dilates, g.pad_l,
-                                      g.pad_r)
-                                : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, Any(g.src),
-                                                                           Any(g.weights), Any(g.dst), g.strides,
-                                                                           g.dilates, g.pad_l, g.pad_r);
+                                      algorithm::convolution_direct, Any(g.src, g.data),
+                                      Any(g.weights, diff_weights_type), {g.bias, DataType::f32, Tag::x},
+                                      Any(g.dst, g.data), g.strides, g.dilates, g.pad_l, g.pad_r)
+                                : dnnl::convolution_backward_weights::desc(
+                                      algorithm::convolution_direct, Any(g.src, g.data),
+                                      Any(g.weights, diff_weights_type), Any(g.dst, g.data), g.strides, g.dilates,
+                                      g.pad_l, g.pad_r);
           entry.pd = dnnl::convolution_backward_weights::primitive_desc(desc, DnnlEngine(), hint.pd);
           entry.primitive = dnnl::convolution_backward_weights(entry.pd);
         });

@@ -27,9 +27,23 @@ void DnnlCheck(const char* what, const std::function<void()>& call) {
   }
 }
 
+dnnl::memory::data_type DnnlType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return dnnl::memory::data_type::f32;
+    case DType::kBF16: return dnnl::memory::data_type::bf16;
+    default: LOG(FATAL) << "oneDNN ops take f32 or bf16 tensors, not " << DTypeName(dtype);
+  }
+}
+
 dnnl::memory UserMemory(const Tensor& t, const dnnl::memory::dims& dims, dnnl::memory::format_tag tag) {
-  CHECK(t.dtype() == DType::kF32) << "oneDNN ops take f32 tensors, got " << t.DebugString();
-  return dnnl::memory({dims, dnnl::memory::data_type::f32, tag}, DnnlEngine(), t.raw_data());
+  return dnnl::memory({dims, DnnlType(t.dtype()), tag}, DnnlEngine(), t.raw_data());
+}
+
+bool CpuHasNativeBf16() {
+  // ISA values are bit sets, each containing the ones it extends (so
+  // avx2_vnni, numerically larger, lacks bf16).
+  const unsigned bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
 }
 
 dnnl::memory ToPrimitiveLayout(ExecutionContext& ctx, int slot, dnnl::memory user,

@@ -17,7 +17,14 @@ namespace ddp::cpu {
 dnnl::engine& DnnlEngine();
 dnnl::stream& DnnlStream();
 
-// A user tensor wrapped as oneDNN memory of the given plain layout.
+// oneDNN's name for an f32 or bf16 dtype (fatal for others).
+dnnl::memory::data_type DnnlType(DType dtype);
+// Whether oneDNN runs bf16 convolutions and matmuls on native instructions
+// here (AVX-512 BF16 or AMX); elsewhere it emulates them, slower than f32.
+bool CpuHasNativeBf16();
+
+// A user tensor (f32 or bf16) wrapped as oneDNN memory of the given plain
+// layout.
 dnnl::memory UserMemory(const Tensor& t, const dnnl::memory::dims& dims, dnnl::memory::format_tag tag);
 
 // Returns `user` if the primitive wants its layout, else reorders it into

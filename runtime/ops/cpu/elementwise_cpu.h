@@ -7,11 +7,12 @@
 
 namespace ddp::cpu {
 
-void Add(const float* a, const float* b, float* out, int64_t n);
+// Add and ReLU take f32 or bf16 tensors of one dtype and equal sizes.
+void Add(const Tensor& a, const Tensor& b, Tensor& out);
 void Axpy(float alpha, const float* x, float* y, int64_t n);
 void Scale(float alpha, float* x, int64_t n);
-void ReluForward(const float* x, float* y, int64_t n);
-void ReluBackward(const float* y, const float* dy, float* dx, int64_t n);
+void ReluForward(const Tensor& x, Tensor& y);
+void ReluBackward(const Tensor& y, const Tensor& dy, Tensor& dx);
 // f32 <-> bf16 or f16, times `scale`.
 void CastScaled(const Tensor& src, float scale, Tensor& dst);
 

@@ -6,6 +6,9 @@
 #include <glog/logging.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "runtime/ops/cpu/dnnl_util.h"
+#include "runtime/ops/elementwise.h"
+
 namespace ddp::cpu {
 
 void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -14,6 +17,59 @@ void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
   const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
                                           ldb, beta, c, ldc);
   CHECK_EQ(status, dnnl_success) << "dnnl_sgemm(" << m << "x" << n << "x" << k << ") failed with status " << status;
+}
+
+namespace {
+
+// `t` as bf16: itself, or rounded into scratch slot `slot`.
+Tensor AsBf16(ExecutionContext& ctx, int slot, const Tensor& t) {
+  if (t.dtype() == DType::kBF16) return t;
+  Tensor converted = ctx.ScratchTensor(slot, t.shape(), DType::kBF16);
+  CastScaled(ctx, t, 1.0f, converted);
+  return converted;
+}
+
+struct MatmulEntry {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul primitive;
+};
+
+}  // namespace
+
+void MatmulBf16(ExecutionContext& ctx, bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b,
+                const Tensor* bias, Tensor& c) {
+  using Tag = dnnl::memory::format_tag;
+  using DataType = dnnl::memory::data_type;
+  const int64_t m = c.dim(0), n = c.dim(1), k = transpose_a ? a.dim(0) : a.dim(1);
+  const Tensor a16 = AsBf16(ctx, 0, a), b16 = AsBf16(ctx, 1, b);
+  // A transposed is stored [K, M]: the logical [M, K] matrix in column-major
+  // ("ba") order; likewise B.
+  const dnnl::memory::desc a_desc({m, k}, DataType::bf16, transpose_a ? Tag::ba : Tag::ab);
+  const dnnl::memory::desc b_desc({k, n}, DataType::bf16, transpose_b ? Tag::ba : Tag::ab);
+  const dnnl::memory::desc c_desc({m, n}, DnnlType(c.dtype()), Tag::ab);
+  const dnnl::memory::desc bias_desc({1, n}, DataType::f32, Tag::ab);
+  const std::string key = "matmul_bf16 " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                          (transpose_a ? "T" : "N") + (transpose_b ? "T" : "N") + (bias ? "+bias" : "") +
+                          DTypeName(c.dtype());
+  MatmulEntry& e = GetPrimitiveCache().GetOrCreate<MatmulEntry>(key, [&] {
+    MatmulEntry entry;
+    DnnlCheck("matmul creation", [&] {
+      const dnnl::matmul::desc desc =
+          bias ? dnnl::matmul::desc(a_desc, b_desc, bias_desc, c_desc) : dnnl::matmul::desc(a_desc, b_desc, c_desc);
+      entry.pd = dnnl::matmul::primitive_desc(desc, DnnlEngine());
+      entry.primitive = dnnl::matmul(entry.pd);
+    });
+    return entry;
+  });
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, dnnl::memory(a_desc, DnnlEngine(), a16.raw_data())},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(b_desc, DnnlEngine(), b16.raw_data())},
+      {DNNL_ARG_DST, dnnl::memory(c_desc, DnnlEngine(), c.raw_data())}};
+  if (bias) args[DNNL_ARG_BIAS] = dnnl::memory(bias_desc, DnnlEngine(), bias->raw_data());
+  DnnlCheck("matmul", [&] {
+    e.primitive.execute(DnnlStream(), args);
+    DnnlStream().wait();
+  });
 }
 
 void BroadcastRows(const float* row, int64_t rows, int64_t cols, float* out) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "runtime/ops/cpu/float_types.h"
 
 namespace ddp::cpu {
 namespace {
@@ -32,48 +35,58 @@ int64_t Divisor(const Pool2dParams& p, const Window& win) {
 }  // namespace
 
 void MaxPool2dForward(ExecutionContext&, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax) {
-  const int64_t planes = x.dim(0) * x.dim(1), h = x.dim(2), w = x.dim(3), oh_n = y.dim(2), ow_n = y.dim(3);
-  const float* xd = x.data<float>();
-  float* yd = y.data<float>();
-  int32_t* ad = argmax.data<int32_t>();
+  DispatchFloat(x.dtype(), "MaxPool2dForward", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t planes = x.dim(0) * x.dim(1), h = x.dim(2), w = x.dim(3), oh_n = y.dim(2), ow_n = y.dim(3);
+    const T* xd = Elements<T>(x);
+    T* yd = Elements<T>(y);
+    int32_t* ad = argmax.data<int32_t>();
 #pragma omp parallel for schedule(static)
-  for (int64_t plane = 0; plane < planes; ++plane) {
-    const float* xp = xd + plane * h * w;
-    for (int64_t oh = 0; oh < oh_n; ++oh) {
-      for (int64_t ow = 0; ow < ow_n; ++ow) {
-        const Window win = WindowAt(p, h, w, oh, ow);
-        float best = -std::numeric_limits<float>::infinity();
-        int64_t best_index = win.h0 * w + win.w0;
-        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
-          for (int64_t iw = win.w0; iw < win.w1; ++iw) {
-            const float v = xp[ih * w + iw];
-            if (v > best || std::isnan(v)) {  // NaN propagates, as in PyTorch
-              best = v;
-              best_index = ih * w + iw;
-              if (std::isnan(v)) break;
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const T* xp = xd + plane * h * w;
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          const Window win = WindowAt(p, h, w, oh, ow);
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t best_index = win.h0 * w + win.w0;
+          for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+            for (int64_t iw = win.w0; iw < win.w1; ++iw) {
+              const float v = ToFloat(xp[ih * w + iw]);
+              if (v > best || std::isnan(v)) {  // NaN propagates, as in PyTorch
+                best = v;
+                best_index = ih * w + iw;
+                if (std::isnan(v)) break;
+              }
             }
           }
+          const int64_t o = (plane * oh_n + oh) * ow_n + ow;
+          yd[o] = xp[best_index];  // exact in any storage type
+          ad[o] = static_cast<int32_t>(best_index);
         }
-        const int64_t o = (plane * oh_n + oh) * ow_n + ow;
-        yd[o] = best;
-        ad[o] = static_cast<int32_t>(best_index);
       }
     }
-  }
+  });
 }
 
 void MaxPool2dBackward(ExecutionContext&, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
-  const int64_t planes = dx.dim(0) * dx.dim(1), in_plane = dx.dim(2) * dx.dim(3);
-  const int64_t out_plane = dy.dim(2) * dy.dim(3);
-  const float* dyd = dy.data<float>();
-  const int32_t* ad = argmax.data<int32_t>();
-  float* dxd = dx.data<float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t plane = 0; plane < planes; ++plane) {
-    float* dxp = dxd + plane * in_plane;
-    std::fill(dxp, dxp + in_plane, 0.0f);
-    for (int64_t o = plane * out_plane; o < (plane + 1) * out_plane; ++o) dxp[ad[o]] += dyd[o];
-  }
+  DispatchFloat(dx.dtype(), "MaxPool2dBackward", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t planes = dx.dim(0) * dx.dim(1), in_plane = dx.dim(2) * dx.dim(3);
+    const int64_t out_plane = dy.dim(2) * dy.dim(3);
+    const T* dyd = Elements<T>(dy);
+    const int32_t* ad = argmax.data<int32_t>();
+    T* dxd = Elements<T>(dx);
+    // Windows overlap, so one input can collect several gradients: sum each
+    // plane in f32, round once.
+    std::vector<float> sums;
+#pragma omp parallel for schedule(static) firstprivate(sums)
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      sums.assign(in_plane, 0.0f);
+      for (int64_t o = plane * out_plane; o < (plane + 1) * out_plane; ++o) sums[ad[o]] += ToFloat(dyd[o]);
+      T* dxp = dxd + plane * in_plane;
+      for (int64_t i = 0; i < in_plane; ++i) dxp[i] = FromFloat<T>(sums[i]);
+    }
+  });
 }
 
 void AvgPool2dForward(ExecutionContext&, const Pool2dParams& p, const Tensor& x, Tensor& y) {
@@ -115,27 +128,34 @@ void AvgPool2dBackward(ExecutionContext&, const Pool2dParams& p, const Tensor& d
 }
 
 void GlobalAvgPoolForward(ExecutionContext&, const Tensor& x, Tensor& y) {
-  const int64_t planes = x.dim(0) * x.dim(1), size = x.dim(2) * x.dim(3);
-  const float* xd = x.data<float>();
-  float* yd = y.data<float>();
+  DispatchFloat(x.dtype(), "GlobalAvgPoolForward", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t planes = x.dim(0) * x.dim(1), size = x.dim(2) * x.dim(3);
+    const T* xd = Elements<T>(x);
+    T* yd = Elements<T>(y);
 #pragma omp parallel for schedule(static)
-  for (int64_t plane = 0; plane < planes; ++plane) {
-    const float* xp = xd + plane * size;
-    float sum = 0.0f;
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const T* xp = xd + plane * size;
+      float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t k = 0; k < size; ++k) sum += xp[k];
-    yd[plane] = sum / static_cast<float>(size);
-  }
+      for (int64_t k = 0; k < size; ++k) sum += ToFloat(xp[k]);
+      yd[plane] = FromFloat<T>(sum / static_cast<float>(size));
+    }
+  });
 }
 
 void GlobalAvgPoolBackward(ExecutionContext&, const Tensor& dy, Tensor& dx) {
-  const int64_t planes = dx.dim(0) * dx.dim(1), size = dx.dim(2) * dx.dim(3);
-  const float* dyd = dy.data<float>();
-  float* dxd = dx.data<float>();
+  DispatchFloat(dx.dtype(), "GlobalAvgPoolBackward", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t planes = dx.dim(0) * dx.dim(1), size = dx.dim(2) * dx.dim(3);
+    const T* dyd = Elements<T>(dy);
+    T* dxd = Elements<T>(dx);
 #pragma omp parallel for schedule(static)
-  for (int64_t plane = 0; plane < planes; ++plane) {
-    std::fill(dxd + plane * size, dxd + (plane + 1) * size, dyd[plane] / static_cast<float>(size));
-  }
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      std::fill(dxd + plane * size, dxd + (plane + 1) * size,
+                FromFloat<T>(ToFloat(dyd[plane]) / static_cast<float>(size)));
+    }
+  });
 }
 
 }  // namespace ddp::cpu
