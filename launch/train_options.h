@@ -62,8 +62,8 @@ struct TrainOptions {
   // Test hooks, from the environment (never flags): DDP_TEST_INJECT_NONFINITE_GRAD
   // "STEP:RANK" makes rank RANK's gradient non-finite at 1-based step STEP,
   // after reduction (so only that rank sees it); DDP_TEST_STATE_DIGEST=1
-  // prints each rank's hash of its master weights, optimizer state and loss
-  // scale after every step.
+  // prints each rank's hash of its master weights and optimizer state, and
+  // its loss scale, after every step.
   int64_t inject_nonfinite_step = 0;
   int inject_nonfinite_rank = -1;
   bool print_state_digest = false;

@@ -372,8 +372,7 @@ void Trainer::PrintStateDigest(int64_t step) {
   for (const Tensor& t : optimizer_->state()) add_tensor(t);
   const int64_t steps = optimizer_->steps();
   add(&steps, sizeof(steps));
-  const double scale = scaler_->scale();
-  add(&scale, sizeof(scale));
+  const double scale = scaler_->scale();  // printed apart: a skipped step changes it alone
   std::printf("state digest: rank %d step %lld %016llx scale %g optimizer steps %lld\n", ranks_.rank,
               static_cast<long long>(step + 1), static_cast<unsigned long long>(hash), scale,
               static_cast<long long>(steps));

@@ -69,8 +69,8 @@ class Trainer {
   // The gradients this rank holds after reduction: the flat buffer, or its
   // ZeRO pieces.
   std::vector<Tensor> HeldGradients();
-  // DDP_TEST_STATE_DIGEST: this rank's hash of master weights, optimizer
-  // state and loss scale, printed after each step.
+  // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and
+  // optimizer state, and its loss scale, printed after each step.
   void PrintStateDigest(int64_t step);
 
   TrainOptions options_;

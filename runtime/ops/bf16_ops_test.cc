@@ -1,0 +1,243 @@
+// The CPU ops in bf16 (mixed precision): forward outputs against float64
+// references on bf16-rounded inputs, gradients against the f32 ops (which
+// the per-op tests check by finite differences), all within bf16's 1e-2;
+// and cases where bf16 accumulation would fail outright (sums of thousands
+// of ones stall at 256 in bf16), which pin f32 accumulation down.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/ops/batch_norm.h"
+#include "runtime/ops/conv2d.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/linear.h"
+#include "runtime/ops/pooling.h"
+#include "runtime/testing/gradient_checker.h"
+#include "runtime/testing/op_cases.h"
+#include "runtime/testing/reference_ops.h"
+#include "runtime/testing/tensor_testing.h"
+
+namespace ddp {
+namespace {
+
+using testing::Vec;
+
+// Values rounded to bf16, so the f32 and f64 references see the bf16 op's
+// exact inputs.
+Vec RoundedRandom(int64_t n, std::mt19937_64& rng) {
+  Vec v = testing::RandomValues(n, rng);
+  for (double& x : v) x = BFloat16ToFloat(FloatToBFloat16(static_cast<float>(x)));
+  return v;
+}
+
+Tensor Bf16(ExecutionContext& ctx, const Vec& values, const Shape& shape) {
+  Tensor t = Tensor::Empty(shape, DType::kBF16);
+  CastScaled(ctx, testing::ToF32Tensor(values, shape), 1.0f, t);
+  return t;
+}
+
+// Within bf16's precision: 1e-2 relative, and 1e-2 of the largest expected
+// magnitude absolute (for values that cancel to near zero).
+::testing::AssertionResult NearBf16(const Tensor& actual, const Vec& expected) {
+  double scale = 0.0;
+  for (double e : expected) scale = std::max(scale, std::abs(e));
+  return testing::AllClose(testing::ToDoubles(actual), expected, 1e-2, 1e-2 * scale);
+}
+
+class Bf16ConvTest : public ::testing::TestWithParam<testing::ConvCase> {};
+
+TEST_P(Bf16ConvTest, ForwardMatchesFloat64AndGradientsMatchF32) {
+  const testing::ConvCase& c = GetParam();
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(7);
+  const Vec x = RoundedRandom(NumElements(c.x), rng), w = RoundedRandom(NumElements(c.w), rng);
+  const Vec b = c.bias ? testing::RandomValues(c.w[0], rng) : Vec{};
+  const testing::RefConv2dParams rp{c.p.stride_h, c.p.stride_w, c.p.pad_h,   c.p.pad_w,
+                                    c.p.dilation_h, c.p.dilation_w, c.p.groups};
+  Shape ys;
+  const Vec y_ref = testing::RefConv2d(x, c.x, w, c.w, b, rp, &ys);
+  Tensor bias = c.bias ? testing::ToF32Tensor(b, {c.w[0]}) : Tensor();
+  Tensor x16 = Bf16(ctx, x, c.x), w16 = Bf16(ctx, w, c.w);
+  Tensor y16 = Tensor::Empty(ys, DType::kBF16);
+  Conv2dForward(ctx, c.p, x16, w16, c.bias ? &bias : nullptr, y16);
+  EXPECT_TRUE(NearBf16(y16, y_ref));
+
+  const Vec dy = RoundedRandom(NumElements(ys), rng);
+  Tensor x32 = testing::ToF32Tensor(x, c.x), w32 = testing::ToF32Tensor(w, c.w), dy32 = testing::ToF32Tensor(dy, ys);
+  Tensor dx32 = Tensor::Empty(c.x, DType::kF32), dw32 = Tensor::Empty(c.w, DType::kF32);
+  Tensor db32 = Tensor::Empty({c.w[0]}, DType::kF32);
+  Conv2dBackwardData(ctx, c.p, dy32, w32, dx32);
+  Conv2dBackwardWeights(ctx, c.p, x32, dy32, dw32, c.bias ? &db32 : nullptr);
+
+  Tensor dy16 = Bf16(ctx, dy, ys), dx16 = Tensor::Empty(c.x, DType::kBF16);
+  Tensor dw = Tensor::Empty(c.w, DType::kF32), db = Tensor::Empty({c.w[0]}, DType::kF32);  // f32 weight gradients
+  Conv2dBackwardData(ctx, c.p, dy16, w16, dx16);
+  Conv2dBackwardWeights(ctx, c.p, x16, dy16, dw, c.bias ? &db : nullptr);
+  EXPECT_TRUE(NearBf16(dx16, testing::ToDoubles(dx32)));
+  EXPECT_TRUE(NearBf16(dw, testing::ToDoubles(dw32)));
+  if (c.bias) EXPECT_TRUE(NearBf16(db, testing::ToDoubles(db32)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Bf16ConvTest, ::testing::ValuesIn(testing::ConvCases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Bf16AccumulationTest, ConvolutionsAccumulateInF32) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  // A 3x3 window over 512 channels of ones: 4608 products per output.
+  const Conv2dParams p = testing::ConvParams(1, 0);
+  Tensor x = Tensor::Empty({1, 512, 3, 3}, DType::kBF16), w = Tensor::Empty({1, 512, 3, 3}, DType::kBF16);
+  x.Fill(1.0);
+  w.Fill(1.0);
+  Tensor y = Tensor::Empty({1, 1, 1, 1}, DType::kBF16);
+  Conv2dForward(ctx, p, x, w, nullptr, y);
+  EXPECT_EQ(y.GetAsDouble(0), 4608.0);
+  // The weight gradient of a 1x1 convolution sums over batch and pixels.
+  Tensor x1 = Tensor::Empty({8, 1, 32, 32}, DType::kBF16), dy = Tensor::Empty({8, 1, 32, 32}, DType::kBF16);
+  x1.Fill(1.0);
+  dy.Fill(1.0);
+  Tensor dw = Tensor::Empty({1, 1, 1, 1}, DType::kF32);
+  Conv2dBackwardWeights(ctx, p, x1, dy, dw, nullptr);
+  EXPECT_EQ(dw.GetAsDouble(0), 8192.0);
+}
+
+TEST(Bf16LinearTest, MatchesFloat64AndF32AndAccumulatesInF32) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(3);
+  const Shape xs = {6, 300}, ws = {10, 300};
+  const Vec x = RoundedRandom(NumElements(xs), rng), w = RoundedRandom(NumElements(ws), rng);
+  const Vec b = testing::RandomValues(10, rng);
+  Tensor x16 = Bf16(ctx, x, xs), w16 = Bf16(ctx, w, ws), bias = testing::ToF32Tensor(b, {10});
+  Tensor y = Tensor::Empty({6, 10}, DType::kF32);  // f32 logits from bf16 operands
+  LinearForward(ctx, x16, w16, &bias, y);
+  EXPECT_TRUE(testing::AllClose(testing::ToDoubles(y), testing::RefLinear(x, xs, w, ws, b), 1e-5, 1e-5))
+      << "bf16 products are exact in f32; only the sum's order differs";
+
+  const Vec dy = testing::RandomValues(60, rng);
+  Tensor dy32 = testing::ToF32Tensor(dy, {6, 10});
+  Tensor x32 = testing::ToF32Tensor(x, xs), w32 = testing::ToF32Tensor(w, ws);
+  Tensor dx32 = Tensor::Empty(xs, DType::kF32), dw32 = Tensor::Empty(ws, DType::kF32);
+  LinearBackwardData(ctx, dy32, w32, &dx32);
+  LinearBackwardWeights(ctx, x32, dy32, dw32, nullptr);
+  Tensor dx16 = Tensor::Empty(xs, DType::kBF16), dw = Tensor::Empty(ws, DType::kF32);
+  LinearBackwardData(ctx, dy32, w16, &dx16);
+  LinearBackwardWeights(ctx, x16, dy32, dw, nullptr);
+  EXPECT_TRUE(NearBf16(dx16, testing::ToDoubles(dx32)));
+  EXPECT_TRUE(NearBf16(dw, testing::ToDoubles(dw32)));
+
+  Tensor ones_x = Tensor::Empty({2, 4096}, DType::kBF16), ones_w = Tensor::Empty({3, 4096}, DType::kBF16);
+  ones_x.Fill(1.0);
+  ones_w.Fill(1.0);
+  Tensor sums = Tensor::Empty({2, 3}, DType::kF32);
+  LinearForward(ctx, ones_x, ones_w, nullptr, sums);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(sums.GetAsDouble(i), 4096.0);
+}
+
+TEST(Bf16BatchNormTest, TrainingMatchesFloat64AndBackwardMatchesF32) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(5);
+  const Shape xs = {4, 3, 5, 7};
+  Vec x = RoundedRandom(NumElements(xs), rng);
+  for (double& v : x) v = BFloat16ToFloat(FloatToBFloat16(static_cast<float>(3.0 + 2.0 * v)));  // a mean to remove
+  const Vec gamma = testing::RandomValues(3, rng, 0.5, 1.5), beta = testing::RandomValues(3, rng);
+  BatchNormParams p;
+  const Vec y_ref = testing::RefBatchNormTraining(x, xs, gamma, beta, p.eps);
+  Tensor g = testing::ToF32Tensor(gamma, {3}), b = testing::ToF32Tensor(beta, {3});
+  auto stats = [] { return Tensor::Zeros({3}, DType::kF32); };
+  Tensor mean16 = stats(), invstd16 = stats(), rm16 = stats(), rv16 = stats();
+  Tensor x16 = Bf16(ctx, x, xs), y16 = Tensor::Empty(xs, DType::kBF16);
+  BatchNormForwardTraining(ctx, p, x16, g, b, y16, mean16, invstd16, rm16, rv16);
+  EXPECT_TRUE(NearBf16(y16, y_ref));
+
+  Tensor mean32 = stats(), invstd32 = stats(), rm32 = stats(), rv32 = stats();
+  Tensor x32 = testing::ToF32Tensor(x, xs), y32 = Tensor::Empty(xs, DType::kF32);
+  BatchNormForwardTraining(ctx, p, x32, g, b, y32, mean32, invstd32, rm32, rv32);
+  // Statistics are f32 from the same inputs: equal to f32 rounding.
+  EXPECT_TRUE(testing::AllClose(testing::ToDoubles(mean16), testing::ToDoubles(mean32), 1e-6, 1e-6));
+  EXPECT_TRUE(testing::AllClose(testing::ToDoubles(rv16), testing::ToDoubles(rv32), 1e-6, 1e-6));
+
+  const Vec dy = RoundedRandom(NumElements(xs), rng);
+  Tensor dx32 = Tensor::Empty(xs, DType::kF32), dg32 = stats(), db32 = stats();
+  BatchNormBackward(ctx, p, x32, testing::ToF32Tensor(dy, xs), g, mean32, invstd32, dx32, dg32, db32);
+  Tensor dx16 = Tensor::Empty(xs, DType::kBF16), dg16 = stats(), db16 = stats();
+  BatchNormBackward(ctx, p, x16, Bf16(ctx, dy, xs), g, mean16, invstd16, dx16, dg16, db16);
+  EXPECT_TRUE(NearBf16(dx16, testing::ToDoubles(dx32)));
+  EXPECT_TRUE(NearBf16(dg16, testing::ToDoubles(dg32)));
+  EXPECT_TRUE(NearBf16(db16, testing::ToDoubles(db32)));
+}
+
+TEST(Bf16ElementwiseTest, ReluAndAddMatchFloat64) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(9);
+  const int64_t n = 100000;  // past the parallel threshold
+  Vec a = RoundedRandom(n, rng), b = RoundedRandom(n, rng);
+  a[0] = std::nan("");
+  a[1] = -std::nan("");
+  a[2] = -0.0;
+  a[3] = -std::numeric_limits<double>::infinity();
+  a[4] = std::numeric_limits<double>::infinity();
+  Tensor a16 = Bf16(ctx, a, {n}), b16 = Bf16(ctx, b, {n});
+  Tensor relu = Tensor::Empty({n}, DType::kBF16);
+  ReluForward(ctx, a16, relu);
+  const Vec relu_ref = testing::RefRelu(a);
+  const Vec relu_got = testing::ToDoubles(relu);
+  EXPECT_TRUE(std::isnan(relu_got[0]) && std::isnan(relu_got[1])) << "NaN stays NaN, as in PyTorch";
+  EXPECT_EQ(relu_got[2], 0.0);
+  EXPECT_EQ(relu_got[3], 0.0);
+  EXPECT_EQ(relu_got[4], std::numeric_limits<double>::infinity());
+  for (int64_t i = 5; i < n; ++i) ASSERT_EQ(relu_got[i], relu_ref[i]) << "ReLU is exact, element " << i;
+  // Backward passes dy where the output is positive or NaN.
+  Tensor dx = Tensor::Empty({n}, DType::kBF16);
+  ReluBackward(ctx, relu, b16, dx);
+  const Vec dx_got = testing::ToDoubles(dx);
+  EXPECT_EQ(dx_got[0], b[0]);
+  EXPECT_EQ(dx_got[1], b[1]);
+  EXPECT_EQ(dx_got[2], 0.0);
+  for (int64_t i = 5; i < n; ++i) ASSERT_EQ(dx_got[i], relu_got[i] > 0.0 ? b[i] : 0.0) << "element " << i;
+
+  Tensor sum = Tensor::Empty({n}, DType::kBF16);
+  Add(ctx, a16, b16, sum);
+  const Vec sum_ref = testing::RefAdd(a, b);
+  const Vec sum_got = testing::ToDoubles(sum);
+  for (int64_t i = 5; i < n; ++i) {
+    ASSERT_EQ(sum_got[i], BFloat16ToFloat(FloatToBFloat16(static_cast<float>(sum_ref[i]))))
+        << "the f32 sum rounded once to bf16, element " << i;
+  }
+}
+
+TEST(Bf16PoolingTest, MaxPoolIsExactAndGlobalAveragePoolAccumulatesInF32) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(11);
+  for (const testing::PoolCase& c : testing::PoolCases()) {
+    const Vec x = RoundedRandom(NumElements(c.x), rng);
+    Shape ys;
+    const Vec y_ref = testing::RefMaxPool2d(x, c.x, {c.p.kernel_h, c.p.kernel_w, c.p.stride_h, c.p.stride_w,
+                                                     c.p.pad_h, c.p.pad_w}, &ys);
+    Tensor y = Tensor::Empty(ys, DType::kBF16), argmax = Tensor::Empty(ys, DType::kI32);
+    MaxPool2dForward(ctx, c.p, Bf16(ctx, x, c.x), y, argmax);
+    EXPECT_EQ(testing::ToDoubles(y), y_ref) << c.name;
+    // Backward against the f32 op given the same argmax.
+    const Vec dy = RoundedRandom(NumElements(ys), rng);
+    Tensor dx32 = Tensor::Empty(c.x, DType::kF32), dx16 = Tensor::Empty(c.x, DType::kBF16);
+    MaxPool2dBackward(ctx, c.p, testing::ToF32Tensor(dy, ys), argmax, dx32);
+    MaxPool2dBackward(ctx, c.p, Bf16(ctx, dy, ys), argmax, dx16);
+    EXPECT_TRUE(NearBf16(dx16, testing::ToDoubles(dx32))) << c.name;
+  }
+  // 4096 ones per plane: a bf16 running sum would stop at 256.
+  Tensor ones = Tensor::Empty({2, 3, 64, 64}, DType::kBF16);
+  ones.Fill(1.0);
+  Tensor mean = Tensor::Empty({2, 3}, DType::kBF16);
+  GlobalAvgPoolForward(ctx, ones, mean);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(mean.GetAsDouble(i), 1.0);
+  std::mt19937_64 rng2(13);
+  const Vec x = RoundedRandom(2 * 3 * 5 * 6, rng2);
+  Tensor avg = Tensor::Empty({2, 3}, DType::kBF16);
+  GlobalAvgPoolForward(ctx, Bf16(ctx, x, {2, 3, 5, 6}), avg);
+  EXPECT_TRUE(NearBf16(avg, testing::RefGlobalAvgPool(x, {2, 3, 5, 6})));
+  Tensor dx = Tensor::Empty({2, 3, 5, 6}, DType::kBF16);
+  GlobalAvgPoolBackward(ctx, avg, dx);
+  EXPECT_EQ(dx.GetAsDouble(0), BFloat16ToFloat(FloatToBFloat16(static_cast<float>(avg.GetAsDouble(0) / 30.0))));
+}
+
+}  // namespace
+}  // namespace ddp
