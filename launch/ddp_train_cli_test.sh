@@ -58,6 +58,13 @@ CUDA_VISIBLE_DEVICES= expect_error "--precision tf32 is a GPU math mode (tensor 
   "${small[@]}" --steps 1 --precision tf32
 expect_error "--comm 'gloo' is unknown; use auto, nccl or mpi" --comm gloo
 expect_error "--precision 'fp8' is unknown" --precision fp8
+CUDA_VISIBLE_DEVICES= expect_error \
+  "--precision fp16 is for GPUs, and this rank trains on cpu; use --precision bf16, the CPU's 16-bit type" \
+  "${small[@]}" --steps 1 --precision fp16
+expect_error "--loss-scale 'big' is neither dynamic, none nor a positive number" --loss-scale big
+expect_error "--loss-scale '-8' is neither dynamic, none nor a positive number" --loss-scale=-8
+expect_error "--loss-scale-growth-interval must be positive, got 0" --loss-scale-growth-interval 0
+expect_error "--max-skipped-share must be in [0, 1], got 2" --max-skipped-share 2
 expect_error "--lr must be a positive number" --lr nan
 expect_error "give --steps or --epochs, not both" --steps 3 --epochs 2
 expect_error "--epochs needs a tensors:FILE dataset" "${small[@]}" --epochs 1

@@ -496,6 +496,8 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   if (zero_) RETURN_IF_ERROR(zero_->FinishParameterGather());  // the last update, before eval and saving
   const int64_t timed_steps = total_steps_ - warmup;
+  result.compute_dtype = compute_dtype_;
+  result.skipped_steps = skipped;
   result.samples_per_s = timed_steps * samples_per_step / timed_seconds;
   if (eval_data_) {
     ASSIGN_OR_RETURN(result.eval_accuracy, Evaluate());

@@ -25,6 +25,8 @@ struct TrainResult {
   double final_loss = 0.0;
   double samples_per_s = 0.0;
   double eval_accuracy = -1.0;  // -1 without --eval-data
+  DType compute_dtype = DType::kF32;  // activations' dtype: bf16 under --precision bf16 (where the CPU has it)
+  int64_t skipped_steps = 0;          // steps skipped for non-finite gradients (loss scaling)
 };
 
 class Trainer {
