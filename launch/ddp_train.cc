@@ -17,6 +17,7 @@
 #include "launch/device_binding.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
+#include "runtime/ops/conv2d.h"
 #include "runtime/cuda/cuda_device.h"
 
 namespace ddp {
@@ -82,6 +83,8 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--zero-stage", std::to_string(o.zero_stage)},
           {"--grad-compression", DTypeName(o.wire_dtype)},
           {"--precision", o.precision},
+          {"--loss-scale", LossScaleName(o.loss_scale)},
+          {"--loss-scale-growth-interval", std::to_string(o.loss_scale.growth_interval)},
           {"--deterministic", o.deterministic ? "true" : "false"}};
 }
 
@@ -117,6 +120,25 @@ int Main(int argc, char** argv) {
     return Fail(ranks, s);
   }
   if (Status s = AgreeOnStatus(world, CheckPrecision(options->precision, *device)); !s.ok()) return Fail(ranks, s);
+  if (options->precision == "bf16" && !device->cuda) {
+    // bf16 where oneDNN runs it natively; elsewhere it would be slower than
+    // f32, so the job trains in f32 (and sends f32 gradients unless asked
+    // otherwise). Decided alike on every rank, or refused.
+    const bool native = CpuHasFastBf16();
+    if (Status s = CheckRanksAgree(world, {{"the CPU's AVX-512 BF16 support (for --precision bf16)",
+                                            native ? "yes" : "no"}});
+        !s.ok()) {
+      return Fail(ranks, s);
+    }
+    if (!native) {
+      if (ranks.rank == 0) {
+        std::printf("ddp_train: --precision bf16: this CPU lacks AVX-512 BF16 and AMX, where bf16 runs slower than "
+                    "f32; training in fp32\n");
+      }
+      options->precision = "fp32";
+      if (options->grad_compression_auto) options->wire_dtype = DType::kF32;
+    }
+  }
   // --comm nccl asked for by name uses NCCL even for one rank (a smoke test
   // of the data plane); otherwise one rank needs no communicator.
   const bool nccl_requested = options->comm == "nccl";

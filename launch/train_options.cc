@@ -128,6 +128,15 @@ Status ApplyConfigFile() {
   return Status::Ok();
 }
 
+std::string LossScaleName(const LossScalerOptions& options) {
+  switch (options.mode) {
+    case LossScalerOptions::Mode::kNone: return "none";
+    case LossScalerOptions::Mode::kDynamic: return "dynamic";
+    case LossScalerOptions::Mode::kStatic: return Num(options.initial_scale);
+  }
+  return "?";
+}
+
 DType ComputeDType(const std::string& precision) {
   if (precision == "bf16") return DType::kBF16;
   if (precision == "fp16") return DType::kF16;
@@ -252,6 +261,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return Unimplemented("--grad-compression with --zero-stage " + std::to_string(o.zero_stage) +
                          " is not in this build yet");
   }
+  o.grad_compression_auto = FLAGS_grad_compression == "auto";
   if (FLAGS_grad_compression == "auto") {
     // ZeRO's reduce-scatter has no compressed form yet: f32 there.
     o.wire_dtype = o.zero_stage > 0 ? DType::kF32 : ComputeDType(o.precision);

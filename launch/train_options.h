@@ -58,6 +58,7 @@ struct TrainOptions {
   // --grad-compression none | fp16 | bf16 | auto (the 16-bit type of
   // --precision fp16/bf16 without ZeRO, else none).
   DType wire_dtype = DType::kF32;
+  bool grad_compression_auto = false;  // wire_dtype came from --grad-compression auto
 
   // Test hooks, from the environment (never flags): DDP_TEST_INJECT_NONFINITE_GRAD
   // "STEP:RANK" makes rank RANK's gradient non-finite at 1-based step STEP,
@@ -68,6 +69,9 @@ struct TrainOptions {
   int inject_nonfinite_rank = -1;
   bool print_state_digest = false;
 };
+
+// "dynamic", "none" or the static scale: --loss-scale as resolved.
+std::string LossScaleName(const LossScalerOptions& options);
 
 // The dtype activations and the weights' working copies take for
 // --precision: bf16 or f16 for bf16/fp16, f32 otherwise.

@@ -150,6 +150,9 @@ Status Trainer::Setup() {
     model_->MoveTo(ctx_.device());
   }
   compute_dtype_ = ComputeDType(options_.precision);
+  if (compute_dtype_ == DType::kF16 && !on_gpu()) {
+    return InvalidArgument("--precision fp16 is for GPUs; on the CPU use --precision bf16");
+  }
   if (compute_dtype_ == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
     if (is_root()) {
       std::printf("ddp_train: --precision bf16: this CPU lacks AVX-512 BF16 and AMX, where bf16 would run slower than "
@@ -280,8 +283,12 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     if (!scaler_->enabled()) return;
     std::vector<Tensor> held = HeldGradients();
     if (step + 1 == options_.inject_nonfinite_step && ranks_.rank == options_.inject_nonfinite_rank) {
-      Tensor first = held.front().View(0, {1});
-      first.Fill(std::numeric_limits<double>::infinity());
+      for (Tensor& g : held) {
+        if (g.numel() == 0) continue;  // an empty ZeRO piece
+        Tensor first = g.View(0, {1});
+        first.Fill(std::numeric_limits<double>::infinity());
+        break;
+      }
     }
     for (const Tensor& g : held) nonfinite = nonfinite || !AllFinite(ctx_, g);
   };
@@ -311,8 +318,14 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     check_gradients();
   }
   if (!std::isfinite(result.loss)) {
-    return FailedPrecondition("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
-                              "; try a lower --lr");
+    // Under loss scaling an overflowing forward (fp16) skips the step, as
+    // GradScaler does; every rank sees the same all-reduced loss. Without
+    // it, a non-finite loss means divergence.
+    if (!scaler_->enabled()) {
+      return FailedPrecondition("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
+                                "; try a lower --lr");
+    }
+    nonfinite = true;
   }
   result.skipped = scaler_->Update(nonfinite);
   // A skipped step leaves weights, optimizer state and (ZeRO) the gathered

@@ -46,8 +46,8 @@ void Dispatch(ExecutionContext& ctx, const char* op, CudaLaunch launch, CpuRun r
 void Add(ExecutionContext& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
   CheckOperands(ctx, "Add", {&a, &b, &out}, /*activations=*/true);
   Dispatch(
-      ctx, "cuda::AddF32",
-      [&] { return cuda::AddF32(a.data<float>(), b.data<float>(), out.data<float>(), out.numel(), ctx.cuda_stream()); },
+      ctx, "cuda::Add",
+      [&] { return cuda::Add(out.dtype(), a.raw_data(), b.raw_data(), out.raw_data(), out.numel(), ctx.cuda_stream()); },
       [&] { cpu::Add(a, b, out); });
 }
 
@@ -69,18 +69,18 @@ void Scale(ExecutionContext& ctx, float alpha, Tensor& x) {
 void ReluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
   CheckOperands(ctx, "ReluForward", {&x, &y}, /*activations=*/true);
   Dispatch(
-      ctx, "cuda::ReluForwardF32",
-      [&] { return cuda::ReluForwardF32(x.data<float>(), y.data<float>(), y.numel(), ctx.cuda_stream()); },
+      ctx, "cuda::ReluForward",
+      [&] { return cuda::ReluForward(y.dtype(), x.raw_data(), y.raw_data(), y.numel(), ctx.cuda_stream()); },
       [&] { cpu::ReluForward(x, y); });
 }
 
 void ReluBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
   CheckOperands(ctx, "ReluBackward", {&y, &dy, &dx}, /*activations=*/true);
   Dispatch(
-      ctx, "cuda::ReluBackwardF32",
+      ctx, "cuda::ReluBackward",
       [&] {
-        return cuda::ReluBackwardF32(y.data<float>(), dy.data<float>(), dx.data<float>(), dx.numel(),
-                                     ctx.cuda_stream());
+        return cuda::ReluBackward(dx.dtype(), y.raw_data(), dy.raw_data(), dx.raw_data(), dx.numel(),
+                                  ctx.cuda_stream());
       },
       [&] { cpu::ReluBackward(y, dy, dx); });
 }

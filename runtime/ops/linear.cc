@@ -2,6 +2,7 @@
 
 #include "runtime/ops/cpu/linear_cpu.h"
 #include "runtime/ops/cuda/gemm_cublaslt.h"
+#include "runtime/ops/elementwise.h"
 #include "runtime/ops/op_checks.h"
 
 namespace ddp {
@@ -15,12 +16,34 @@ void CheckLinear(const ExecutionContext& ctx, const Tensor& x, const Tensor& w, 
   if (x.dtype() == DType::kF32) {
     CheckF32(y, "linear output");
   } else {
-    CheckActivation(ctx, y, "linear output");
+    CHECK(y.dtype() == DType::kF32 || y.dtype() == x.dtype())
+        << "linear output " << y.DebugString() << " for input " << x.DebugString() << ": f32 or the input's dtype";
   }
   CHECK(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2 && x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) &&
         y.dim(1) == w.dim(0))
       << "linear shapes: input " << x.DebugString() << ", weight " << w.DebugString() << ", output "
       << y.DebugString();
+}
+
+// C = op(A) op(B) (+ bias) with 16-bit operands (mixed precision), f32
+// accumulation: oneDNN's bf16 matmul on the CPU, cuBLASLt on tensor cores
+// on CUDA. An f32 operand (the loss gradient) is rounded to the other's
+// type first, into scratch slots 0 and 1.
+void LowPrecisionMatmul(ExecutionContext& ctx, bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b,
+                        const Tensor* bias, Tensor& c) {
+  if (ctx.device().is_cpu()) return cpu::MatmulBf16(ctx, transpose_a, transpose_b, a, b, bias, c);
+  const DType low = a.dtype() != DType::kF32 ? a.dtype() : b.dtype();
+  auto narrow = [&](int slot, const Tensor& t) {
+    if (t.dtype() == low) return t;
+    Tensor converted = ctx.ScratchTensor(slot, t.shape(), low);
+    CastScaled(ctx, t, 1.0f, converted);
+    return converted;
+  };
+  const Tensor a16 = narrow(0, a), b16 = narrow(1, b);
+  const int64_t m = c.dim(0), n = c.dim(1), k = transpose_a ? a.dim(0) : a.dim(1);
+  DDP_ON_CUDA("LowPrecisionMatmul", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, 1.0f, a16.raw_data(),
+                                                a16.dim(1), b16.raw_data(), b16.dim(1), 0.0f, c.raw_data(), n,
+                                                bias ? bias->data<float>() : nullptr, low, c.dtype()));
 }
 
 }  // namespace
@@ -52,9 +75,9 @@ void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, cons
   if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "linear bias " << bias->DebugString();
   if (bias) CheckF32(*bias, "linear bias");
   if (bias) CheckOnDevice(ctx, "LinearForward", {bias});
-  if (x.dtype() == DType::kBF16) {
+  if (x.dtype() != DType::kF32) {
     CheckOnDevice(ctx, "LinearForward", {&x, &w, &y});
-    return cpu::MatmulBf16(ctx, false, true, x, w, bias, y);
+    return LowPrecisionMatmul(ctx, false, true, x, w, bias, y);
   }
   if (ctx.device().is_cuda()) {
     CheckOnDevice(ctx, "LinearForward", {&x, &w, &y});
@@ -70,15 +93,15 @@ void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, cons
 void LinearBackwardData(ExecutionContext& ctx, const Tensor& dy, const Tensor& w, Tensor* dx) {
   if (dx == nullptr) return;
   CheckLinear(ctx, *dx, w, dy);
-  if (w.dtype() == DType::kBF16) {
+  if (w.dtype() != DType::kF32) {
     CheckOnDevice(ctx, "LinearBackwardData", {&dy, &w, dx});
-    return cpu::MatmulBf16(ctx, false, false, dy, w, nullptr, *dx);
+    return LowPrecisionMatmul(ctx, false, false, dy, w, nullptr, *dx);
   }
   Gemm(ctx, false, false, 1.0f, dy, w, 0.0f, *dx);
 }
 
 void LinearBackwardWeights(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* dbias) {
-  if (x.dtype() == DType::kBF16) {
+  if (x.dtype() != DType::kF32) {
     // Weight gradients are f32 (the master weights' dtype).
     CheckActivation(ctx, x, "linear input");
     CheckF32(dw, "linear weight gradient");
@@ -87,7 +110,7 @@ void LinearBackwardWeights(ExecutionContext& ctx, const Tensor& x, const Tensor&
         << "linear shapes: input " << x.DebugString() << ", output gradient " << dy.DebugString()
         << ", weight gradient " << dw.DebugString();
     CheckOnDevice(ctx, "LinearBackwardWeights", {&x, &dy, &dw});
-    cpu::MatmulBf16(ctx, true, false, dy, x, nullptr, dw);
+    LowPrecisionMatmul(ctx, true, false, dy, x, nullptr, dw);
   } else {
     CheckLinear(ctx, x, dw, dy);
     Gemm(ctx, true, false, 1.0f, dy, x, 0.0f, dw);

@@ -42,13 +42,14 @@ inline void CheckF32(const Tensor& t, const char* what) {
   CHECK(t.dtype() == DType::kF32) << what << " must be f32, got " << t.DebugString();
 }
 
-// Activations and their gradients: f32 on any device, or bf16 on the CPU
-// (mixed precision; 16-bit CUDA kernels are not in this build yet).
+// Activations and their gradients: f32 on any device; for mixed precision
+// bf16 on the CPU, bf16 or f16 on CUDA.
 inline void CheckActivation(const ExecutionContext& ctx, const Tensor& t, const char* what) {
   CHECK(t.defined()) << what << " is undefined";
-  CHECK(t.dtype() == DType::kF32 || (t.dtype() == DType::kBF16 && ctx.device().is_cpu()))
-      << what << " on " << ctx.device().ToString() << " must be f32" << (ctx.device().is_cpu() ? " or bf16" : "")
-      << ", got " << t.DebugString();
+  const DType d = t.dtype();
+  const bool ok = d == DType::kF32 || d == DType::kBF16 || (d == DType::kF16 && ctx.device().is_cuda());
+  CHECK(ok) << what << " on " << ctx.device().ToString() << " must be f32 or bf16"
+            << (ctx.device().is_cuda() ? " or f16" : "") << ", got " << t.DebugString();
 }
 
 inline void CheckSameShape(const Tensor& expected, const Tensor& t, const char* what) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace ddp {
 
@@ -16,6 +17,9 @@ StatusOr<LossScalerOptions> ParseLossScale(const std::string& flag) {
   const double value = std::strtod(flag.c_str(), &end);
   if (flag.empty() || *end != '\0' || !std::isfinite(value) || value <= 0.0) {
     return InvalidArgument("--loss-scale '" + flag + "' is neither dynamic, none nor a positive number");
+  }
+  if (value > std::numeric_limits<float>::max()) {
+    return InvalidArgument("--loss-scale " + flag + " overflows f32, in which gradients are scaled");
   }
   options.mode = LossScalerOptions::Mode::kStatic;
   options.initial_scale = value;
@@ -36,9 +40,10 @@ bool LossScaler::Update(bool found_nonfinite) {
     return true;
   }
   if (dynamic() && ++growth_tracker_ == options_.growth_interval) {
-    // GradScaler keeps the old scale should growth overflow to inf.
+    // GradScaler keeps the old scale should growth overflow to inf (in f32,
+    // the type gradients are scaled in).
     const double grown = scale_ * options_.growth_factor;
-    if (std::isfinite(grown)) scale_ = grown;
+    if (grown <= std::numeric_limits<float>::max()) scale_ = grown;
     growth_tracker_ = 0;
   }
   return false;

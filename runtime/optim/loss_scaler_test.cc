@@ -52,14 +52,18 @@ TEST(LossScalerTest, OverflowHalvesSkipsAndRestartsTheCount) {
   EXPECT_EQ(scaler.skipped_steps(), 3);
 }
 
-TEST(LossScalerTest, GrowthStopsBeforeInfinity) {
+TEST(LossScalerTest, GrowthStopsBeforeF32Overflows) {
   LossScalerOptions options;
   options.mode = LossScalerOptions::Mode::kDynamic;
-  options.initial_scale = 1e308;
+  options.initial_scale = 0x1p127;  // the largest power of two in f32
   options.growth_interval = 1;
   LossScaler scaler(options);
   scaler.Update(false);
-  EXPECT_EQ(scaler.scale(), 1e308);
+  EXPECT_EQ(scaler.scale(), 0x1p127);
+  options.initial_scale = 0x1p126;
+  LossScaler lower(options);
+  lower.Update(false);
+  EXPECT_EQ(lower.scale(), 0x1p127);
 }
 
 TEST(LossScalerTest, StaticScaleSkipsButNeverChanges) {
@@ -86,6 +90,7 @@ TEST(LossScalerTest, NoneScalesByOneAndNeverSkips) {
 
 TEST(LossScalerTest, ParsesTheFlag) {
   EXPECT_EQ(ParseLossScale("dynamic")->mode, LossScalerOptions::Mode::kDynamic);
+  EXPECT_EQ(ParseLossScale("1e39").status().message(), "--loss-scale 1e39 overflows f32, in which gradients are scaled");
   for (const char* bad : {"", "0", "-4", "inf", "nan", "12x", "auto"}) {
     const StatusOr<LossScalerOptions> parsed = ParseLossScale(bad);
     ASSERT_FALSE(parsed.ok()) << bad;

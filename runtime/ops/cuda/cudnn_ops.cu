@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/ops/cuda/elementwise_kernels.h"
 
 namespace ddp::cuda {
 namespace {
@@ -55,13 +56,30 @@ int Dim(int64_t d) {
   return static_cast<int>(d);
 }
 
-// NCHW f32 (an NC tensor is N x C x 1 x 1).
+cudnnDataType_t CudnnType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return CUDNN_DATA_FLOAT;
+    case DType::kBF16: return CUDNN_DATA_BFLOAT16;
+    case DType::kF16: return CUDNN_DATA_HALF;
+    default:
+      std::fprintf(stderr, "cuDNN ops take f32, bf16 or f16 tensors, not %s\n", DTypeName(dtype));
+      std::abort();
+  }
+}
+
+// Scratch slots (ops own those below 8): 16-bit staging of convolution
+// weight and bias gradients (cuDNN writes them in the data's type; the
+// master gradients are f32), and library workspaces.
+constexpr int kWeightGradSlot = 5;
+constexpr int kBiasSlot = 6;
+
+// NCHW (an NC tensor is N x C x 1 x 1), f32 or 16-bit.
 class TensorDesc {
  public:
-  explicit TensorDesc(const Shape& s) {
+  explicit TensorDesc(const Shape& s, DType dtype = DType::kF32) {
     CUDNN_CALL(cudnnCreateTensorDescriptor(&desc_));
     const int64_t h = s.size() > 2 ? s[2] : 1, w = s.size() > 3 ? s[3] : 1;
-    CUDNN_CALL(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, Dim(s[0]), Dim(s[1]), Dim(h),
+    CUDNN_CALL(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CudnnType(dtype), Dim(s[0]), Dim(s[1]), Dim(h),
                                           Dim(w)));
   }
   ~TensorDesc() { CUDNN_CALL(cudnnDestroyTensorDescriptor(desc_)); }
@@ -75,9 +93,9 @@ class TensorDesc {
 
 class FilterDesc {
  public:
-  explicit FilterDesc(const Shape& w) {
+  FilterDesc(const Shape& w, DType dtype) {
     CUDNN_CALL(cudnnCreateFilterDescriptor(&desc_));
-    CUDNN_CALL(cudnnSetFilter4dDescriptor(desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, Dim(w[0]), Dim(w[1]), Dim(w[2]),
+    CUDNN_CALL(cudnnSetFilter4dDescriptor(desc_, CudnnType(dtype), CUDNN_TENSOR_NCHW, Dim(w[0]), Dim(w[1]), Dim(w[2]),
                                           Dim(w[3])));
   }
   ~FilterDesc() { CUDNN_CALL(cudnnDestroyFilterDescriptor(desc_)); }
@@ -95,7 +113,7 @@ class ConvDesc {
     CUDNN_CALL(cudnnCreateConvolutionDescriptor(&desc_));
     CUDNN_CALL(cudnnSetConvolution2dDescriptor(desc_, Dim(p.pad_h), Dim(p.pad_w), Dim(p.stride_h), Dim(p.stride_w),
                                                Dim(p.dilation_h), Dim(p.dilation_w), CUDNN_CROSS_CORRELATION,
-                                               CUDNN_DATA_FLOAT));
+                                               CUDNN_DATA_FLOAT));  // f32 accumulation, 16-bit data too
     CUDNN_CALL(cudnnSetConvolutionGroupCount(desc_, Dim(p.groups)));
     SetMath(math);
   }
@@ -109,16 +127,19 @@ class ConvDesc {
   cudnnConvolutionDescriptor_t desc_ = nullptr;
 };
 
-// fp32 means fp32: FMA math only. TF32 lets cuDNN pick tensor cores.
-cudnnMathType_t RequestedMath(const ExecutionContext& ctx) {
-  return ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+// Tensor cores: always for 16-bit data (mixed precision), for f32 data only
+// under TF32. fp32 means fp32: FMA math only.
+bool TensorCores(const ExecutionContext& ctx, DType data) { return ctx.allow_tf32() || data != DType::kF32; }
+
+cudnnMathType_t RequestedMath(const ExecutionContext& ctx, DType data) {
+  return TensorCores(ctx, data) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
 // Candidates were found with the descriptor's math type (FMA for fp32).
 // PyTorch asserts that cuDNN then reports FMA; this accepts any result that
 // does not name tensor cores, to be safe, and sets FMA explicitly to run it.
-bool MathAllowed(const ExecutionContext& ctx, cudnnMathType_t math) {
-  return ctx.allow_tf32() || (math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+bool MathAllowed(bool tensor_cores, cudnnMathType_t math) {
+  return tensor_cores || (math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
 struct Algo {
@@ -130,9 +151,10 @@ struct Algo {
 enum class ConvKind { kForward, kBackwardData, kBackwardFilter };
 
 std::string CacheKey(ConvKind kind, const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x,
-                     const Shape& w) {
+                     const Shape& w, DType data) {
   std::ostringstream key;
-  key << static_cast<int>(kind) << ':' << ctx.device().index << ':' << ctx.allow_tf32() << ctx.deterministic();
+  key << static_cast<int>(kind) << ':' << ctx.device().index << ':' << ctx.allow_tf32() << ctx.deterministic() << ':'
+      << DTypeName(data);
   for (int64_t d : x) key << ',' << d;
   for (int64_t d : w) key << ',' << d;
   key << ':' << p.stride_h << ',' << p.stride_w << ',' << p.pad_h << ',' << p.pad_w << ',' << p.dilation_h << ','
@@ -149,14 +171,14 @@ std::map<std::string, Algo>& AlgoCache() {
 // The first usable result of a Find or Get (sorted fastest first): status
 // success, math allowed, deterministic when asked, workspace within bounds.
 template <typename Perf>
-bool PickFrom(const ExecutionContext& ctx, const Perf* perf, int count, Algo* out) {
+bool PickFrom(const ExecutionContext& ctx, bool tensor_cores, const Perf* perf, int count, Algo* out) {
   for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || !MathAllowed(ctx, perf[i].mathType)) continue;
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || !MathAllowed(tensor_cores, perf[i].mathType)) continue;
     if (ctx.deterministic() && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     if (perf[i].memory > kMaxWorkspaceBytes) continue;
     out->algo = static_cast<int>(perf[i].algo);
     out->workspace = perf[i].memory;
-    out->math = ctx.allow_tf32() ? perf[i].mathType : CUDNN_FMA_MATH;
+    out->math = tensor_cores ? perf[i].mathType : CUDNN_FMA_MATH;
     return true;
   }
   return false;
@@ -179,7 +201,7 @@ Tensor FindWorkspace(ExecutionContext& ctx) {
 // `fallback` is always supported and deterministic, its workspace given by
 // `workspace_of`.
 template <typename Perf, int kCount, typename Find, typename Get, typename WorkspaceOf>
-Algo ChooseAlgo(ExecutionContext& ctx, const std::string& key, Find find, Get get, int fallback,
+Algo ChooseAlgo(ExecutionContext& ctx, DType data, const std::string& key, Find find, Get get, int fallback,
                 WorkspaceOf workspace_of) {
   {
     std::lock_guard<std::mutex> lock(g_algo_mu);
@@ -195,21 +217,23 @@ Algo ChooseAlgo(ExecutionContext& ctx, const std::string& key, Find find, Get ge
     find(perf, &returned, workspace);
   }
   Algo chosen;
-  if (!PickFrom(ctx, perf, returned, &chosen)) {
+  if (!PickFrom(ctx, TensorCores(ctx, data), perf, returned, &chosen)) {
     // The descriptor still has the requested math type: the fallback runs
     // under it, so its workspace size is the one asked for here.
     chosen.algo = fallback;
     chosen.workspace = workspace_of(fallback);
-    chosen.math = RequestedMath(ctx);
+    chosen.math = RequestedMath(ctx, data);
   }
   std::lock_guard<std::mutex> lock(g_algo_mu);
   AlgoCache()[key] = chosen;
   return chosen;
 }
 
+// Descriptors of one convolution whose data and weights are of type `data`.
 struct ConvSetup {
-  ConvSetup(const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x, const Shape& w, const Shape& y)
-      : x_desc(x), y_desc(y), w_desc(w), conv(p, RequestedMath(ctx)) {}
+  ConvSetup(const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x, const Shape& w, const Shape& y,
+            DType data)
+      : x_desc(x, data), y_desc(y, data), w_desc(w, data), conv(p, RequestedMath(ctx, data)) {}
   TensorDesc x_desc, y_desc;
   FilterDesc w_desc;
   ConvDesc conv;
@@ -228,7 +252,8 @@ const float kOne = 1.0f, kZero = 0.0f;
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor* bias,
                    Tensor& y) {
   cudnnHandle_t h = Handle(ctx);
-  ConvSetup s(ctx, p, x.shape(), w.shape(), y.shape());
+  const DType data = x.dtype();
+  ConvSetup s(ctx, p, x.shape(), w.shape(), y.shape(), data);
   constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   auto workspace_of = [&](int algo) -> size_t {
     size_t bytes = 0;
@@ -238,7 +263,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionFwdAlgoPerf_t, kCount>(
-      ctx, CacheKey(ConvKind::kForward, ctx, p, x.shape(), w.shape()),
+      ctx, data, CacheKey(ConvKind::kForward, ctx, p, x.shape(), w.shape(), data),
       [&](cudnnConvolutionFwdAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionForwardAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.w_desc.get(),
                                                           w.raw_data(), s.conv.get(), s.y_desc.get(), y.raw_data(),
@@ -256,14 +281,23 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
                                      s.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algo.algo), ws_ptr,
                                      algo.workspace, &kZero, s.y_desc.get(), y.raw_data()));
   if (bias != nullptr) {
-    TensorDesc b_desc({1, w.dim(0), 1, 1});
-    CUDNN_CALL(cudnnAddTensor(h, &kOne, b_desc.get(), bias->raw_data(), &kOne, s.y_desc.get(), y.raw_data()));
+    // The bias is f32; cuDNN adds a bias of the output's type.
+    Tensor b = *bias;
+    if (data != DType::kF32) {
+      b = ctx.ScratchTensor(kBiasSlot, bias->shape(), data);
+      Check(CastF32To16(bias->data<float>(), 1.0f, static_cast<uint16_t*>(b.raw_data()), data == DType::kBF16,
+                        b.numel(), ctx.cuda_stream()),
+            "CastF32To16", __FILE__, __LINE__);
+    }
+    TensorDesc b_desc({1, w.dim(0), 1, 1}, data);
+    CUDNN_CALL(cudnnAddTensor(h, &kOne, b_desc.get(), b.raw_data(), &kOne, s.y_desc.get(), y.raw_data()));
   }
 }
 
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
   cudnnHandle_t h = Handle(ctx);
-  ConvSetup s(ctx, p, dx.shape(), w.shape(), dy.shape());
+  const DType data = dx.dtype();
+  ConvSetup s(ctx, p, dx.shape(), w.shape(), dy.shape(), data);
   constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
   auto workspace_of = [&](int algo) -> size_t {
     size_t bytes = 0;
@@ -273,7 +307,7 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t, kCount>(
-      ctx, CacheKey(ConvKind::kBackwardData, ctx, p, dx.shape(), w.shape()),
+      ctx, data, CacheKey(ConvKind::kBackwardData, ctx, p, dx.shape(), w.shape(), data),
       [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionBackwardDataAlgorithmEx(h, s.w_desc.get(), w.raw_data(), s.y_desc.get(),
                                                                dy.raw_data(), s.conv.get(), s.x_desc.get(),
@@ -296,7 +330,12 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
 void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
                            Tensor* dbias) {
   cudnnHandle_t h = Handle(ctx);
-  ConvSetup s(ctx, p, x.shape(), dw.shape(), dy.shape());
+  const DType data = x.dtype();
+  // cuDNN writes weight and bias gradients in the data's type: with 16-bit
+  // data, into staging buffers that are then widened into the f32 ones.
+  const bool widen = dw.dtype() != data;
+  Tensor dw_data = widen ? ctx.ScratchTensor(kWeightGradSlot, dw.shape(), data) : dw;
+  ConvSetup s(ctx, p, x.shape(), dw.shape(), dy.shape(), data);
   constexpr int kCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
   auto workspace_of = [&](int algo) -> size_t {
     size_t bytes = 0;
@@ -306,11 +345,11 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t, kCount>(
-      ctx, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw.shape()),
+      ctx, data, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw.shape(), data),
       [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.y_desc.get(),
                                                                  dy.raw_data(), s.conv.get(), s.w_desc.get(),
-                                                                 dw.raw_data(), kCount, returned, perf,
+                                                                 dw_data.raw_data(), kCount, returned, perf,
                                                                  ws.raw_data(), ws.nbytes()));
       },
       [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* returned) {
@@ -323,11 +362,19 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   void* ws_ptr = WorkspacePtr(ctx, algo.workspace, &ws);
   CUDNN_CALL(cudnnConvolutionBackwardFilter(h, &kOne, s.x_desc.get(), x.raw_data(), s.y_desc.get(), dy.raw_data(),
                                             s.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo.algo),
-                                            ws_ptr, algo.workspace, &kZero, s.w_desc.get(), dw.raw_data()));
+                                            ws_ptr, algo.workspace, &kZero, s.w_desc.get(), dw_data.raw_data()));
+  auto widen_into = [&](const Tensor& narrow, Tensor& wide) {
+    Check(Cast16ToF32(static_cast<const uint16_t*>(narrow.raw_data()), 1.0f, wide.data<float>(),
+                      data == DType::kBF16, wide.numel(), ctx.cuda_stream()),
+          "Cast16ToF32", __FILE__, __LINE__);
+  };
+  if (widen) widen_into(dw_data, dw);
   if (dbias != nullptr) {
-    TensorDesc b_desc({1, dw.dim(0), 1, 1});
+    Tensor db_data = widen ? ctx.ScratchTensor(kBiasSlot, dbias->shape(), data) : *dbias;
+    TensorDesc b_desc({1, dw.dim(0), 1, 1}, data);
     CUDNN_CALL(cudnnConvolutionBackwardBias(h, &kOne, s.y_desc.get(), dy.raw_data(), &kZero, b_desc.get(),
-                                            dbias->raw_data()));
+                                            db_data.raw_data()));
+    if (widen) widen_into(db_data, *dbias);
   }
 }
 
@@ -335,7 +382,9 @@ void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, c
                               const Tensor& beta, Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
                               Tensor& running_mean, Tensor& running_var) {
   cudnnHandle_t h = Handle(ctx);
-  TensorDesc x_desc(x.shape()), c_desc({1, x.dim(1), 1, 1});
+  // Activations f32 or 16-bit; statistics and parameters f32 (cuDNN's
+  // mixed-precision batch norm, as AMP uses it).
+  TensorDesc x_desc(x.shape(), x.dtype()), c_desc({1, x.dim(1), 1, 1});
   // cuDNN updates the running variance with the unbiased batch variance and
   // saves 1 / sqrt(var + eps): PyTorch's semantics (PyTorch uses this call).
   CUDNN_CALL(cudnnBatchNormalizationForwardTraining(
@@ -347,7 +396,9 @@ void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, c
 void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
   cudnnHandle_t h = Handle(ctx);
-  TensorDesc x_desc(x.shape()), c_desc({1, x.dim(1), 1, 1});
+  // Activations f32 or 16-bit; statistics and parameters f32 (cuDNN's
+  // mixed-precision batch norm, as AMP uses it).
+  TensorDesc x_desc(x.shape(), x.dtype()), c_desc({1, x.dim(1), 1, 1});
   CUDNN_CALL(cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc.get(),
                                                      x.raw_data(), x_desc.get(), y.raw_data(), c_desc.get(),
                                                      gamma.raw_data(), beta.raw_data(), running_mean.raw_data(),
@@ -358,7 +409,9 @@ void BatchNormBackward(ExecutionContext& ctx, const BatchNormParams& p, const Te
                        const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
                        Tensor& dbeta) {
   cudnnHandle_t h = Handle(ctx);
-  TensorDesc x_desc(x.shape()), c_desc({1, x.dim(1), 1, 1});
+  // Activations f32 or 16-bit; statistics and parameters f32 (cuDNN's
+  // mixed-precision batch norm, as AMP uses it).
+  TensorDesc x_desc(x.shape(), x.dtype()), c_desc({1, x.dim(1), 1, 1});
   CUDNN_CALL(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, x_desc.get(),
                                              x.raw_data(), x_desc.get(), dy.raw_data(), x_desc.get(), dx.raw_data(),
                                              c_desc.get(), gamma.raw_data(), dgamma.raw_data(), dbeta.raw_data(), p.eps,

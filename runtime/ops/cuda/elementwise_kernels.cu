@@ -4,6 +4,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "runtime/ops/cuda/float16.cuh"
+
 namespace ddp::cuda {
 namespace {
 
@@ -27,10 +29,56 @@ int Launch(int64_t n, void* stream, Op op) {
   return static_cast<int>(cudaGetLastError());
 }
 
+// The activation kernels over storage type S (float, __nv_bfloat16, __half),
+// computed in f32. Device lambdas cannot live in a generic lambda, so these
+// are templates, picked by Typed.
+template <typename S>
+int AddT(const void* a, const void* b, void* out, int64_t n, void* stream) {
+  const S* as = static_cast<const S*>(a);
+  const S* bs = static_cast<const S*>(b);
+  S* os = static_cast<S*>(out);
+  return Launch(n, stream, [=] __device__(int64_t i) { os[i] = FromFloat<S>(ToFloat(as[i]) + ToFloat(bs[i])); });
+}
+
+template <typename S>
+int ReluForwardT(const void* x, void* y, int64_t n, void* stream) {
+  const S* xs = static_cast<const S*>(x);
+  S* ys = static_cast<S*>(y);
+  return Launch(n, stream, [=] __device__(int64_t i) {
+    // NaN stays NaN, as in PyTorch and the CPU path; a select, so exact.
+    const float v = ToFloat(xs[i]);
+    ys[i] = v > 0.0f || v != v ? xs[i] : FromFloat<S>(0.0f);
+  });
+}
+
+template <typename S>
+int ReluBackwardT(const void* y, const void* dy, void* dx, int64_t n, void* stream) {
+  const S* ys = static_cast<const S*>(y);
+  const S* dys = static_cast<const S*>(dy);
+  S* dxs = static_cast<S*>(dx);
+  return Launch(n, stream,
+                [=] __device__(int64_t i) { dxs[i] = ToFloat(ys[i]) <= 0.0f ? FromFloat<S>(0.0f) : dys[i]; });
+}
+
 }  // namespace
 
-int AddF32(const float* a, const float* b, float* out, int64_t n, void* stream) {
-  return Launch(n, stream, [=] __device__(int64_t i) { out[i] = a[i] + b[i]; });
+int Add(DType dtype, const void* a, const void* b, void* out, int64_t n, void* stream) {
+  int status = 0;
+  DispatchFloat(dtype, "cuda::Add", [&](auto tag) { status = AddT<decltype(tag)>(a, b, out, n, stream); });
+  return status;
+}
+
+int ReluForward(DType dtype, const void* x, void* y, int64_t n, void* stream) {
+  int status = 0;
+  DispatchFloat(dtype, "cuda::ReluForward", [&](auto tag) { status = ReluForwardT<decltype(tag)>(x, y, n, stream); });
+  return status;
+}
+
+int ReluBackward(DType dtype, const void* y, const void* dy, void* dx, int64_t n, void* stream) {
+  int status = 0;
+  DispatchFloat(dtype, "cuda::ReluBackward",
+                [&](auto tag) { status = ReluBackwardT<decltype(tag)>(y, dy, dx, n, stream); });
+  return status;
 }
 
 int AxpyF32(float alpha, const float* x, float* y, int64_t n, void* stream) {
@@ -39,17 +87,6 @@ int AxpyF32(float alpha, const float* x, float* y, int64_t n, void* stream) {
 
 int ScaleF32(float alpha, float* x, int64_t n, void* stream) {
   return Launch(n, stream, [=] __device__(int64_t i) { x[i] *= alpha; });
-}
-
-int ReluForwardF32(const float* x, float* y, int64_t n, void* stream) {
-  return Launch(n, stream, [=] __device__(int64_t i) {
-    // NaN stays NaN, as in PyTorch and the CPU path.
-    y[i] = x[i] > 0.0f || x[i] != x[i] ? x[i] : 0.0f;
-  });
-}
-
-int ReluBackwardF32(const float* y, const float* dy, float* dx, int64_t n, void* stream) {
-  return Launch(n, stream, [=] __device__(int64_t i) { dx[i] = y[i] <= 0.0f ? 0.0f : dy[i]; });
 }
 
 int IncrementI64(int64_t* counter, void* stream) {

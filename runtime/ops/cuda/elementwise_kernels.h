@@ -5,13 +5,17 @@
 
 #include <cstdint>
 
+#include "runtime/dtype.h"
+
 namespace ddp::cuda {
 
-int AddF32(const float* a, const float* b, float* out, int64_t n, void* stream);
+// Activations: `dtype` is f32, bf16 or f16 for every operand, computed in
+// f32 and rounded to nearest even.
+int Add(DType dtype, const void* a, const void* b, void* out, int64_t n, void* stream);
+int ReluForward(DType dtype, const void* x, void* y, int64_t n, void* stream);
+int ReluBackward(DType dtype, const void* y, const void* dy, void* dx, int64_t n, void* stream);
 int AxpyF32(float alpha, const float* x, float* y, int64_t n, void* stream);
 int ScaleF32(float alpha, float* x, int64_t n, void* stream);
-int ReluForwardF32(const float* x, float* y, int64_t n, void* stream);
-int ReluBackwardF32(const float* y, const float* dy, float* dx, int64_t n, void* stream);
 // counter[0] += 1 (an i64 scalar, BN's num_batches_tracked).
 int IncrementI64(int64_t* counter, void* stream);
 // dst = src * scale, rounded to nearest even: f32 to bf16 or f16 bits

@@ -65,8 +65,19 @@ std::map<std::string, Choice>& Cache() {
 uint32_t Alignment(const void* p) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(p);
   uint32_t alignment = 256;
-  while (alignment > 4 && address % alignment != 0) alignment /= 2;
+  while (alignment > 2 && address % alignment != 0) alignment /= 2;  // 16-bit views: 2 bytes
   return alignment;
+}
+
+cudaDataType_t CudaType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return CUDA_R_32F;
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default:
+      std::fprintf(stderr, "cuBLASLt GEMMs take f32, bf16 or f16 matrices, not %s\n", DTypeName(dtype));
+      std::abort();
+  }
 }
 
 int SplitK(const cublasLtMatmulAlgo_t& algo) {
@@ -107,11 +118,20 @@ __global__ void SumRowsKernel(const float* m, int64_t rows, int64_t cols, float*
 }  // namespace
 
 void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-          const float* bias) {
+          const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
+          const float* bias, DType ab, DType cd) {
   if (m == 0 || n == 0) return;
+  if (cd != DType::kF32 && cd != ab) {  // f32 x f32 -> f32, 16 x 16 -> f32 or the same 16
+    std::fprintf(stderr, "cuBLASLt GEMM: %s operands with a %s result\n", DTypeName(ab), DTypeName(cd));
+    std::abort();
+  }
+  if ((cd != DType::kF32 && bias != nullptr) || (k == 0 && cd != DType::kF32)) {
+    std::fprintf(stderr, "cuBLASLt GEMM: a %s result takes no bias and needs k > 0\n", DTypeName(cd));
+    std::abort();
+  }
   if (k == 0) {  // no products: C = beta * C (+ bias), without cuBLASLt (ld >= 1 rules)
-    ScaleAddBiasKernel<<<BlocksFor(m * n), kThreads, 0, StreamOf(ctx)>>>(c, m, n, ldc, beta, bias);
+    ScaleAddBiasKernel<<<BlocksFor(m * n), kThreads, 0, StreamOf(ctx)>>>(static_cast<float*>(c), m, n, ldc, beta,
+                                                                         bias);
     DDP_CHECK_LAUNCH("ScaleAddBiasKernel");
     return;
   }
@@ -128,7 +148,10 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
   // multiplies B's storage (as its "A") by A's storage (as its "B").
   const cublasOperation_t op_first = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasComputeType_t compute = ctx.allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  // 16-bit operands run on tensor cores with f32 accumulation under plain
+  // COMPUTE_32F; f32 ones only under TF32.
+  const cublasComputeType_t compute =
+      ctx.allow_tf32() && ab == DType::kF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   MatmulDescs d;
   CUBLAS_CALL(cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
   CUBLAS_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
@@ -141,16 +164,16 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
     CUBLAS_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   // Storage shapes, column-major: B as stored is [ldb-major] cols x rows.
-  CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, transpose_b ? k : n, transpose_b ? n : k, ldb));
-  CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, transpose_a ? m : k, transpose_a ? k : m, lda));
-  CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.d, CUDA_R_32F, n, m, ldc));
+  CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.a, CudaType(ab), transpose_b ? k : n, transpose_b ? n : k, ldb));
+  CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.b, CudaType(ab), transpose_a ? m : k, transpose_a ? k : m, lda));
+  CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.d, CudaType(cd), n, m, ldc));
 
   const uint32_t align_a = Alignment(b), align_b = Alignment(a), align_c = Alignment(c);  // cuBLAS's A is our B
   std::ostringstream key_text;
   key_text << ctx.device().index << ':' << transpose_a << transpose_b << ':' << m << ',' << n << ',' << k << ',' << lda
            << ',' << ldb << ',' << ldc << ':' << (bias != nullptr) << (beta != 0.0f) << ctx.allow_tf32()
            << ctx.deterministic() << ':' << align_a << ',' << align_b << ',' << align_c << ','
-           << (bias ? Alignment(bias) : 0);
+           << (bias ? Alignment(bias) : 0) << ':' << DTypeName(ab) << DTypeName(cd);
   const std::string key = key_text.str();
   Choice choice;
   {
@@ -186,8 +209,8 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
       choice.found = true;
     }
     if (!choice.found) {
-      std::fprintf(stderr, "cuBLASLt has no algorithm for a %lldx%lldx%lld f32 GEMM%s\n", static_cast<long long>(m),
-                   static_cast<long long>(n), static_cast<long long>(k),
+      std::fprintf(stderr, "cuBLASLt has no algorithm for a %lldx%lldx%lld %s GEMM%s\n", static_cast<long long>(m),
+                   static_cast<long long>(n), static_cast<long long>(k), DTypeName(ab),
                    ctx.deterministic() ? " without split-K (--deterministic)" : "");
       std::abort();
     }

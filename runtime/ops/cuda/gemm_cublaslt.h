@@ -12,9 +12,12 @@ namespace ddp::cuda {
 
 // C[M, N] = alpha * op(A) * op(B) + beta * C (+ bias[N] on every row, when
 // `bias` is not null). Leading dimensions are the row lengths as stored.
+// A and B are of type `ab` (f32; or bf16 or f16 for mixed precision, on
+// tensor cores with f32 accumulation), C of type `cd` (f32, or `ab` when
+// 16-bit); alpha, beta and the bias are f32.
 void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-          const float* bias);
+          const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
+          const float* bias, DType ab = DType::kF32, DType cd = DType::kF32);
 // out[cols] = the sum over rows of m[rows, cols] (the bias gradient), in a
 // fixed order.
 void SumRows(ExecutionContext& ctx, const float* m, int64_t rows, int64_t cols, float* out);

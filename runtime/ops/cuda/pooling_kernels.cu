@@ -1,3 +1,4 @@
+#include "runtime/ops/cuda/float16.cuh"
 #include "runtime/ops/cuda/kernel_util.cuh"
 #include "runtime/ops/cuda/pooling_cuda.h"
 
@@ -45,17 +46,20 @@ __device__ void OutputRange(int64_t i, int64_t pad, int64_t kernel, int64_t stri
   *hi = min((i + pad) / stride + 1, out);
 }
 
-__global__ void MaxPoolForwardKernel(PoolShape s, const float* x, float* y, int32_t* argmax) {
+// Max pooling and global average pooling take f32, bf16 or f16 (S); the
+// maximum is exact in any type, sums run in f32.
+template <typename S>
+__global__ void MaxPoolForwardKernel(PoolShape s, const S* x, S* y, int32_t* argmax) {
   DDP_GRID_STRIDE(o, s.planes * s.oh * s.ow) {
     const int64_t ow = o % s.ow, oh = (o / s.ow) % s.oh, plane = o / (s.ow * s.oh);
     const Window win = WindowAt(s, oh, ow);
-    const float* xp = x + plane * s.h * s.w;
+    const S* xp = x + plane * s.h * s.w;
     float best = -INFINITY;
     int64_t best_index = win.h0 * s.w + win.w0;
     bool done = false;
     for (int64_t ih = win.h0; ih < win.h1 && !done; ++ih) {
       for (int64_t iw = win.w0; iw < win.w1; ++iw) {
-        const float v = xp[ih * s.w + iw];
+        const float v = ToFloat(xp[ih * s.w + iw]);
         if (v > best || v != v) {  // NaN propagates, as in PyTorch
           best = v;
           best_index = ih * s.w + iw;
@@ -66,12 +70,13 @@ __global__ void MaxPoolForwardKernel(PoolShape s, const float* x, float* y, int3
         }
       }
     }
-    y[o] = best;
+    y[o] = xp[best_index];
     argmax[o] = static_cast<int32_t>(best_index);
   }
 }
 
-__global__ void MaxPoolBackwardKernel(PoolShape s, const float* dy, const int32_t* argmax, float* dx) {
+template <typename S>
+__global__ void MaxPoolBackwardKernel(PoolShape s, const S* dy, const int32_t* argmax, S* dx) {
   DDP_GRID_STRIDE(i, s.planes * s.h * s.w) {
     const int64_t iw = i % s.w, ih = (i / s.w) % s.h, plane = i / (s.w * s.h);
     int64_t oh0, oh1, ow0, ow1;
@@ -82,10 +87,10 @@ __global__ void MaxPoolBackwardKernel(PoolShape s, const float* dy, const int32_
     for (int64_t oh = oh0; oh < oh1; ++oh) {
       for (int64_t ow = ow0; ow < ow1; ++ow) {
         const int64_t o = (plane * s.oh + oh) * s.ow + ow;
-        if (argmax[o] == me) sum += dy[o];
+        if (argmax[o] == me) sum += ToFloat(dy[o]);
       }
     }
-    dx[i] = sum;
+    dx[i] = FromFloat<S>(sum);
   }
 }
 
@@ -119,34 +124,51 @@ __global__ void AvgPoolBackwardKernel(PoolShape s, const float* dy, float* dx) {
 }
 
 // One block per plane.
-__global__ void GlobalAvgPoolForwardKernel(int64_t size, const float* x, float* y) {
+template <typename S>
+__global__ void GlobalAvgPoolForwardKernel(int64_t size, const S* x, S* y) {
   __shared__ float shared[kThreads];
-  const float* xp = x + blockIdx.x * size;
+  const S* xp = x + blockIdx.x * size;
   float sum = 0.0f;
-  for (int64_t k = threadIdx.x; k < size; k += blockDim.x) sum += xp[k];
+  for (int64_t k = threadIdx.x; k < size; k += blockDim.x) sum += ToFloat(xp[k]);
   sum = BlockSum(sum, shared);
-  if (threadIdx.x == 0) y[blockIdx.x] = sum / static_cast<float>(size);
+  if (threadIdx.x == 0) y[blockIdx.x] = FromFloat<S>(sum / static_cast<float>(size));
 }
 
-__global__ void GlobalAvgPoolBackwardKernel(int64_t planes, int64_t size, const float* dy, float* dx) {
-  DDP_GRID_STRIDE(i, planes * size) { dx[i] = dy[i / size] / static_cast<float>(size); }
+template <typename S>
+__global__ void GlobalAvgPoolBackwardKernel(int64_t planes, int64_t size, const S* dy, S* dx) {
+  DDP_GRID_STRIDE(i, planes * size) { dx[i] = FromFloat<S>(ToFloat(dy[i / size]) / static_cast<float>(size)); }
+}
+
+template <typename S>
+const S* In(const Tensor& t) {
+  return static_cast<const S*>(t.raw_data());
+}
+template <typename S>
+S* Out(Tensor& t) {
+  return static_cast<S*>(t.raw_data());
 }
 
 }  // namespace
 
 void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax) {
   const PoolShape s = ShapeOf(p, x.shape(), y.shape());
-  MaxPoolForwardKernel<<<BlocksFor(y.numel()), kThreads, 0, StreamOf(ctx)>>>(s, x.data<float>(), y.data<float>(),
-                                                                           argmax.data<int32_t>());
-  DDP_CHECK_LAUNCH("MaxPoolForwardKernel");
+  DispatchFloat(x.dtype(), "cuda::MaxPool2dForward", [&](auto tag) {
+    using S = decltype(tag);
+    MaxPoolForwardKernel<S><<<BlocksFor(y.numel()), kThreads, 0, StreamOf(ctx)>>>(s, In<S>(x), Out<S>(y),
+                                                                                argmax.data<int32_t>());
+    DDP_CHECK_LAUNCH("MaxPoolForwardKernel");
+  });
 }
 
 void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, const Tensor& argmax,
                        Tensor& dx) {
   const PoolShape s = ShapeOf(p, dx.shape(), dy.shape());
-  MaxPoolBackwardKernel<<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(s, dy.data<float>(),
-                                                                             argmax.data<int32_t>(), dx.data<float>());
-  DDP_CHECK_LAUNCH("MaxPoolBackwardKernel");
+  DispatchFloat(dx.dtype(), "cuda::MaxPool2dBackward", [&](auto tag) {
+    using S = decltype(tag);
+    MaxPoolBackwardKernel<S><<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(
+        s, In<S>(dy), argmax.data<int32_t>(), Out<S>(dx));
+    DDP_CHECK_LAUNCH("MaxPoolBackwardKernel");
+  });
 }
 
 void AvgPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y) {
@@ -164,16 +186,22 @@ void AvgPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tenso
 void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
   const int64_t planes = x.dim(0) * x.dim(1), size = x.dim(2) * x.dim(3);
   if (planes == 0) return;
-  GlobalAvgPoolForwardKernel<<<static_cast<unsigned>(planes), kThreads, 0, StreamOf(ctx)>>>(size, x.data<float>(),
-                                                                                           y.data<float>());
-  DDP_CHECK_LAUNCH("GlobalAvgPoolForwardKernel");
+  DispatchFloat(x.dtype(), "cuda::GlobalAvgPoolForward", [&](auto tag) {
+    using S = decltype(tag);
+    GlobalAvgPoolForwardKernel<S><<<static_cast<unsigned>(planes), kThreads, 0, StreamOf(ctx)>>>(size, In<S>(x),
+                                                                                              Out<S>(y));
+    DDP_CHECK_LAUNCH("GlobalAvgPoolForwardKernel");
+  });
 }
 
 void GlobalAvgPoolBackward(ExecutionContext& ctx, const Tensor& dy, Tensor& dx) {
   const int64_t planes = dx.dim(0) * dx.dim(1), size = dx.dim(2) * dx.dim(3);
-  GlobalAvgPoolBackwardKernel<<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(planes, size, dy.data<float>(),
-                                                                                   dx.data<float>());
-  DDP_CHECK_LAUNCH("GlobalAvgPoolBackwardKernel");
+  DispatchFloat(dx.dtype(), "cuda::GlobalAvgPoolBackward", [&](auto tag) {
+    using S = decltype(tag);
+    GlobalAvgPoolBackwardKernel<S><<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(planes, size, In<S>(dy),
+                                                                                        Out<S>(dx));
+    DDP_CHECK_LAUNCH("GlobalAvgPoolBackwardKernel");
+  });
 }
 
 }  // namespace ddp::cuda
