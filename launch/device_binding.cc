@@ -77,12 +77,7 @@ Status CheckPrecision(const std::string& precision, const DeviceChoice& device) 
     return InvalidArgument("--precision fp16 is for GPUs, and this rank trains on cpu; use --precision bf16, the "
                            "CPU's 16-bit type");
   }
-  if (precision == "bf16" && !device.cuda) return Status::Ok();
-  if (precision == "fp16" || precision == "bf16") {
-    return Unimplemented("--precision " + precision +
-                         " on GPUs: the 16-bit CUDA kernels are not in this build yet; use fp32 or tf32 (bf16 runs "
-                         "on CPU ranks)");
-  }
+  if (precision == "fp16" || precision == "bf16") return Status::Ok();
   return InvalidArgument("--precision '" + precision + "' is unknown; use fp32, tf32, fp16 or bf16");
 }
 

@@ -53,8 +53,7 @@ Status CheckGpusNotShared(const std::vector<std::string>& gpu_by_local_rank, boo
 StatusOr<std::string> ChooseComm(const std::string& flag, const DeviceChoice& device);
 
 // --precision for the chosen device: tf32 is a GPU math mode and fp16 a GPU
-// type, refused on a CPU rank; bf16 trains on CPU ranks (16-bit CUDA
-// kernels are not in this build yet).
+// type, refused on a CPU rank; bf16 trains anywhere.
 Status CheckPrecision(const std::string& precision, const DeviceChoice& device);
 
 }  // namespace ddp

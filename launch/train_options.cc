@@ -16,8 +16,8 @@ DEFINE_string(config, "", "a TrainConfig in protobuf text format; flags given he
 DEFINE_string(model, "resnet50", "resnet18, resnet34, resnet50, resnet101 or resnet152");
 DEFINE_string(device, "auto", "auto, cpu or cuda");
 DEFINE_string(precision, "fp32",
-              "fp32, tf32 (GPU math mode), bf16 (mixed precision: 16-bit activations, f32 master weights; CPU "
-              "ranks in this build), or fp16 (GPU)");
+              "fp32; tf32 (GPU math mode); bf16 (mixed precision: 16-bit activations, f32 master weights; on CPUs "
+              "with AVX-512 BF16); fp16 (GPU, with dynamic loss scaling)");
 DEFINE_string(loss_scale, "auto", "auto (dynamic for fp16, none otherwise), dynamic, none, or a static scale");
 DEFINE_int64(loss_scale_growth_interval, 2000, "dynamic loss scale: finite steps in a row before it doubles");
 DEFINE_double(max_skipped_share, 0.05, "warn when more than this share of steps is skipped for non-finite gradients");

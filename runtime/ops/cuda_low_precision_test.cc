@@ -1,0 +1,216 @@
+// Mixed precision on CUDA: every op that carries activations, run with bf16
+// and with f16 data on the GPU, against the CPU's f32 op on the same inputs
+// (rounded to the 16-bit type first), within 1e-2 of the largest magnitude;
+// weight gradients come out in f32. Sums of thousands of ones, which only
+// f32 accumulation gets right, pin the accumulation type down. Reports
+// SKIPPED without a GPU.
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/ops/batch_norm.h"
+#include "runtime/ops/conv2d.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/linear.h"
+#include "runtime/ops/pooling.h"
+#include "runtime/testing/gradient_checker.h"
+#include "runtime/testing/op_cases.h"
+#include "runtime/testing/tensor_testing.h"
+
+namespace ddp {
+namespace {
+
+using testing::OnCpu;
+using testing::OnGpu;
+using testing::ToDoubles;
+using testing::ToF32Tensor;
+
+constexpr double kTolerance = 1e-2;
+
+double Round16(double v, DType dtype) {
+  const float f = static_cast<float>(v);
+  return dtype == DType::kBF16 ? BFloat16ToFloat(FloatToBFloat16(f)) : HalfToFloat(FloatToHalf(f));
+}
+
+class CudaLowPrecisionTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (cuda::DeviceCount() == 0) {
+      GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
+    }
+    cuda::SetDevice(0);
+  }
+  DType low() const { return GetParam(); }
+  // Random values already representable in the 16-bit type, as an f32 host
+  // tensor.
+  Tensor Random(const Shape& shape, std::mt19937_64& rng) {
+    std::vector<double> v = testing::RandomValues(NumElements(shape), rng);
+    for (double& x : v) x = Round16(x, low());
+    return ToF32Tensor(v, shape);
+  }
+  // The f32 host tensor as a 16-bit GPU tensor (exact: its values are
+  // representable).
+  Tensor Low(const Tensor& host) {
+    Tensor out = Tensor::Empty(host.shape(), low(), Device::Cuda(0));
+    CastScaled(gpu_, OnGpu(host), 1.0f, out);
+    return out;
+  }
+  Tensor GpuEmpty(const Shape& shape, DType dtype) { return Tensor::Empty(shape, dtype, Device::Cuda(0)); }
+  // max |gpu - cpu| within kTolerance of max |cpu|.
+  ::testing::AssertionResult Near(const Tensor& gpu, const Tensor& cpu) {
+    const std::vector<double> c = ToDoubles(cpu);
+    double scale = 0.0;
+    for (double v : c) scale = std::max(scale, std::fabs(v));
+    return testing::AllClose(ToDoubles(OnCpu(gpu)), c, 0.0, kTolerance * std::max(scale, 1e-30));
+  }
+
+  ExecutionContext cpu_ = ExecutionContext::Cpu(2);
+  ExecutionContext gpu_ = ExecutionContext::Cuda(0, nullptr);
+};
+
+TEST_P(CudaLowPrecisionTest, ConvolutionsMatchTheCpuInF32) {
+  std::vector<testing::ConvCase> cases = testing::ConvCases();
+  cases.push_back({"resnet50_3x3", {4, 64, 28, 28}, {64, 64, 3, 3}, testing::ConvParams(1, 1), false});
+  for (const testing::ConvCase& c : cases) {
+    SCOPED_TRACE(std::string(c.name) + " " + DTypeName(low()));
+    std::mt19937_64 rng(42);
+    Tensor x = Random(c.x, rng), w = Random(c.w, rng), b = Random({c.w[0]}, rng);
+    const Shape ys = Conv2dOutputShape(c.x, c.w, c.p);
+    Tensor y = Tensor::Empty(ys, DType::kF32), gy = GpuEmpty(ys, low());
+    Tensor gb = OnGpu(b);
+    Conv2dForward(cpu_, c.p, x, w, c.bias ? &b : nullptr, y);
+    Conv2dForward(gpu_, c.p, Low(x), Low(w), c.bias ? &gb : nullptr, gy);
+    EXPECT_TRUE(Near(gy, y)) << "forward";
+
+    Tensor dy = Random(ys, rng);
+    Tensor dx = Tensor::Empty(c.x, DType::kF32), dw = Tensor::Empty(c.w, DType::kF32);
+    Tensor db = Tensor::Empty({c.w[0]}, DType::kF32);
+    Conv2dBackwardData(cpu_, c.p, dy, w, dx);
+    Conv2dBackwardWeights(cpu_, c.p, x, dy, dw, c.bias ? &db : nullptr);
+    Tensor gdx = GpuEmpty(c.x, low()), gdw = GpuEmpty(c.w, DType::kF32), gdb = GpuEmpty({c.w[0]}, DType::kF32);
+    Conv2dBackwardData(gpu_, c.p, Low(dy), Low(w), gdx);
+    Conv2dBackwardWeights(gpu_, c.p, Low(x), Low(dy), gdw, c.bias ? &gdb : nullptr);
+    EXPECT_TRUE(Near(gdx, dx)) << "backward data";
+    EXPECT_TRUE(Near(gdw, dw)) << "backward weights (f32)";
+    if (c.bias) EXPECT_TRUE(Near(gdb, db)) << "bias gradient (f32)";
+  }
+}
+
+TEST_P(CudaLowPrecisionTest, ConvolutionsAndGemmsAccumulateInF32) {
+  // 4608 products of ones per output: a 16-bit running sum stops far short.
+  Tensor ones = Tensor::Empty({1, 512, 3, 3}, DType::kF32);
+  ones.Fill(1.0);
+  Tensor y = GpuEmpty({1, 1, 1, 1}, low());
+  Conv2dForward(gpu_, testing::ConvParams(1, 0), Low(ones), Low(ones).View(0, {1, 512, 3, 3}), nullptr, y);
+  EXPECT_EQ(OnCpu(y).GetAsDouble(0), 4608.0);
+  Tensor row = Tensor::Empty({2, 4096}, DType::kF32), weights = Tensor::Empty({3, 4096}, DType::kF32);
+  row.Fill(1.0);
+  weights.Fill(1.0);
+  Tensor sums = GpuEmpty({2, 3}, DType::kF32);
+  LinearForward(gpu_, Low(row), Low(weights), nullptr, sums);
+  const Tensor host = OnCpu(sums);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(host.GetAsDouble(i), 4096.0);
+}
+
+TEST_P(CudaLowPrecisionTest, LinearMatchesTheCpuInF32) {
+  std::mt19937_64 rng(3);
+  const Shape xs = {6, 300}, ws = {10, 300};
+  Tensor x = Random(xs, rng), w = Random(ws, rng), b = Random({10}, rng);
+  Tensor y = Tensor::Empty({6, 10}, DType::kF32), gy = GpuEmpty({6, 10}, DType::kF32);
+  Tensor gb = OnGpu(b);
+  LinearForward(cpu_, x, w, &b, y);
+  LinearForward(gpu_, Low(x), Low(w), &gb, gy);  // f32 logits from 16-bit operands
+  EXPECT_TRUE(Near(gy, y)) << "forward";
+  Tensor dy = Random({6, 10}, rng), gdy = OnGpu(dy);
+  Tensor dx = Tensor::Empty(xs, DType::kF32), dw = Tensor::Empty(ws, DType::kF32), db = Tensor::Empty({10}, DType::kF32);
+  LinearBackwardData(cpu_, dy, w, &dx);
+  LinearBackwardWeights(cpu_, x, dy, dw, &db);
+  Tensor gdx = GpuEmpty(xs, low()), gdw = GpuEmpty(ws, DType::kF32), gdb = GpuEmpty({10}, DType::kF32);
+  LinearBackwardData(gpu_, gdy, Low(w), &gdx);
+  LinearBackwardWeights(gpu_, Low(x), gdy, gdw, &gdb);
+  EXPECT_TRUE(Near(gdx, dx)) << "backward data";
+  EXPECT_TRUE(Near(gdw, dw)) << "backward weights";
+  EXPECT_TRUE(Near(gdb, db)) << "bias gradient";
+}
+
+TEST_P(CudaLowPrecisionTest, BatchNormKeepsF32StatisticsAndMatchesTheCpu) {
+  std::mt19937_64 rng(5);
+  const Shape xs = {4, 8, 7, 5};
+  Tensor x = Random(xs, rng), gamma = Random({8}, rng), beta = Random({8}, rng);
+  BatchNormParams p;
+  auto stats = [](Device d) { return Tensor::Zeros({8}, DType::kF32, d); };
+  const Device gd = Device::Cuda(0);
+  Tensor y = Tensor::Empty(xs, DType::kF32), mean = stats(Device::Cpu()), invstd = stats(Device::Cpu());
+  Tensor rm = stats(Device::Cpu()), rv = stats(Device::Cpu());
+  BatchNormForwardTraining(cpu_, p, x, gamma, beta, y, mean, invstd, rm, rv);
+  Tensor gg = OnGpu(gamma), gbeta = OnGpu(beta), gy = GpuEmpty(xs, low());
+  Tensor gmean = stats(gd), ginvstd = stats(gd), grm = stats(gd), grv = stats(gd);
+  Tensor gx = Low(x);
+  BatchNormForwardTraining(gpu_, p, gx, gg, gbeta, gy, gmean, ginvstd, grm, grv);
+  EXPECT_TRUE(Near(gy, y)) << "forward";
+  EXPECT_TRUE(testing::AllClose(ToDoubles(OnCpu(gmean)), ToDoubles(mean), 1e-5, 1e-5)) << "f32 batch mean";
+  EXPECT_TRUE(testing::AllClose(ToDoubles(OnCpu(grv)), ToDoubles(rv), 1e-5, 1e-5)) << "f32 running variance";
+  Tensor dy = Random(xs, rng);
+  Tensor dx = Tensor::Empty(xs, DType::kF32), dg = stats(Device::Cpu()), db = stats(Device::Cpu());
+  BatchNormBackward(cpu_, p, x, dy, gamma, mean, invstd, dx, dg, db);
+  Tensor gdx = GpuEmpty(xs, low()), gdg = stats(gd), gdb = stats(gd);
+  BatchNormBackward(gpu_, p, gx, Low(dy), gg, gmean, ginvstd, gdx, gdg, gdb);
+  EXPECT_TRUE(Near(gdx, dx)) << "input gradient";
+  EXPECT_TRUE(Near(gdg, dg)) << "weight gradient";
+  EXPECT_TRUE(Near(gdb, db)) << "bias gradient";
+}
+
+TEST_P(CudaLowPrecisionTest, ElementwiseAndPoolingMatchTheCpu) {
+  std::mt19937_64 rng(9);
+  const Shape s = {2, 3, 9, 11};
+  Tensor a = Random(s, rng), b = Random(s, rng);
+  Tensor relu = a.Clone(), sum = Tensor::Empty(s, DType::kF32), drelu = Tensor::Empty(s, DType::kF32);
+  ReluForward(cpu_, relu, relu);
+  Add(cpu_, a, b, sum);
+  ReluBackward(cpu_, relu, b, drelu);
+  Tensor grelu = GpuEmpty(s, low()), gsum = GpuEmpty(s, low()), gdrelu = GpuEmpty(s, low());
+  ReluForward(gpu_, Low(a), grelu);
+  Add(gpu_, Low(a), Low(b), gsum);
+  ReluBackward(gpu_, grelu, Low(b), gdrelu);
+  EXPECT_TRUE(Near(grelu, relu)) << "ReLU";
+  EXPECT_TRUE(Near(gsum, sum)) << "add";
+  EXPECT_TRUE(Near(gdrelu, drelu)) << "ReLU backward";
+
+  for (const testing::PoolCase& c : testing::PoolCases()) {
+    SCOPED_TRACE(c.name);
+    Tensor x = Random(c.x, rng);
+    const Shape ys = Pool2dOutputShape(c.x, c.p);
+    Tensor y = Tensor::Empty(ys, DType::kF32), argmax = Tensor::Empty(ys, DType::kI32);
+    MaxPool2dForward(cpu_, c.p, x, y, argmax);
+    Tensor gy = GpuEmpty(ys, low()), gargmax = GpuEmpty(ys, DType::kI32);
+    MaxPool2dForward(gpu_, c.p, Low(x), gy, gargmax);
+    EXPECT_TRUE(Near(gy, y)) << "max pool";
+    Tensor dy = Random(ys, rng), dx = Tensor::Empty(c.x, DType::kF32), gdx = GpuEmpty(c.x, low());
+    MaxPool2dBackward(cpu_, c.p, dy, argmax, dx);
+    MaxPool2dBackward(gpu_, c.p, Low(dy), gargmax, gdx);
+    EXPECT_TRUE(Near(gdx, dx)) << "max pool backward";
+  }
+  Tensor ones = Tensor::Empty({2, 3, 64, 64}, DType::kF32);
+  ones.Fill(1.0);
+  Tensor mean = GpuEmpty({2, 3}, low());
+  GlobalAvgPoolForward(gpu_, Low(ones), mean);
+  const Tensor host_mean = OnCpu(mean);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(host_mean.GetAsDouble(i), 1.0) << "4096 ones summed in f32";
+  Tensor x = Random(s, rng), avg = Tensor::Empty({2, 3}, DType::kF32), gavg = GpuEmpty({2, 3}, low());
+  GlobalAvgPoolForward(cpu_, x, avg);
+  GlobalAvgPoolForward(gpu_, Low(x), gavg);
+  EXPECT_TRUE(Near(gavg, avg)) << "global average pool";
+  Tensor dx = Tensor::Empty(s, DType::kF32), gdx = GpuEmpty(s, low());
+  GlobalAvgPoolBackward(cpu_, avg, dx);
+  Tensor gavg16 = Low(avg.To(Device::Cpu()));
+  GlobalAvgPoolBackward(gpu_, gavg16, gdx);
+  EXPECT_TRUE(Near(gdx, dx)) << "global average pool backward";
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaLowPrecisionTest, ::testing::Values(DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+}  // namespace
+}  // namespace ddp
