@@ -11,8 +11,11 @@
 # case of gpu_tests, 1 rank, then the 2-rank cases) -> 1-rank training (a
 # ddp_train run over NCCL) -> equivalence (2 ranks on the one GPU with
 # --comm mpi against 1 rank with 2 accumulated micro-batches, ZeRO stages 0,
-# 1 and 2) -> benchmarks (ResNet-50 images/s at fp32 and TF32, batch 64,
-# 224^2, against PyTorch eager in the same run when python3 has torch).
+# 1 and 2) -> mixed precision (fp16 with dynamic loss scaling: a step made
+# to overflow is skipped and the scale halves; bf16 trains) -> benchmarks
+# (ResNet-50 images/s and peak memory at fp32 and TF32, batch 64, and at
+# fp16 and bf16, batch 128, 224^2, against PyTorch eager (AMP with
+# channels-last for 16-bit) in the same run when python3 has torch).
 #
 # Exit status: 0 when every check passed, 1 when one failed, 3 when no GPU is
 # visible (one line says so).
@@ -48,7 +51,7 @@ $5
 now() { date +%s; }
 # The tiers of this issue share a budget (DDP_SELFTEST_BUDGET_S, default 300
 # s): each gets its own limit, cut to what is left.
-DEADLINE=$(( $(now) + ${DDP_SELFTEST_BUDGET_S:-300} ))
+DEADLINE=$(( $(now) + ${DDP_SELFTEST_BUDGET_S:-360} ))
 limit() {  # limit SECONDS: the smaller of SECONDS and the time left (at least 1)
   left=$(( DEADLINE - $(now) ))
   [ "$left" -lt 1 ] && left=1
@@ -210,32 +213,63 @@ compare_eq two_zero0 two_zero1 "ZeRO stage 1 vs stage 0 at 2 ranks"
 compare_eq two_zero0 two_zero2 "ZeRO stage 2 vs stage 0 at 2 ranks"
 tier equivalence "$eq_status" $(( $(now) - start )) "{\"status\": \"$eq_status\"}" "$eq_md"
 
+# --------------------------------------------------------- mixed precision
+start=$(now)
+mp_status=passed
+mp="$OUT/mixed_fp16.jsonl"
+# Rank 0's gradient made non-finite at step 3: that step is skipped, the
+# scale halves from 2^16, training goes on.
+DDP_TEST_INJECT_NONFINITE_GRAD=3:0 timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda \
+  --precision fp16 --batch-size 32 --image-size 64 --num-classes 10 --steps 5 --metrics-file "$mp" >>"$LOG" 2>&1 ||
+  mp_status=failed
+mp_check=$($PY -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in rs if "step" in r]
+ok = [r["skipped"] for r in steps] == [False, False, True, False, False] and \
+     [r["loss_scale"] for r in steps] == [65536, 65536, 65536, 32768, 32768]
+print("ok" if ok else "bad: %s" % [(r["skipped"], r["loss_scale"]) for r in steps])' "$mp" 2>&1)
+[ "$mp_check" = ok ] || mp_status=failed
+timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --precision bf16 --batch-size 32 \
+  --image-size 64 --num-classes 10 --steps 5 --metrics-file "$OUT/mixed_bf16.jsonl" >>"$LOG" 2>&1 || mp_status=failed
+tier mixed_precision "$mp_status" $(( $(now) - start )) "{\"fp16_skip\": \"$(json_string "$mp_check")\"}" \
+  "fp16 with dynamic loss scaling, a non-finite gradient injected at step 3: $mp_check; bf16 run: see selftest.log"
+
 # -------------------------------------------------------------- benchmarks
 start=$(now)
-bench_md="| precision | ddp_train images/s | PyTorch eager images/s | ratio |
-|---|---|---|---|"
+bench_md="| precision | batch | ddp_train images/s | PyTorch eager images/s | ratio | ddp_train peak MiB | PyTorch peak MiB |
+|---|---|---|---|---|---|---|"
 bench_json=""
 bench_status=passed
-for precision in fp32 tf32; do
+for config in fp32:64 tf32:64 fp16:128 bf16:128; do
+  precision=${config%:*}; batch=${config#*:}
   m="$OUT/bench_$precision.jsonl"
-  timeout "$(limit 60)" "$B/bin/ddp_train" --model resnet50 --device cuda --precision "$precision" --batch-size 64 \
-    --image-size 224 --steps 20 --metrics-file "$m" >>"$LOG" 2>&1 || bench_status=failed
-  ours=$($PY -c 'import json, sys
+  timeout "$(limit 60)" "$B/bin/ddp_train" --model resnet50 --device cuda --precision "$precision" \
+    --batch-size "$batch" --image-size 224 --steps 20 --metrics-file "$m" >>"$LOG" 2>&1 || bench_status=failed
+  read -r ours ours_mib <<EOF2
+$($PY -c 'import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
-print("%.1f" % [r for r in rs if "summary" in r][-1]["summary"]["samples_per_s"])' "$m" 2>/dev/null || echo 0)
-  theirs=$(timeout "$(limit 60)" $PY "$B/tools/bench_resnet_gpu_pytorch.py" --precision "$precision" --batch-size 64 \
-           --steps 20 2>>"$LOG" | tail -n 1)
+s = [r for r in rs if "summary" in r][-1]["summary"]
+print("%.1f %.0f" % (s["samples_per_s"], s["memory"]["peak_bytes"] / 2**20))' "$m" 2>/dev/null || echo "0 0")
+EOF2
+  # The peer: eager AMP with channels-last for 16-bit, as its users run it.
+  peer_flags=""
+  case "$precision" in fp16|bf16) peer_flags="--channels-last" ;; esac
+  # shellcheck disable=SC2086
+  peer=$(timeout "$(limit 60)" $PY "$B/tools/bench_resnet_gpu_pytorch.py" --precision "$precision" \
+         --batch-size "$batch" --steps 20 $peer_flags 2>>"$LOG")
+  theirs=$(printf '%s\n' "$peer" | tail -n 1)
+  theirs_mib=$(printf '%s\n' "$peer" | awk '$1 == "peak_bytes" {printf "%.0f", $2 / 1048576}')
   case "$theirs" in ''|*[!0-9.]*) theirs=0 ;; esac
   ratio=$($PY -c "import sys; t=float(sys.argv[2]); print('%.2f' % (float(sys.argv[1]) / t) if t > 0 else 'n/a')" \
           "$ours" "$theirs")
-  say "selftest: ResNet-50 $precision batch 64: ddp_train $ours images/s, PyTorch $theirs, ratio $ratio"
+  say "selftest: ResNet-50 $precision batch $batch: ddp_train $ours images/s ($ours_mib MiB), PyTorch $theirs (${theirs_mib:-?} MiB), ratio $ratio"
   bench_md="$bench_md
-| $precision | $ours | $theirs | $ratio |"
-  bench_json="${bench_json:+$bench_json, }\"$precision\": {\"ddp_train\": $ours, \"pytorch\": $theirs, \"ratio\": \"$ratio\"}"
+| $precision | $batch | $ours | $theirs | $ratio | $ours_mib | ${theirs_mib:-n/a} |"
+  bench_json="${bench_json:+$bench_json, }\"$precision\": {\"batch\": $batch, \"ddp_train\": $ours, \"pytorch\": $theirs, \"ratio\": \"$ratio\", \"ddp_train_peak_mib\": ${ours_mib:-0}, \"pytorch_peak_mib\": ${theirs_mib:-0}}"
   case "$ratio" in n/a) ;; *) $PY -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.9 else 1)" "$ratio" ||
     bench_status=failed ;; esac
 done
-tier benchmarks "$bench_status" $(( $(now) - start )) "{$bench_json}" "ResNet-50, batch 64, 224x224, synthetic, 1 GPU (bar: ratio >= 0.9)
+tier benchmarks "$bench_status" $(( $(now) - start )) "{$bench_json}" "ResNet-50, 224x224, synthetic, 1 GPU; fp32/tf32 at batch 64 against PyTorch eager, fp16/bf16 at batch 128 against PyTorch eager AMP with channels-last (bar: ratio >= 0.9)
 
 $bench_md"
 
