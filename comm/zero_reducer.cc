@@ -25,16 +25,25 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     largest = std::max(largest, b.shard * world);
     buckets_.push_back(std::move(b));
   }
+  CHECK(options.wire_dtype == DType::kF32 || options.wire_dtype == DType::kBF16 ||
+        options.wire_dtype == DType::kF16)
+      << "wire dtype " << DTypeName(options.wire_dtype);
+  const bool compress = options.wire_dtype != DType::kF32;
   if (options.stage == 2) {
-    for (int k = 0; k < kBuffersInFlight; ++k) pool_.push_back(Tensor::Zeros({largest}, DType::kF32, device));
+    for (int k = 0; k < kBuffersInFlight; ++k) {
+      pool_.push_back(Tensor::Zeros({largest}, DType::kF32, device));
+      if (compress) wire_pool_.push_back(Tensor::Zeros({largest}, options.wire_dtype, device));
+    }
   }
   for (size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
     if (options.stage == 1) {
       b.grads = Tensor::Zeros({b.shard * world}, DType::kF32, device);
+      if (compress) b.wire = Tensor::Zeros({b.shard * world}, options.wire_dtype, device);
     } else {
       b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
       b.grads = pool_[k % kBuffersInFlight].View(0, {b.shard * world});
+      if (compress) b.wire = wire_pool_[k % kBuffersInFlight].View(0, {b.shard * world});
     }
     for (Parameter* p : b.params) p->grad = b.grads.View(flat_offset_[p] - b.offset, p->shape);
   }
@@ -99,6 +108,7 @@ void ZeroReducer::PrepareGradient(Parameter& param) {
     if (!s.ok() && deferred_.ok()) deferred_ = s;
   }
   bucket.grads = pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
+  if (!wire_pool_.empty()) bucket.wire = wire_pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
   for (Parameter* p : bucket.params) p->grad = bucket.grads.View(flat_offset_[p] - bucket.offset, p->shape);
   bucket.prepared = true;
 }
@@ -113,8 +123,11 @@ void ZeroReducer::MarkGradientReady(Parameter& param) {
 void ZeroReducer::Launch(Bucket& bucket) {
   bucket.launched = SteadySeconds() - backward_start_;
   // In place: this rank's summed block lands in its own block of the bucket
-  // buffer, which for stage 1 is where the optimizer slots view it.
-  bucket.work = comm_->ReduceScatter(bucket.grads, bucket.grads.View(comm_->rank() * bucket.shard, {bucket.shard}),
+  // buffer (or of its 16-bit wire copy, widened back by Finish), which for
+  // stage 1 is where the optimizer slots view it.
+  Tensor& on_wire = options_.wire_dtype == DType::kF32 ? bucket.grads : bucket.wire;
+  if (options_.wire_dtype != DType::kF32) CastScaled(options_.ctx, bucket.grads, 1.0f, bucket.wire);
+  bucket.work = comm_->ReduceScatter(on_wire, on_wire.View(comm_->rank() * bucket.shard, {bucket.shard}),
                                      ReduceOp::kSum);
 }
 
@@ -127,6 +140,11 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
   timing->waited = SteadySeconds() - start;
   timing->launched = b.launched;
   timing->finished = FinishedAfter(*b.work, backward_start_);
+  if (options_.wire_dtype != DType::kF32 && b.owned > 0) {
+    // This rank's summed block, widened into its f32 block of the bucket.
+    Tensor wide = b.grads.View(comm_->rank() * b.shard, {b.owned});
+    CastScaled(options_.ctx, b.wire.View(comm_->rank() * b.shard, {b.owned}), 1.0f, wide);
+  }
   if (options_.stage == 1) return Status::Ok();  // already where the optimizer slots view it
   // Stage 2: from the transient pool buffer into the persistent piece.
   const Tensor summed = b.grads.View(comm_->rank() * b.shard, {b.owned});
@@ -256,6 +274,10 @@ int64_t ZeroReducer::gradient_bytes() const {
 int64_t ZeroReducer::transient_bytes() const {
   int64_t bytes = 0;
   for (const Tensor& t : pool_) bytes += static_cast<int64_t>(t.nbytes());
+  for (const Tensor& t : wire_pool_) bytes += static_cast<int64_t>(t.nbytes());
+  if (options_.stage == 1) {
+    for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(b.wire.defined() ? b.wire.nbytes() : 0);
+  }
   return bytes;
 }
 

@@ -11,6 +11,12 @@
 // runs (each layer waits only for its bucket). Never falls back to
 // unsharded.
 //
+// Mixed precision (the model keeps a low-precision copy of its weights):
+// the gathered f32 pieces are rounded into that copy bucket by bucket, as
+// the forward reaches them. (Gathering the 16-bit copy instead would halve
+// the bytes, but batch norm and biases read f32 weights, so those would
+// have to travel in f32 too: not done yet.)
+//
 // Stage 2 keeps only the pieces of the gradients: full-size bucket buffers
 // are transient, a few (kBuffersInFlight) in a pool that buckets take in
 // turn as backward reaches them, each reused once its reduce-scatter has
@@ -37,6 +43,10 @@ struct ZeroOptions {
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool overlap = true;
+  // Gradients on the wire: f32, or bf16/f16 (--grad-compression): each
+  // bucket is rounded into a 16-bit buffer, reduce-scattered there, and this
+  // rank's block widened back into f32.
+  DType wire_dtype = DType::kF32;
   // Where copies and accumulation run: the model's device and stream (a
   // copy of the trainer's context shares its stream and scratch memory).
   ExecutionContext ctx = ExecutionContext::Cpu();
@@ -51,6 +61,7 @@ class ZeroReducer : public GradientReadyHook {
     int64_t owned = 0;               // this rank's elements inside numel (0 <= owned <= shard)
     Tensor grads;                    // padded bucket buffer, world * shard (stage 2: a pool buffer while in use)
     Tensor piece;                    // stage 2: this rank's summed gradient piece, shard elements
+    Tensor wire;                     // compression: the 16-bit bucket on the wire (stage 2: a pool buffer)
     bool prepared = false;           // stage 2: holds a pool buffer in this backward
     std::shared_ptr<Work> work;
     double launched = 0.0;
@@ -137,6 +148,7 @@ class ZeroReducer : public GradientReadyHook {
   Status gather_status_;        // the first gather failure, reported by FinishParameterGather
   double gather_waited_ = 0.0;  // seconds forward and Finish blocked on gathers, added to the next Wait's stats
   std::vector<Tensor> pool_;  // stage 2
+  std::vector<Tensor> wire_pool_;  // stage 2 with compression
   std::vector<BucketTiming> timings_;
 };
 

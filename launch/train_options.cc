@@ -57,8 +57,8 @@ DEFINE_double(first_bucket_mb, 1.0, "size of the first gradient bucket in MiB");
 DEFINE_bool(overlap, true, "all-reduce buckets while backward runs; --nooverlap reduces after backward");
 DEFINE_int32(zero_stage, 0, "ZeRO stage: 0 (plain data parallelism), 1 (optimizer state sharded across ranks), 2 (gradients too)");
 DEFINE_string(grad_compression, "auto",
-              "none, fp16 or bf16 gradients on the wire; auto: the 16-bit type of --precision fp16/bf16 (none under "
-              "ZeRO, or in fp32)");
+              "none, fp16 or bf16 gradients on the wire; auto: the 16-bit type of --precision fp16/bf16, none in "
+              "fp32");
 
 namespace ddp {
 namespace {
@@ -257,14 +257,9 @@ StatusOr<TrainOptions> ReadTrainOptions() {
                            " (stage 3 is not supported)");
   }
   o.zero_stage = FLAGS_zero_stage;
-  if (o.zero_stage > 0 && FLAGS_grad_compression != "none" && FLAGS_grad_compression != "auto") {
-    return Unimplemented("--grad-compression with --zero-stage " + std::to_string(o.zero_stage) +
-                         " is not in this build yet");
-  }
   o.grad_compression_auto = FLAGS_grad_compression == "auto";
   if (FLAGS_grad_compression == "auto") {
-    // ZeRO's reduce-scatter has no compressed form yet: f32 there.
-    o.wire_dtype = o.zero_stage > 0 ? DType::kF32 : ComputeDType(o.precision);
+    o.wire_dtype = ComputeDType(o.precision);
   } else if (FLAGS_grad_compression == "none") {
     o.wire_dtype = DType::kF32;
   } else if (FLAGS_grad_compression == "bf16") {

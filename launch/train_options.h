@@ -56,7 +56,7 @@ struct TrainOptions {
   bool overlap = true;
   int zero_stage = 0;  // 0: plain data parallelism; 1: optimizer state sharded; 2: gradients too
   // --grad-compression none | fp16 | bf16 | auto (the 16-bit type of
-  // --precision fp16/bf16 without ZeRO, else none).
+  // --precision fp16/bf16, else none).
   DType wire_dtype = DType::kF32;
   bool grad_compression_auto = false;  // wire_dtype came from --grad-compression auto
 

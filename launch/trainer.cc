@@ -175,6 +175,7 @@ Status Trainer::Setup() {
     zero.bucket_mb = options_.bucket_mb;
     zero.first_bucket_mb = options_.first_bucket_mb;
     zero.overlap = options_.overlap;
+    zero.wire_dtype = options_.wire_dtype;
     zero.ctx = ctx_;
     zero_ = std::make_unique<ZeroReducer>(comm_, model_.get(), zero);
     slots = zero_->OptimizerSlots(weight_decay);
