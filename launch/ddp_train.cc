@@ -84,6 +84,7 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--grad-compression", DTypeName(o.wire_dtype)},
           {"--precision", o.precision},
           {"--loss-scale", LossScaleName(o.loss_scale)},
+          {"--memory-format", o.memory_format},
           {"--loss-scale-growth-interval", std::to_string(o.loss_scale.growth_interval)},
           {"--deterministic", o.deterministic ? "true" : "false"}};
 }

@@ -20,6 +20,9 @@ DEFINE_string(precision, "fp32",
               "with AVX-512 BF16); fp16 (GPU, with dynamic loss scaling)");
 DEFINE_string(loss_scale, "auto", "auto (dynamic for fp16, none otherwise), dynamic, none, or a static scale");
 DEFINE_int64(loss_scale_growth_interval, 2000, "dynamic loss scale: finite steps in a row before it doubles");
+DEFINE_string(memory_format, "auto",
+              "activations' layout: auto (channels_last on CPU ranks, contiguous on GPUs), channels_last (NHWC) "
+              "or contiguous (NCHW)");
 DEFINE_double(max_skipped_share, 0.05, "warn when more than this share of steps is skipped for non-finite gradients");
 DEFINE_bool(deterministic, false, "GPU: deterministic algorithms, chosen the same way every run (bitwise tests)");
 DEFINE_string(comm, "auto", "auto (nccl on GPUs, mpi on CPU), nccl, or mpi (on GPUs: staged through pinned host memory)");
@@ -175,6 +178,12 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--max-skipped-share must be in [0, 1], got " + Num(FLAGS_max_skipped_share));
   }
   o.max_skipped_share = FLAGS_max_skipped_share;
+  if (FLAGS_memory_format != "auto" && FLAGS_memory_format != "channels_last" &&
+      FLAGS_memory_format != "contiguous") {
+    return InvalidArgument("--memory-format '" + FLAGS_memory_format +
+                           "' is unknown; use auto, channels_last or contiguous");
+  }
+  o.memory_format = FLAGS_memory_format;
   if (FLAGS_comm != "auto" && FLAGS_comm != "nccl" && FLAGS_comm != "mpi") {
     return InvalidArgument("--comm '" + FLAGS_comm + "' is unknown; use auto, nccl or mpi");
   }

@@ -28,6 +28,9 @@ struct TrainOptions {
   // --loss-scale-growth-interval; --max-skipped-share: the share of steps
   // skipped for non-finite gradients above which the run warns.
   LossScalerOptions loss_scale;
+  // --memory-format: auto (channels-last on CPU ranks, contiguous on GPUs,
+  // whose cuDNN path is NCHW in this build), channels_last or contiguous.
+  std::string memory_format = "auto";
   double max_skipped_share = 0.05;
   // --comm: auto, nccl or mpi; ddp_train resolves auto for the device.
   std::string comm = "auto";

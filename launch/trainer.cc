@@ -161,6 +161,11 @@ Status Trainer::Setup() {
     compute_dtype_ = DType::kF32;
   }
   if (compute_dtype_ != DType::kF32) model_->EnableLowPrecision(ctx_, compute_dtype_);
+  if (options_.memory_format == "channels_last" && on_gpu()) {
+    return Unimplemented("--memory-format channels_last on GPUs is not in this build yet; use auto or contiguous");
+  }
+  model_->set_channels_last(options_.memory_format == "channels_last" ||
+                            (options_.memory_format == "auto" && !on_gpu()));
   scaler_ = std::make_unique<LossScaler>(options_.loss_scale);
 
   auto weight_decay = [&](const Parameter& p) {
@@ -533,6 +538,7 @@ StatusOr<TrainResult> Trainer::Run() {
       {"device", options_.device},
       {"precision", options_.precision},
       {"compute_dtype", DTypeName(compute_dtype_)},
+      {"memory_format", model_->channels_last() ? "channels_last" : "contiguous"},
       {"world_size", ranks_.world_size},
       {"batch_size", options_.batch_size},
       {"accumulation_steps", options_.accumulation_steps},

@@ -87,6 +87,14 @@ Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device) {
   return EmptyFrom(GetAllocator(device), shape, dtype);
 }
 
+Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  CHECK(format == MemoryFormat::kContiguous || shape.size() == 4)
+      << "a channels-last tensor is 4-D, not " << ShapeToString(shape);
+  Tensor t = Empty(shape, dtype, device);
+  t.format_ = format;
+  return t;
+}
+
 Tensor Tensor::EmptyFrom(Allocator* allocator, const Shape& shape, DType dtype) {
   const size_t nbytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
   return Tensor(std::make_shared<Storage>(allocator, nbytes), 0, shape, dtype);
@@ -107,6 +115,7 @@ int64_t Tensor::dim(int i) const {
 
 Tensor Tensor::View(int64_t element_offset, const Shape& shape) const {
   CHECK(defined()) << "View of an undefined tensor";
+  CHECK(!channels_last()) << "View of channels-last " << DebugString();
   CHECK_GE(element_offset, 0);
   CHECK_LE(element_offset + NumElements(shape), numel())
       << "View at " << element_offset << " of " << ShapeToString(shape) << " exceeds " << DebugString();
@@ -115,6 +124,7 @@ Tensor Tensor::View(int64_t element_offset, const Shape& shape) const {
 
 Tensor Tensor::Reshape(const Shape& shape) const {
   CHECK_EQ(NumElements(shape), numel()) << "Reshape of " << DebugString() << " to " << ShapeToString(shape);
+  CHECK(!channels_last()) << "Reshape of channels-last " << DebugString();
   return Tensor(storage_, byte_offset_, shape, dtype_);
 }
 
@@ -128,21 +138,22 @@ Tensor Tensor::ReinterpretAs(DType dtype, const Shape& shape) const {
 }
 
 Tensor Tensor::Clone() const {
-  Tensor t = Empty(shape_, dtype_, device());
+  Tensor t = Empty(shape_, dtype_, device(), format_);
   t.CopyFrom(*this);
   return t;
 }
 
 Tensor Tensor::To(Device device) const {
   if (this->device() == device) return *this;
-  Tensor t = Empty(shape_, dtype_, device);
+  Tensor t = Empty(shape_, dtype_, device, format_);
   t.CopyFrom(*this);
   return t;
 }
 
 void Tensor::CopyFrom(const Tensor& src) {
   CHECK_EQ(src.numel(), numel()) << "CopyFrom " << src.DebugString() << " into " << DebugString();
-  CHECK(src.dtype() == dtype_) << "CopyFrom " << src.DebugString() << " into " << DebugString();
+  CHECK(src.dtype() == dtype_ && (src.format() == format_ || src.ndim() != 4 || ndim() != 4))
+      << "CopyFrom " << src.DebugString() << " into " << DebugString();
   if (nbytes() == 0 || raw_data() == src.raw_data()) return;
   if (device().is_cpu() && src.device().is_cpu()) {
     std::memmove(raw_data(), src.raw_data(), nbytes());
@@ -186,7 +197,8 @@ double Tensor::GetAsDouble(int64_t i) const {
 
 std::string Tensor::DebugString() const {
   if (!defined()) return "undefined tensor";
-  return std::string(DTypeName(dtype_)) + ShapeToString(shape_) + " " + device().ToString();
+  return std::string(DTypeName(dtype_)) + ShapeToString(shape_) + (channels_last() ? " channels-last " : " ") +
+         device().ToString();
 }
 
 }  // namespace ddp

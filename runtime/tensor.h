@@ -22,6 +22,12 @@ namespace ddp {
 
 using Shape = std::vector<int64_t>;
 
+// How a 4-D tensor's elements lie in memory. Shapes are always logical
+// [N, C, H, W]; channels-last stores them as [N, H, W, C] (PyTorch's
+// torch.channels_last), which convolutions on oneDNN's NHWC kernels and
+// cuDNN's tensor cores read without reordering.
+enum class MemoryFormat : uint8_t { kContiguous, kChannelsLast };
+
 int64_t NumElements(const Shape& shape);
 std::string ShapeToString(const Shape& shape);
 
@@ -64,6 +70,8 @@ class Tensor {
 
   // Uninitialized memory.
   static Tensor Empty(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  // Uninitialized memory in `format` (channels-last needs a 4-D shape).
+  static Tensor Empty(const Shape& shape, DType dtype, Device device, MemoryFormat format);
   static Tensor Zeros(const Shape& shape, DType dtype, Device device = Device::Cpu());
   // Uninitialized memory from a given allocator (pinned host memory, say).
   static Tensor EmptyFrom(Allocator* allocator, const Shape& shape, DType dtype);
@@ -79,6 +87,8 @@ class Tensor {
   int64_t numel() const { return NumElements(shape_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
   DType dtype() const { return dtype_; }
+  MemoryFormat format() const { return format_; }
+  bool channels_last() const { return format_ == MemoryFormat::kChannelsLast; }
   Device device() const { return storage_ ? storage_->device() : Device::Cpu(); }
   size_t byte_offset() const { return byte_offset_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
@@ -93,7 +103,8 @@ class Tensor {
   }
 
   // A view of `numel(shape)` elements starting `element_offset` elements into
-  // this tensor, sharing its storage.
+  // this tensor, sharing its storage. View, Reshape and ReinterpretAs take
+  // contiguous tensors and give contiguous ones.
   Tensor View(int64_t element_offset, const Shape& shape) const;
   // The same elements under another shape of equal element count.
   Tensor Reshape(const Shape& shape) const;
@@ -106,7 +117,7 @@ class Tensor {
   // the device's current stream; a copy to the host is ready on return).
   Tensor To(Device device) const;
 
-  // Copies elements of equal count and dtype from `src`, on the host or
+  // Copies elements of equal count, dtype and memory format from `src`, on the host or
   // between host and device in either direction (device copies run on the
   // device's current stream; those involving host memory finish before
   // return, device-to-device ones are ordered on the stream).
@@ -115,20 +126,23 @@ class Tensor {
   // its current stream).
   void Fill(double value);
   // Element i as a double, converting from any dtype (host tensors; for tests
-  // and messages).
+  // and messages). i counts in memory order (NHWC for channels-last).
   double GetAsDouble(int64_t i) const;
 
   // "f32[2, 3] cpu"
   std::string DebugString() const;
 
  private:
-  Tensor(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape, DType dtype)
-      : storage_(std::move(storage)), byte_offset_(byte_offset), shape_(std::move(shape)), dtype_(dtype) {}
+  Tensor(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape, DType dtype,
+         MemoryFormat format = MemoryFormat::kContiguous)
+      : storage_(std::move(storage)), byte_offset_(byte_offset), shape_(std::move(shape)), dtype_(dtype),
+        format_(format) {}
 
   std::shared_ptr<Storage> storage_;
   size_t byte_offset_ = 0;
   Shape shape_;
   DType dtype_ = DType::kF32;
+  MemoryFormat format_ = MemoryFormat::kContiguous;
 };
 
 template <typename T>

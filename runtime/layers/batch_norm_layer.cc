@@ -21,7 +21,7 @@ void BatchNormLayer::ResetOwnParameters(std::mt19937_64&) {
 }
 
 Tensor BatchNormLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
-  Tensor y = Tensor::Empty(x.shape(), x.dtype(), x.device());  // f32 or 16-bit, as the input
+  Tensor y = Tensor::Empty(x.shape(), x.dtype(), x.device(), x.format());  // as the input
   if (!training()) {
     BatchNormForwardInference(ctx, params_, x, weight_->value, bias_->value, running_mean_->value,
                               running_var_->value, y);
@@ -38,7 +38,7 @@ Tensor BatchNormLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
 
 Tensor BatchNormLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
-  Tensor dx = Tensor::Empty(input_.shape(), input_.dtype(), input_.device());
+  Tensor dx = Tensor::Empty(input_.shape(), input_.dtype(), input_.device(), input_.format());
   // One kernel computes both; the bias is finished first (reverse
   // registration order). Staging slots are single, so stage the bias in a
   // tensor of its own.

@@ -26,7 +26,7 @@ void Conv2dLayer::ResetOwnParameters(std::mt19937_64& rng) {
 }
 
 Tensor Conv2dLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
-  Tensor y = Tensor::Empty(Conv2dOutputShape(x.shape(), weight_->shape, params_), x.dtype(), x.device());
+  Tensor y = Tensor::Empty(Conv2dOutputShape(x.shape(), weight_->shape, params_), x.dtype(), x.device(), x.format());
   Conv2dForward(ctx, params_, x, WeightsFor(*weight_, x), bias_ ? &bias_->value : nullptr, y);
   if (training()) input_ = x;
   return y;
@@ -36,7 +36,7 @@ Tensor Conv2dLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
   Tensor dx;
   if (needs_input_grad()) {
-    dx = Tensor::Empty(input_.shape(), input_.dtype(), input_.device());
+    dx = Tensor::Empty(input_.shape(), input_.dtype(), input_.device(), input_.format());
     Conv2dBackwardData(ctx, params_, dy, WeightsFor(*weight_, input_), dx);
   }
   // Bias before weight: reverse registration order. oneDNN computes both in

@@ -29,10 +29,17 @@ Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed)
 }
 
 Tensor Model::Forward(ExecutionContext& ctx, const Tensor& x) {
-  if (x.dtype() == compute_dtype() || x.dtype() != DType::kF32) return root_->Forward(ctx, x);
-  Tensor low = Tensor::Empty(x.shape(), compute_dtype(), x.device());
-  CastScaled(ctx, x, 1.0f, low);
-  return root_->Forward(ctx, low);
+  const bool convert_format = channels_last_ && x.ndim() == 4 && !x.channels_last();
+  const bool convert_dtype = x.dtype() == DType::kF32 && compute_dtype() != DType::kF32;
+  if (!convert_format && !convert_dtype) return root_->Forward(ctx, x);
+  Tensor input = Tensor::Empty(x.shape(), convert_dtype ? compute_dtype() : x.dtype(), x.device(),
+                               convert_format ? MemoryFormat::kChannelsLast : x.format());
+  if (convert_format) {
+    ConvertLayout(ctx, x, input);
+  } else {
+    CastScaled(ctx, x, 1.0f, input);
+  }
+  return root_->Forward(ctx, input);
 }
 
 void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype) {

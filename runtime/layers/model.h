@@ -23,8 +23,12 @@ class Model {
 
   const std::string& name() const { return name_; }
   // With low precision enabled, an f32 input is first rounded to the
-  // compute dtype: activations are 16-bit from the first layer on.
+  // compute dtype: activations are 16-bit from the first layer on; with
+  // channels-last, a contiguous 4-D input is converted at this edge too.
   Tensor Forward(ExecutionContext& ctx, const Tensor& x);
+  // Channels-last (NHWC) activations from the input on (off by default).
+  void set_channels_last(bool channels_last) { channels_last_ = channels_last; }
+  bool channels_last() const { return channels_last_; }
   // Backward from the output gradient. With `accumulate`, gradients add to
   // what earlier micro-batches left; otherwise they are overwritten. Returns
   // the input gradient when set_needs_input_grad(true) (tests), else an
@@ -82,6 +86,7 @@ class Model {
   std::vector<Parameter*> parameters_;
   std::vector<Buffer*> buffers_;
   Tensor flat_parameters_, flat_gradients_, flat_low_;
+  bool channels_last_ = false;
   BackwardState backward_state_;
 };
 

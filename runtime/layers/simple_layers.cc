@@ -15,7 +15,7 @@ Tensor ReluLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(output_.defined()) << "ReLU: Backward without a training Forward";
   Tensor dx;
   if (needs_input_grad()) {
-    dx = Tensor::Empty(dy.shape(), dy.dtype(), dy.device());
+    dx = Tensor::Empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
     ReluBackward(ctx, output_, dy, dx);
   }
   output_ = Tensor();
@@ -30,7 +30,7 @@ MaxPoolLayer::MaxPoolLayer(int64_t kernel, int64_t stride, int64_t padding) {
 
 Tensor MaxPoolLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   const Shape ys = Pool2dOutputShape(x.shape(), params_);
-  Tensor y = Tensor::Empty(ys, x.dtype(), x.device());
+  Tensor y = Tensor::Empty(ys, x.dtype(), x.device(), x.format());
   Tensor argmax = Tensor::Empty(ys, DType::kI32, x.device());
   MaxPool2dForward(ctx, params_, x, y, argmax);
   if (training()) {
@@ -44,7 +44,7 @@ Tensor MaxPoolLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(argmax_.defined()) << "MaxPool: Backward without a training Forward";
   Tensor dx;
   if (needs_input_grad()) {
-    dx = Tensor::Empty(input_shape_, dy.dtype(), dy.device());
+    dx = Tensor::Empty(input_shape_, dy.dtype(), dy.device(), dy.format());
     MaxPool2dBackward(ctx, params_, dy, argmax_, dx);
   }
   argmax_ = Tensor();
@@ -55,12 +55,13 @@ Tensor GlobalAvgPoolLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   Tensor y = Tensor::Empty({x.dim(0), x.dim(1)}, x.dtype(), x.device());
   GlobalAvgPoolForward(ctx, x, y);
   input_shape_ = x.shape();
+  input_format_ = x.format();
   return y;
 }
 
 Tensor GlobalAvgPoolLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   if (!needs_input_grad()) return Tensor();
-  Tensor dx = Tensor::Empty(input_shape_, dy.dtype(), dy.device());
+  Tensor dx = Tensor::Empty(input_shape_, dy.dtype(), dy.device(), input_format_);
   GlobalAvgPoolBackward(ctx, dy, dx);
   return dx;
 }

@@ -39,6 +39,7 @@ class GlobalAvgPoolLayer : public Layer {
 
  private:
   Shape input_shape_;
+  MemoryFormat input_format_ = MemoryFormat::kContiguous;
 };
 
 }  // namespace ddp

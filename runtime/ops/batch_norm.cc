@@ -23,6 +23,7 @@ void CheckInput(const ExecutionContext& ctx, const Tensor& x) {
 void CheckLikeInput(const Tensor& x, const Tensor& t, const char* what) {
   CheckSameShape(x, t, what);
   CHECK(t.dtype() == x.dtype()) << what << " " << t.DebugString() << " for input " << x.DebugString();
+  CheckSameFormat(x, t, what);
 }
 
 }  // namespace

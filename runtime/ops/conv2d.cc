@@ -50,6 +50,7 @@ void CheckTypes(const ExecutionContext& ctx, const char* op, const Tensor& a, co
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w,
                    const Tensor* bias, Tensor& y) {
   CheckTypes(ctx, "Conv2dForward", x, w, y);
+  CheckSameFormat(x, y, "Conv2dForward");
   if (bias) CheckF32(*bias, "conv2d bias");
   CHECK(y.shape() == Conv2dOutputShape(x.shape(), w.shape(), p))
       << "conv2d output " << y.DebugString() << " for input " << x.DebugString();
@@ -63,6 +64,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                         Tensor& dx) {
   CheckTypes(ctx, "Conv2dBackwardData", dy, w, dx);
+  CheckSameFormat(dy, dx, "Conv2dBackwardData");
   CHECK(dy.shape() == Conv2dOutputShape(dx.shape(), w.shape(), p))
       << "conv2d output gradient " << dy.DebugString() << " for input gradient " << dx.DebugString();
   CheckOnDevice(ctx, "Conv2dBackwardData", {&dy, &w, &dx});
@@ -73,6 +75,7 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
 void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                            Tensor& dw, Tensor* dbias) {
   CheckTypes(ctx, "Conv2dBackwardWeights", x, dy, dy);
+  CheckSameFormat(x, dy, "Conv2dBackwardWeights");
   CHECK(dw.dtype() == DType::kF32 || dw.dtype() == x.dtype())
       << "conv2d weight gradient " << dw.DebugString() << " for input " << x.DebugString();
   if (dbias) CheckF32(*dbias, "conv2d bias gradient");

@@ -16,7 +16,7 @@ void CheckOperands(const ExecutionContext& ctx, const char* op, std::initializer
   const Tensor& first = **tensors.begin();
   for (const Tensor* t : tensors) {
     CHECK(t->defined()) << op << ": undefined operand";
-    CHECK(t->shape() == first.shape() && t->dtype() == first.dtype())
+    CHECK(t->shape() == first.shape() && t->dtype() == first.dtype() && t->format() == first.format())
         << op << ": " << t->DebugString() << " vs " << first.DebugString();
   }
   if (activations) {
@@ -119,6 +119,14 @@ void CastScaled(ExecutionContext& ctx, const Tensor& src, float scale, Tensor& d
                                              bf16, src.numel(), ctx.cuda_stream());
       },
       [&] { cpu::CastScaled(src, scale, dst); });
+}
+
+void ConvertLayout(ExecutionContext& ctx, const Tensor& src, Tensor& dst) {
+  CHECK(src.shape() == dst.shape() && src.ndim() == 4) << "ConvertLayout " << src.DebugString() << " into "
+                                                       << dst.DebugString();
+  CheckOnCpu(ctx, "ConvertLayout");
+  CheckOnDevice(ctx, "ConvertLayout", {&src, &dst});
+  cpu::ConvertLayout(src, dst);
 }
 
 }  // namespace ddp

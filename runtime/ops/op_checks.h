@@ -50,6 +50,14 @@ inline void CheckActivation(const ExecutionContext& ctx, const Tensor& t, const 
   const bool ok = d == DType::kF32 || d == DType::kBF16 || (d == DType::kF16 && ctx.device().is_cuda());
   CHECK(ok) << what << " on " << ctx.device().ToString() << " must be f32 or bf16"
             << (ctx.device().is_cuda() ? " or f16" : "") << ", got " << t.DebugString();
+  CHECK(!(t.channels_last() && ctx.device().is_cuda()))
+      << what << ": channels-last on CUDA is not in this build yet, got " << t.DebugString();
+}
+
+// Activations an op reads and writes together share one memory format.
+inline void CheckSameFormat(const Tensor& a, const Tensor& b, const char* what) {
+  CHECK(a.format() == b.format()) << what << ": " << a.DebugString() << " and " << b.DebugString()
+                                  << " differ in memory format";
 }
 
 inline void CheckSameShape(const Tensor& expected, const Tensor& t, const char* what) {

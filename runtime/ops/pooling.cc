@@ -20,6 +20,7 @@ Shape Pool2dOutputShape(const Shape& x, const Pool2dParams& p) {
 void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax) {
   CheckActivation(ctx, x, "max pool input");
   CHECK(y.dtype() == x.dtype()) << "max pool output " << y.DebugString() << " for input " << x.DebugString();
+  CheckSameFormat(x, y, "max pool");
   CHECK(y.shape() == Pool2dOutputShape(x.shape(), p)) << "max pool output " << y.DebugString();
   CheckSameShape(y, argmax, "max pool argmax");
   CHECK(argmax.dtype() == DType::kI32) << "max pool argmax must be i32";
@@ -32,6 +33,7 @@ void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tenso
                        Tensor& dx) {
   CheckActivation(ctx, dy, "max pool output gradient");
   CHECK(dx.dtype() == dy.dtype()) << "max pool input gradient " << dx.DebugString() << " for " << dy.DebugString();
+  CheckSameFormat(dy, dx, "max pool backward");
   CheckSameShape(dy, argmax, "max pool argmax");
   CHECK(dx.ndim() == 4 && dx.dim(0) == dy.dim(0) && dx.dim(1) == dy.dim(1)) << "max pool input gradient "
                                                                              << dx.DebugString();
@@ -43,6 +45,7 @@ void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tenso
 
 void AvgPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y) {
   CheckF32(x, "avg pool input");
+  CHECK(!x.channels_last()) << "avg pool takes contiguous (NCHW) input, got " << x.DebugString();
   CHECK(y.shape() == Pool2dOutputShape(x.shape(), p)) << "avg pool output " << y.DebugString();
   CheckOnDevice(ctx, "AvgPool2dForward", {&x, &y});
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("AvgPool2dForward", cuda::AvgPool2dForward(ctx, p, x, y));
@@ -51,6 +54,7 @@ void AvgPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor
 
 void AvgPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, Tensor& dx) {
   CheckF32(dx, "avg pool input gradient");
+  CHECK(!dx.channels_last()) << "avg pool takes contiguous (NCHW) input, got " << dx.DebugString();
   CHECK(dy.shape() == Pool2dOutputShape(dx.shape(), p)) << "avg pool output gradient " << dy.DebugString();
   CheckOnDevice(ctx, "AvgPool2dBackward", {&dy, &dx});
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("AvgPool2dBackward", cuda::AvgPool2dBackward(ctx, p, dy, dx));

@@ -17,14 +17,18 @@ using DataType = dnnl::memory::data_type;
 // Data (src, dst and their gradients) and weights are of `data` type, f32 or
 // bf16; bias and, in backward, weight gradients may be f32 with bf16 data
 // (oneDNN's mixed-precision training configuration).
+// Channels-last data is NHWC for the user and the primitive alike (oneDNN's
+// brgemm convolutions read it as it is: no reorders); contiguous data is
+// NCHW for the user and whatever blocked layout the primitive prefers.
 struct ConvGeometry {
   Dims src, weights, dst, bias, strides, dilates, pad_l, pad_r;
   Tag weights_tag;
   DataType data;
+  Tag user_tag, primitive_tag;  // of src and dst and their gradients
   std::string key;
 };
 
-ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w, DType data) {
+ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w, DType data, bool channels_last) {
   const Shape y = Conv2dOutputShape(x, w, p);
   ConvGeometry g;
   g.src = {x[0], x[1], x[2], x[3]};
@@ -46,12 +50,17 @@ ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w,
              (y[3] - 1) * p.stride_w + (w[3] - 1) * p.dilation_w + 1 - x[3] - p.pad_w};
   g.key = ShapeToString(x) + ShapeToString(w) + "s" + std::to_string(p.stride_h) + "," + std::to_string(p.stride_w) +
           "p" + std::to_string(p.pad_h) + "," + std::to_string(p.pad_w) + "d" + std::to_string(p.dilation_h) + "," +
-          std::to_string(p.dilation_w) + "g" + std::to_string(p.groups) + DTypeName(data);
+          std::to_string(p.dilation_w) + "g" + std::to_string(p.groups) + DTypeName(data) +
+          (channels_last ? "nhwc" : "");
   g.data = DnnlType(data);
+  g.user_tag = channels_last ? Tag::nhwc : Tag::nchw;
+  g.primitive_tag = channels_last ? Tag::nhwc : Tag::any;
   return g;
 }
 
 dnnl::memory::desc Any(const Dims& dims, DataType type) { return {dims, type, Tag::any}; }
+// The primitive's data (src, dst and their gradients) descriptor.
+dnnl::memory::desc Data(const ConvGeometry& g, const Dims& dims) { return {dims, g.data, g.primitive_tag}; }
 
 struct ForwardEntry {
   dnnl::convolution_forward::primitive_desc pd;
@@ -65,12 +74,12 @@ ForwardEntry& GetForward(const ConvGeometry& g, bool with_bias) {
         DnnlCheck("convolution_forward creation", [&] {
           auto desc = with_bias
                           ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                            Any(g.src, g.data), Any(g.weights, g.data),
-                                                            {g.bias, DataType::f32, Tag::x}, Any(g.dst, g.data),
+                                                            Data(g, g.src), Any(g.weights, g.data),
+                                                            {g.bias, DataType::f32, Tag::x}, Data(g, g.dst),
                                                             g.strides, g.dilates, g.pad_l, g.pad_r)
                           : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                            Any(g.src, g.data), Any(g.weights, g.data),
-                                                            Any(g.dst, g.data), g.strides, g.dilates, g.pad_l,
+                                                            Data(g, g.src), Any(g.weights, g.data),
+                                                            Data(g, g.dst), g.strides, g.dilates, g.pad_l,
                                                             g.pad_r);
           e.pd = dnnl::convolution_forward::primitive_desc(desc, DnnlEngine());
           e.primitive = dnnl::convolution_forward(e.pd);
@@ -93,10 +102,10 @@ struct BackwardWeightsEntry {
 
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w,
                    const Tensor* bias, Tensor& y) {
-  const ConvGeometry g = MakeGeometry(p, x.shape(), w.shape(), x.dtype());
+  const ConvGeometry g = MakeGeometry(p, x.shape(), w.shape(), x.dtype(), x.channels_last());
   ForwardEntry& e = GetForward(g, bias != nullptr);
-  dnnl::memory user_dst = UserMemory(y, g.dst, Tag::nchw);
-  dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, Tag::nchw), e.pd.src_desc());
+  dnnl::memory user_dst = UserMemory(y, g.dst, g.user_tag);
+  dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, g.user_tag), e.pd.src_desc());
   dnnl::memory weights = ToPrimitiveLayout(ctx, 1, UserMemory(w, g.weights, g.weights_tag), e.pd.weights_desc());
   dnnl::memory dst = OutputInPrimitiveLayout(ctx, 2, user_dst, e.pd.dst_desc());
   std::unordered_map<int, dnnl::memory> args = {
@@ -111,21 +120,21 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                         Tensor& dx) {
-  const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape(), dx.dtype());
+  const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape(), dx.dtype(), dx.channels_last());
   BackwardDataEntry& e = GetPrimitiveCache().GetOrCreate<BackwardDataEntry>("conv_bwd_data" + g.key, [&] {
     const ForwardEntry& hint = GetForward(g, /*with_bias=*/false);
     BackwardDataEntry entry;
     DnnlCheck("convolution_backward_data creation", [&] {
-      dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, Any(g.src, g.data),
-                                                 Any(g.weights, g.data), Any(g.dst, g.data), g.strides, g.dilates,
+      dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, Data(g, g.src),
+                                                 Any(g.weights, g.data), Data(g, g.dst), g.strides, g.dilates,
                                                  g.pad_l, g.pad_r);
       entry.pd = dnnl::convolution_backward_data::primitive_desc(desc, DnnlEngine(), hint.pd);
       entry.primitive = dnnl::convolution_backward_data(entry.pd);
     });
     return entry;
   });
-  dnnl::memory user_dx = UserMemory(dx, g.src, Tag::nchw);
-  dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 0, UserMemory(dy, g.dst, Tag::nchw), e.pd.diff_dst_desc());
+  dnnl::memory user_dx = UserMemory(dx, g.src, g.user_tag);
+  dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 0, UserMemory(dy, g.dst, g.user_tag), e.pd.diff_dst_desc());
   dnnl::memory weights = ToPrimitiveLayout(ctx, 1, UserMemory(w, g.weights, g.weights_tag), e.pd.weights_desc());
   dnnl::memory diff_src = OutputInPrimitiveLayout(ctx, 2, user_dx, e.pd.diff_src_desc());
   DnnlCheck("convolution_backward_data", [&] {
@@ -138,7 +147,7 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
 
 void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                            Tensor& dw, Tensor* dbias) {
-  const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape(), x.dtype());
+  const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape(), x.dtype(), x.channels_last());
   const bool with_bias = dbias != nullptr;
   const DataType diff_weights_type = DnnlType(dw.dtype());
   BackwardWeightsEntry& e = GetPrimitiveCache().GetOrCreate<BackwardWeightsEntry>(
@@ -147,12 +156,12 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
         BackwardWeightsEntry entry;
         DnnlCheck("convolution_backward_weights creation", [&] {
           auto desc = with_bias ? dnnl::convolution_backward_weights::desc(
-                                      algorithm::convolution_direct, Any(g.src, g.data),
+                                      algorithm::convolution_direct, Data(g, g.src),
                                       Any(g.weights, diff_weights_type), {g.bias, DataType::f32, Tag::x},
-                                      Any(g.dst, g.data), g.strides, g.dilates, g.pad_l, g.pad_r)
+                                      Data(g, g.dst), g.strides, g.dilates, g.pad_l, g.pad_r)
                                 : dnnl::convolution_backward_weights::desc(
-                                      algorithm::convolution_direct, Any(g.src, g.data),
-                                      Any(g.weights, diff_weights_type), Any(g.dst, g.data), g.strides, g.dilates,
+                                      algorithm::convolution_direct, Data(g, g.src),
+                                      Any(g.weights, diff_weights_type), Data(g, g.dst), g.strides, g.dilates,
                                       g.pad_l, g.pad_r);
           entry.pd = dnnl::convolution_backward_weights::primitive_desc(desc, DnnlEngine(), hint.pd);
           entry.primitive = dnnl::convolution_backward_weights(entry.pd);
@@ -160,8 +169,8 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
         return entry;
       });
   dnnl::memory user_dw = UserMemory(dw, g.weights, g.weights_tag);
-  dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, Tag::nchw), e.pd.src_desc());
-  dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 1, UserMemory(dy, g.dst, Tag::nchw), e.pd.diff_dst_desc());
+  dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, g.user_tag), e.pd.src_desc());
+  dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 1, UserMemory(dy, g.dst, g.user_tag), e.pd.diff_dst_desc());
   dnnl::memory diff_weights = OutputInPrimitiveLayout(ctx, 2, user_dw, e.pd.diff_weights_desc());
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_weights}};

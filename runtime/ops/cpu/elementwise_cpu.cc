@@ -97,4 +97,26 @@ void ReluBackward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   });
 }
 
+void ConvertLayout(const Tensor& src, Tensor& dst) {
+  const int64_t n = src.dim(0), c = src.dim(1), hw = src.dim(2) * src.dim(3);
+  // Element (in, k, i) of a [N, C, H*W] tensor, in its format.
+  auto index = [&](const Tensor& t, int64_t in, int64_t k, int64_t i) {
+    return t.channels_last() ? (in * hw + i) * c + k : (in * c + k) * hw + i;
+  };
+  DispatchFloat(src.dtype(), "ConvertLayout", [&](auto src_tag) {
+    using S = decltype(src_tag);
+    DispatchFloat(dst.dtype(), "ConvertLayout", [&](auto dst_tag) {
+      using D = decltype(dst_tag);
+      const S* s = Elements<S>(src);
+      D* d = Elements<D>(dst);
+#pragma omp parallel for collapse(2) schedule(static)
+      for (int64_t in = 0; in < n; ++in) {
+        for (int64_t k = 0; k < c; ++k) {
+          for (int64_t i = 0; i < hw; ++i) d[index(dst, in, k, i)] = FromFloat<D>(ToFloat(s[index(src, in, k, i)]));
+        }
+      }
+    });
+  });
+}
+
 }  // namespace ddp::cpu

@@ -16,4 +16,8 @@ void ReluBackward(const Tensor& y, const Tensor& dy, Tensor& dx);
 // f32 <-> bf16 or f16, times `scale`.
 void CastScaled(const Tensor& src, float scale, Tensor& dst);
 
+// dst = src, each in its own memory format and dtype (f32 or bf16), same
+// logical [N, C, H, W].
+void ConvertLayout(const Tensor& src, Tensor& dst);
+
 }  // namespace ddp::cpu
