@@ -1,5 +1,7 @@
 #include "comm/zero_reducer.h"
 
+#include <algorithm>
+
 #include "comm/buckets.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/clock.h"
@@ -207,7 +209,9 @@ void ZeroReducer::LaunchGather(int k) {
   // In place: this rank's piece goes to its block of the target first.
   Tensor mine = target.View(comm_->rank() * b.shard, {b.shard});
   Tensor owned = mine.View(0, {b.owned});
-  Copy(options_.ctx, model_->flat_parameters().View(b.offset + comm_->rank() * b.shard, {b.owned}), owned);
+  // A rank that owns nothing of the last bucket would start past its end.
+  const int64_t start = std::min(b.offset + comm_->rank() * b.shard, b.offset + b.numel);
+  Copy(options_.ctx, model_->flat_parameters().View(start, {b.owned}), owned);
   gather_work_[k] = comm_->AllGather(mine, target);
   ++gathers_in_flight_;
 }

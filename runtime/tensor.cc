@@ -130,6 +130,7 @@ Tensor Tensor::Reshape(const Shape& shape) const {
 
 Tensor Tensor::ReinterpretAs(DType dtype, const Shape& shape) const {
   CHECK(defined()) << "ReinterpretAs of an undefined tensor";
+  CHECK(!channels_last()) << "ReinterpretAs of channels-last " << DebugString();
   const size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
   CHECK_LE(bytes, nbytes()) << "ReinterpretAs " << DTypeName(dtype) << ShapeToString(shape) << " exceeds "
                             << DebugString();
@@ -152,7 +153,7 @@ Tensor Tensor::To(Device device) const {
 
 void Tensor::CopyFrom(const Tensor& src) {
   CHECK_EQ(src.numel(), numel()) << "CopyFrom " << src.DebugString() << " into " << DebugString();
-  CHECK(src.dtype() == dtype_ && (src.format() == format_ || src.ndim() != 4 || ndim() != 4))
+  CHECK(src.dtype() == dtype_ && src.format() == format_)
       << "CopyFrom " << src.DebugString() << " into " << DebugString();
   if (nbytes() == 0 || raw_data() == src.raw_data()) return;
   if (device().is_cpu() && src.device().is_cpu()) {

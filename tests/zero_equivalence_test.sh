@@ -25,9 +25,14 @@ run() {  # run NAME ARGS...: mpirun ddp_train, metrics and weights under NAME
     { cat "$tmp/$name.log"; fail "$name"; }
 }
 
+# Weights within 3e-5 of the largest magnitude of each tensor: at 4 ranks
+# the ring reduce-scatter sums in another order than the all-reduce, and
+# AdamW's first step (g / sqrt(g^2)) and near-zero BN biases amplify that;
+# with channels-last activations the worst seen were 2.14e-5 (conv1.weight,
+# AdamW) and 1.52e-5 (a BN bias, accumulation), 7.7e-6 with NCHW ones.
 compare() {  # compare A B STAGE
   /usr/bin/python3 tests/compare_losses.py "$tmp/$1.jsonl" "$tmp/$2.jsonl" --rtol 1e-4 || fail "losses of $1 and $2 differ"
-  tools/compare_weights "$tmp/$1.safetensors" "$tmp/$2.safetensors" --rtol 1e-5 \
+  tools/compare_weights "$tmp/$1.safetensors" "$tmp/$2.safetensors" --rtol 3e-5 \
     --exclude running_,num_batches_tracked || fail "weights of $1 and $2 differ"
   grep -q "\"zero_stage\":$3" "$tmp/$2.jsonl" || fail "$2 did not run ZeRO stage $3"
 }

@@ -6,6 +6,7 @@
 // (other kernels, other summation orders), 1e-2 in bf16.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "runtime/ops/batch_norm.h"
@@ -136,6 +137,29 @@ TEST_P(ChannelsLastTest, PoolingReluAndAddAreExact) {
     MaxPool2dBackward(ctx_, c.p, dy, argmax, dx);
     MaxPool2dBackward(ctx_, c.p, Nhwc(dy), argmaxl, dxl);
     EXPECT_TRUE(Near(dxl, dx, 0.0)) << "max pool backward";
+  }
+  {
+    // NaNs in two rows of one window: the first NaN wins in both formats, so
+    // backward sends the gradient to the same input.
+    const Pool2dParams p = testing::PoolParams(3, 3, 0);
+    Tensor x = Tensor::Zeros({1, 2, 3, 3}, DType::kF32);
+    float* xd = x.data<float>();
+    xd[1] = std::nanf("");  // channel 0, row 0
+    xd[4] = std::nanf("");  // channel 0, row 1
+    xd[9 + 7] = std::nanf("");  // channel 1, row 2
+    Tensor xt = x;
+    if (dtype() != DType::kF32) {
+      xt = Tensor::Empty(x.shape(), dtype());
+      CastScaled(ctx_, x, 1.0f, xt);
+    }
+    Tensor y = Tensor::Empty({1, 2, 1, 1}, dtype()), argmax = Tensor::Empty({1, 2, 1, 1}, DType::kI32);
+    Tensor xl = Nhwc(xt), yl = Like(xl, {1, 2, 1, 1}, dtype()), argmaxl = Tensor::Empty({1, 2, 1, 1}, DType::kI32);
+    MaxPool2dForward(ctx_, p, xt, y, argmax);
+    MaxPool2dForward(ctx_, p, xl, yl, argmaxl);
+    EXPECT_EQ(argmax.data<int32_t>()[0], 1) << "the first NaN of the window, not the last row's";
+    EXPECT_EQ(argmax.data<int32_t>()[1], 7);
+    EXPECT_EQ(argmaxl.data<int32_t>()[0], 1);
+    EXPECT_EQ(argmaxl.data<int32_t>()[1], 7);
   }
   const Shape s = {3, 7, 6, 5};
   Tensor a = Random(s, rng), b = Random(s, rng), al = Nhwc(a), bl = Nhwc(b);

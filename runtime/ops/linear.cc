@@ -74,6 +74,7 @@ void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, cons
   CheckLinear(ctx, x, w, y);
   if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "linear bias " << bias->DebugString();
   if (bias) CheckF32(*bias, "linear bias");
+  if (bias) CHECK(y.dtype() == DType::kF32) << "linear with a bias writes f32 output, not " << y.DebugString();
   if (bias) CheckOnDevice(ctx, "LinearForward", {bias});
   if (x.dtype() != DType::kF32) {
     CheckOnDevice(ctx, "LinearForward", {&x, &w, &y});

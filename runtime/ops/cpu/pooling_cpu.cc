@@ -142,13 +142,19 @@ void MaxPool2dForward(ExecutionContext&, const Pool2dParams& p, const Tensor& x,
           const Window win = WindowAt(p, h, w, oh, ow);
           float best = -std::numeric_limits<float>::infinity();
           int64_t best_index = win.h0 * w + win.w0;
-          for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+          // NaN propagates, as in PyTorch: the first NaN in the window wins
+          // (leaving both loops, as the channels-last and CUDA kernels do).
+          bool found_nan = false;
+          for (int64_t ih = win.h0; ih < win.h1 && !found_nan; ++ih) {
             for (int64_t iw = win.w0; iw < win.w1; ++iw) {
               const float v = ToFloat(xp[ih * w + iw]);
-              if (v > best || std::isnan(v)) {  // NaN propagates, as in PyTorch
+              if (v > best || std::isnan(v)) {
                 best = v;
                 best_index = ih * w + iw;
-                if (std::isnan(v)) break;
+                if (std::isnan(v)) {
+                  found_nan = true;
+                  break;
+                }
               }
             }
           }

@@ -150,11 +150,21 @@ struct Algo {
 
 enum class ConvKind { kForward, kBackwardData, kBackwardFilter };
 
+// The largest power of two (up to 256) dividing an address: tensor-core
+// algorithms chosen for aligned buffers may not take the 2-byte-aligned
+// views of the flat 16-bit weight copy.
+int Alignment(const void* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  int alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
 std::string CacheKey(ConvKind kind, const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x,
-                     const Shape& w, DType data) {
+                     const Shape& w, DType data, const void* weights) {
   std::ostringstream key;
   key << static_cast<int>(kind) << ':' << ctx.device().index << ':' << ctx.allow_tf32() << ctx.deterministic() << ':'
-      << DTypeName(data);
+      << DTypeName(data) << ":a" << Alignment(weights);
   for (int64_t d : x) key << ',' << d;
   for (int64_t d : w) key << ',' << d;
   key << ':' << p.stride_h << ',' << p.stride_w << ',' << p.pad_h << ',' << p.pad_w << ',' << p.dilation_h << ','
@@ -263,7 +273,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionFwdAlgoPerf_t, kCount>(
-      ctx, data, CacheKey(ConvKind::kForward, ctx, p, x.shape(), w.shape(), data),
+      ctx, data, CacheKey(ConvKind::kForward, ctx, p, x.shape(), w.shape(), data, w.raw_data()),
       [&](cudnnConvolutionFwdAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionForwardAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.w_desc.get(),
                                                           w.raw_data(), s.conv.get(), s.y_desc.get(), y.raw_data(),
@@ -307,7 +317,7 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t, kCount>(
-      ctx, data, CacheKey(ConvKind::kBackwardData, ctx, p, dx.shape(), w.shape(), data),
+      ctx, data, CacheKey(ConvKind::kBackwardData, ctx, p, dx.shape(), w.shape(), data, w.raw_data()),
       [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionBackwardDataAlgorithmEx(h, s.w_desc.get(), w.raw_data(), s.y_desc.get(),
                                                                dy.raw_data(), s.conv.get(), s.x_desc.get(),
@@ -345,7 +355,7 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t, kCount>(
-      ctx, data, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw.shape(), data),
+      ctx, data, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw.shape(), data, dw_data.raw_data()),
       [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.y_desc.get(),
                                                                  dy.raw_data(), s.conv.get(), s.w_desc.get(),
@@ -370,11 +380,12 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   };
   if (widen) widen_into(dw_data, dw);
   if (dbias != nullptr) {
-    Tensor db_data = widen ? ctx.ScratchTensor(kBiasSlot, dbias->shape(), data) : *dbias;
+    const bool widen_bias = dbias->dtype() != data;  // decided per tensor: dw and dbias may differ
+    Tensor db_data = widen_bias ? ctx.ScratchTensor(kBiasSlot, dbias->shape(), data) : *dbias;
     TensorDesc b_desc({1, dw.dim(0), 1, 1}, data);
     CUDNN_CALL(cudnnConvolutionBackwardBias(h, &kOne, s.y_desc.get(), dy.raw_data(), &kZero, b_desc.get(),
                                             db_data.raw_data()));
-    if (widen) widen_into(db_data, *dbias);
+    if (widen_bias) widen_into(db_data, *dbias);
   }
 }
 
