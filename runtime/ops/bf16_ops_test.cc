@@ -76,7 +76,9 @@ TEST_P(Bf16ConvTest, ForwardMatchesFloat64AndGradientsMatchF32) {
   Conv2dBackwardWeights(ctx, c.p, x16, dy16, dw, c.bias ? &db : nullptr);
   EXPECT_TRUE(NearBf16(dx16, testing::ToDoubles(dx32)));
   EXPECT_TRUE(NearBf16(dw, testing::ToDoubles(dw32)));
-  if (c.bias) EXPECT_TRUE(NearBf16(db, testing::ToDoubles(db32)));
+  if (c.bias) {
+    EXPECT_TRUE(NearBf16(db, testing::ToDoubles(db32)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Bf16ConvTest, ::testing::ValuesIn(testing::ConvCases()),

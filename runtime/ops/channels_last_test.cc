@@ -87,7 +87,9 @@ TEST_P(ChannelsLastTest, ConvolutionsMatchNchw) {
     Conv2dBackwardWeights(ctx_, c.p, x, dy, dw, c.bias ? &db : nullptr);
     Conv2dBackwardWeights(ctx_, c.p, xl, dyl, dwl, c.bias ? &dbl : nullptr);
     EXPECT_TRUE(Near(dwl, dw, tolerance())) << "backward weights";
-    if (c.bias) EXPECT_TRUE(Near(dbl, db, tolerance())) << "bias gradient";
+    if (c.bias) {
+      EXPECT_TRUE(Near(dbl, db, tolerance())) << "bias gradient";
+    }
   }
 }
 

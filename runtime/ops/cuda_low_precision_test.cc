@@ -94,7 +94,9 @@ TEST_P(CudaLowPrecisionTest, ConvolutionsMatchTheCpuInF32) {
     Conv2dBackwardWeights(gpu_, c.p, Low(x), Low(dy), gdw, c.bias ? &gdb : nullptr);
     EXPECT_TRUE(Near(gdx, dx)) << "backward data";
     EXPECT_TRUE(Near(gdw, dw)) << "backward weights (f32)";
-    if (c.bias) EXPECT_TRUE(Near(gdb, db)) << "bias gradient (f32)";
+    if (c.bias) {
+      EXPECT_TRUE(Near(gdb, db)) << "bias gradient (f32)";
+    }
   }
 }
 
