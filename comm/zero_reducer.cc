@@ -246,10 +246,7 @@ void ZeroReducer::FinishNextGather() {
     Tensor params = model_->flat_parameters().View(b.offset, {b.numel});
     Copy(options_.ctx, GatherTarget(k).View(0, {b.numel}), params);
     // Mixed precision: the forward reads the bucket's low-precision copy.
-    if (model_->flat_low_precision().defined()) {
-      Tensor low = model_->flat_low_precision().View(b.offset, {b.numel});
-      CastScaled(options_.ctx, params, 1.0f, low);
-    }
+    model_->RefreshLowPrecision(options_.ctx, b.offset, b.numel);
   } else if (gather_status_.ok()) {
     gather_status_ = s;
   }

@@ -131,14 +131,7 @@ int Main(int argc, char** argv) {
         !s.ok()) {
       return Fail(ranks, s);
     }
-    if (!native) {
-      if (ranks.rank == 0) {
-        std::printf("ddp_train: --precision bf16: this CPU lacks AVX-512 BF16 and AMX, where bf16 runs slower than "
-                    "f32; training in fp32\n");
-      }
-      options->precision = "fp32";
-      if (options->grad_compression_auto) options->wire_dtype = DType::kF32;
-    }
+    if (!native) FallBackFromCpuBf16(&*options, ranks.rank == 0);
   }
   // --comm nccl asked for by name uses NCCL even for one rank (a smoke test
   // of the data plane); otherwise one rank needs no communicator.

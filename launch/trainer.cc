@@ -48,6 +48,19 @@ int ThreadsFor(const TrainOptions& options, const RankInfo& ranks) {
 
 namespace {
 
+}  // namespace
+
+void FallBackFromCpuBf16(TrainOptions* options, bool announce) {
+  if (announce) {
+    std::printf("ddp_train: --precision bf16: this CPU lacks AVX-512 BF16 and AMX, where bf16 runs slower than f32; "
+                "training in fp32\n");
+  }
+  options->precision = "fp32";
+  if (options->grad_compression_auto) options->wire_dtype = DType::kF32;
+}
+
+namespace {
+
 ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks, void* cuda_stream) {
   if (options.gpu < 0) return ExecutionContext::Cpu(ThreadsFor(options, ranks));
   ExecutionContext ctx = ExecutionContext::Cuda(options.gpu, cuda_stream);
@@ -154,11 +167,8 @@ Status Trainer::Setup() {
     return InvalidArgument("--precision fp16 is for GPUs; on the CPU use --precision bf16");
   }
   if (compute_dtype_ == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
-    if (is_root()) {
-      std::printf("ddp_train: --precision bf16: this CPU lacks AVX-512 BF16 and AMX, where bf16 would run slower than "
-                  "f32; training in fp32\n");
-    }
-    compute_dtype_ = DType::kF32;
+    FallBackFromCpuBf16(&options_, is_root());  // ddp_train has done this already, alike on every rank
+    compute_dtype_ = ComputeDType(options_.precision);
   }
   if (compute_dtype_ != DType::kF32) model_->EnableLowPrecision(ctx_, compute_dtype_);
   if (options_.memory_format == "channels_last" && on_gpu()) {

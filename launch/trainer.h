@@ -29,6 +29,12 @@ struct TrainResult {
   int64_t skipped_steps = 0;          // steps skipped for non-finite gradients (loss scaling)
 };
 
+// --precision bf16 on a CPU without AVX-512 BF16 or AMX, where bf16 would
+// run slower than f32: the run trains in fp32 instead, and sends f32
+// gradients under --grad-compression auto. `announce` prints the one-line
+// notice (rank 0).
+void FallBackFromCpuBf16(TrainOptions* options, bool announce);
+
 class Trainer {
  public:
   // Opens data and files, builds the model and optimizer. Every user error

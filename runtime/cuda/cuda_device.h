@@ -92,6 +92,17 @@ MemoryStats GetMemoryStats(int device);
 void SetOutOfMemoryContext(const std::string& context);
 void SetFatalErrorHandler(void (*handler)(const std::string& line));
 
+// The largest power of two (up to 256) that divides the address. cuBLASLt's
+// heuristics and cuDNN's tensor-core algorithms assume aligned buffers, and
+// views into the flat parameter buffers are only 4-byte aligned (2-byte for
+// the 16-bit copy): GEMM preferences and algorithm caches are keyed by it.
+inline uint32_t AddressAlignment(const void* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
 }  // namespace ddp::cuda
 
 #define DDP_CUDA_CHECK(call) ::ddp::cuda::Check(static_cast<int>(call), #call, __FILE__, __LINE__)

@@ -53,8 +53,12 @@ void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype) {
   RefreshLowPrecision(ctx);
 }
 
-void Model::RefreshLowPrecision(ExecutionContext& ctx) {
-  if (flat_low_.defined()) CastScaled(ctx, flat_parameters_, 1.0f, flat_low_);
+void Model::RefreshLowPrecision(ExecutionContext& ctx) { RefreshLowPrecision(ctx, 0, flat_parameters_.numel()); }
+
+void Model::RefreshLowPrecision(ExecutionContext& ctx, int64_t offset, int64_t numel) {
+  if (!flat_low_.defined()) return;
+  Tensor low = flat_low_.View(offset, {numel});
+  CastScaled(ctx, flat_parameters_.View(offset, {numel}), 1.0f, low);
 }
 
 Tensor Model::Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate) {

@@ -66,11 +66,11 @@ class Model {
   // f32 unless EnableLowPrecision was called.
   DType compute_dtype() const { return flat_low_.defined() ? flat_low_.dtype() : DType::kF32; }
   // Rounds the master weights into the low-precision copy (after each
-  // optimizer step and anything else that writes the master weights); a
-  // no-op in f32 training.
+  // optimizer step and anything else that writes the master weights), all
+  // of them or the `numel` from flat `offset` on (a ZeRO bucket as it
+  // arrives); a no-op in f32 training.
   void RefreshLowPrecision(ExecutionContext& ctx);
-  // The flat low-precision copy (undefined in f32 training).
-  Tensor& flat_low_precision() { return flat_low_; }
+  void RefreshLowPrecision(ExecutionContext& ctx, int64_t offset, int64_t numel);
 
   // Every parameter and buffer under its PyTorch name, in state_dict order.
   // The tensors are the live ones, not copies.

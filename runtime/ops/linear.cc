@@ -31,7 +31,6 @@ void CheckLinear(const ExecutionContext& ctx, const Tensor& x, const Tensor& w, 
 // type first, into scratch slots 0 and 1.
 void LowPrecisionMatmul(ExecutionContext& ctx, bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b,
                         const Tensor* bias, Tensor& c) {
-  if (ctx.device().is_cpu()) return cpu::MatmulBf16(ctx, transpose_a, transpose_b, a, b, bias, c);
   const DType low = a.dtype() != DType::kF32 ? a.dtype() : b.dtype();
   auto narrow = [&](int slot, const Tensor& t) {
     if (t.dtype() == low) return t;
@@ -40,6 +39,7 @@ void LowPrecisionMatmul(ExecutionContext& ctx, bool transpose_a, bool transpose_
     return converted;
   };
   const Tensor a16 = narrow(0, a), b16 = narrow(1, b);
+  if (ctx.device().is_cpu()) return cpu::MatmulBf16(transpose_a, transpose_b, a16, b16, bias, c);
   const int64_t m = c.dim(0), n = c.dim(1), k = transpose_a ? a.dim(0) : a.dim(1);
   DDP_ON_CUDA("LowPrecisionMatmul", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, 1.0f, a16.raw_data(),
                                                 a16.dim(1), b16.raw_data(), b16.dim(1), 0.0f, c.raw_data(), n,

@@ -7,7 +7,6 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "runtime/ops/cpu/dnnl_util.h"
-#include "runtime/ops/elementwise.h"
 
 namespace ddp::cpu {
 
@@ -21,14 +20,6 @@ void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
 
 namespace {
 
-// `t` as bf16: itself, or rounded into scratch slot `slot`.
-Tensor AsBf16(ExecutionContext& ctx, int slot, const Tensor& t) {
-  if (t.dtype() == DType::kBF16) return t;
-  Tensor converted = ctx.ScratchTensor(slot, t.shape(), DType::kBF16);
-  CastScaled(ctx, t, 1.0f, converted);
-  return converted;
-}
-
 struct MatmulEntry {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul primitive;
@@ -36,12 +27,13 @@ struct MatmulEntry {
 
 }  // namespace
 
-void MatmulBf16(ExecutionContext& ctx, bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b,
-                const Tensor* bias, Tensor& c) {
+void MatmulBf16(bool transpose_a, bool transpose_b, const Tensor& a16, const Tensor& b16, const Tensor* bias,
+                Tensor& c) {
   using Tag = dnnl::memory::format_tag;
   using DataType = dnnl::memory::data_type;
-  const int64_t m = c.dim(0), n = c.dim(1), k = transpose_a ? a.dim(0) : a.dim(1);
-  const Tensor a16 = AsBf16(ctx, 0, a), b16 = AsBf16(ctx, 1, b);
+  CHECK(a16.dtype() == DType::kBF16 && b16.dtype() == DType::kBF16)
+      << "MatmulBf16 of " << a16.DebugString() << " and " << b16.DebugString();
+  const int64_t m = c.dim(0), n = c.dim(1), k = transpose_a ? a16.dim(0) : a16.dim(1);
   // A transposed is stored [K, M]: the logical [M, K] matrix in column-major
   // ("ba") order; likewise B.
   const dnnl::memory::desc a_desc({m, k}, DataType::bf16, transpose_a ? Tag::ba : Tag::ab);

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 
-#include "runtime/execution_context.h"
 #include "runtime/tensor.h"
 
 namespace ddp::cpu {
@@ -13,10 +12,9 @@ void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // C[M, N] = op(A) * op(B) (+ bias[N]) with bf16 operands and f32
 // accumulation, through oneDNN's matmul: mixed-precision linear layers.
-// A and B are bf16, or f32 and rounded to bf16 first (into context scratch
-// slots 0 and 1); C is f32 or bf16; `bias` (f32) may be null.
-void MatmulBf16(ExecutionContext& ctx, bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b,
-                const Tensor* bias, Tensor& c);
+// C is f32 or bf16; `bias` (f32) may be null.
+void MatmulBf16(bool transpose_a, bool transpose_b, const Tensor& a16, const Tensor& b16, const Tensor* bias,
+                Tensor& c);
 // out[r, :] = row for every r < rows.
 void BroadcastRows(const float* row, int64_t rows, int64_t cols, float* out);
 // out[c] = sum over rows of m[r, c].

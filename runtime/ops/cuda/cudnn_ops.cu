@@ -150,21 +150,11 @@ struct Algo {
 
 enum class ConvKind { kForward, kBackwardData, kBackwardFilter };
 
-// The largest power of two (up to 256) dividing an address: tensor-core
-// algorithms chosen for aligned buffers may not take the 2-byte-aligned
-// views of the flat 16-bit weight copy.
-int Alignment(const void* p) {
-  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
-  int alignment = 256;
-  while (alignment > 1 && address % alignment != 0) alignment /= 2;
-  return alignment;
-}
-
 std::string CacheKey(ConvKind kind, const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x,
                      const Shape& w, DType data, const void* weights) {
   std::ostringstream key;
   key << static_cast<int>(kind) << ':' << ctx.device().index << ':' << ctx.allow_tf32() << ctx.deterministic() << ':'
-      << DTypeName(data) << ":a" << Alignment(weights);
+      << DTypeName(data) << ":a" << AddressAlignment(weights);  // the 16-bit copy's views may be 2-byte aligned
   for (int64_t d : x) key << ',' << d;
   for (int64_t d : w) key << ',' << d;
   key << ':' << p.stride_h << ',' << p.stride_w << ',' << p.pad_h << ',' << p.pad_w << ',' << p.dilation_h << ','

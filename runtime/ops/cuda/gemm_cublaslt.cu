@@ -59,16 +59,6 @@ std::map<std::string, Choice>& Cache() {
   return *cache;
 }
 
-// The largest power of two (up to 256) that divides the address: cuBLASLt's
-// heuristics assume 256-byte alignment unless told otherwise, and views into
-// the flat parameter buffer are only 4-byte aligned.
-uint32_t Alignment(const void* p) {
-  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
-  uint32_t alignment = 256;
-  while (alignment > 2 && address % alignment != 0) alignment /= 2;  // 16-bit views: 2 bytes
-  return alignment;
-}
-
 cudaDataType_t CudaType(DType dtype) {
   switch (dtype) {
     case DType::kF32: return CUDA_R_32F;
@@ -138,7 +128,7 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
   // The bias epilogue wants an aligned vector: a misaligned one (a view into
   // the flat parameter buffer) is copied into scratch memory first.
   Tensor aligned_bias;
-  if (bias != nullptr && Alignment(bias) < 16) {
+  if (bias != nullptr && AddressAlignment(bias) < 16) {
     aligned_bias = ctx.Scratch(kBiasSlot, n * static_cast<int64_t>(sizeof(float)));
     DDP_CUDA_CHECK(cudaMemcpyAsync(aligned_bias.raw_data(), bias, n * sizeof(float), cudaMemcpyDeviceToDevice,
                                    StreamOf(ctx)));
@@ -168,12 +158,13 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
   CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.b, CudaType(ab), transpose_a ? m : k, transpose_a ? k : m, lda));
   CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.d, CudaType(cd), n, m, ldc));
 
-  const uint32_t align_a = Alignment(b), align_b = Alignment(a), align_c = Alignment(c);  // cuBLAS's A is our B
+  // cuBLAS's A is our B.
+  const uint32_t align_a = AddressAlignment(b), align_b = AddressAlignment(a), align_c = AddressAlignment(c);
   std::ostringstream key_text;
   key_text << ctx.device().index << ':' << transpose_a << transpose_b << ':' << m << ',' << n << ',' << k << ',' << lda
            << ',' << ldb << ',' << ldc << ':' << (bias != nullptr) << (beta != 0.0f) << ctx.allow_tf32()
            << ctx.deterministic() << ':' << align_a << ',' << align_b << ',' << align_c << ','
-           << (bias ? Alignment(bias) : 0) << ':' << DTypeName(ab) << DTypeName(cd);
+           << (bias ? AddressAlignment(bias) : 0) << ':' << DTypeName(ab) << DTypeName(cd);
   const std::string key = key_text.str();
   Choice choice;
   {
