@@ -25,6 +25,8 @@ struct ResNetConfig {
 
 // conv-bn-relu twice (ResNet-18/34), or three times with a 4x wider output
 // (Bottleneck, ResNet-50+), plus the identity or a 1x1 conv-bn downsample.
+// Every bn-relu is one fused layer, and so is the block's last bn + add +
+// relu (batch_norm.h's epilogues).
 class ResidualBlock : public Layer {
  public:
   ResidualBlock(int64_t in_channels, int64_t planes, int64_t stride, bool bottleneck, bool zero_init_residual);
@@ -36,13 +38,14 @@ class ResidualBlock : public Layer {
 
  private:
   int64_t out_channels_;
-  // The residual branch in order: conv, bn, relu, ..., conv, bn.
+  // The residual branch in order: conv, bn + relu, ..., conv; then the last
+  // bn, which adds the shortcut and applies the ReLU in one pass.
   std::vector<Layer*> branch_;
+  BatchNormLayer* last_bn_;
   Sequential* downsample_ = nullptr;
-  ReluLayer* relu_out_;
 };
 
-// conv1, bn1, relu, maxpool, layer1..layer4, avgpool (with flatten), fc.
+// conv1, bn1 (with the relu fused), maxpool, layer1..layer4, avgpool (with flatten), fc.
 class ResNet : public Sequential {
  public:
   explicit ResNet(const ResNetConfig& config);

@@ -32,7 +32,10 @@ TrainRun Train(const std::string& precision, const std::string& format) {
   o.image_size = 32;
   o.num_classes = 10;
   o.optimizer = "sgd";
-  o.lr = o.schedule.base_lr = 0.05;
+  // At 0.05 the fourth step's loss falls from 2.4 to 0.8, and bf16 runs
+  // that differ only in rounding land up to 2.5% apart there; 0.02 keeps
+  // the comparison about the kernels.
+  o.lr = o.schedule.base_lr = 0.02;
   o.momentum = 0.9;
   o.zero_init_residual = true;
   o.threads = 2;

@@ -4,7 +4,8 @@
 
 namespace ddp {
 
-BatchNormLayer::BatchNormLayer(int64_t channels, BatchNormParams params) : channels_(channels), params_(params) {
+BatchNormLayer::BatchNormLayer(int64_t channels, BatchNormParams params, bool relu)
+    : channels_(channels), params_(params), relu_(relu) {
   weight_ = AddParameter("weight", {channels}, true);
   bias_ = AddParameter("bias", {channels}, true);
   running_mean_ = AddBuffer("running_mean", Tensor::Zeros({channels}, DType::kF32));
@@ -20,19 +21,32 @@ void BatchNormLayer::ResetOwnParameters(std::mt19937_64&) {
   num_batches_tracked_->value.Fill(0.0);
 }
 
-Tensor BatchNormLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
+Tensor BatchNormLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) { return Normalize(ctx, x, nullptr); }
+
+Tensor BatchNormLayer::ForwardWithResidual(ExecutionContext& ctx, const Tensor& x, const Tensor& residual) {
+  CHECK(x.defined() && residual.defined()) << weight_->name << ": ForwardWithResidual of an undefined tensor";
+  PrepareForward();
+  return Normalize(ctx, x, &residual);
+}
+
+Tensor BatchNormLayer::Normalize(ExecutionContext& ctx, const Tensor& x, const Tensor* residual) {
   Tensor y = Tensor::Empty(x.shape(), x.dtype(), x.device(), x.format());  // as the input
+  const BatchNormEpilogue epilogue{residual, relu_};
   if (!training()) {
     BatchNormForwardInference(ctx, params_, x, weight_->value, bias_->value, running_mean_->value,
-                              running_var_->value, y);
+                              running_var_->value, y, epilogue);
     return y;
   }
   saved_mean_ = Tensor::Empty({channels_}, DType::kF32, x.device());
   saved_invstd_ = Tensor::Empty({channels_}, DType::kF32, x.device());
   BatchNormForwardTraining(ctx, params_, x, weight_->value, bias_->value, y, saved_mean_, saved_invstd_,
-                           running_mean_->value, running_var_->value);
+                           running_mean_->value, running_var_->value, epilogue);
   Increment(ctx, num_batches_tracked_->value);
   input_ = x;
+  // The ReLU's backward masks by the output. Nothing writes y in place
+  // afterwards (the fused layers replace the in-place ReLU), so a
+  // reference suffices: the next layer keeps it anyway.
+  if (relu_) output_ = y;
   return y;
 }
 
@@ -44,11 +58,33 @@ Tensor BatchNormLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   // tensor of its own.
   Tensor dbias = Tensor::Empty({channels_}, DType::kF32, dy.device());
   Tensor dweight = GradientTarget(ctx, *weight_);
-  BatchNormBackward(ctx, params_, input_, dy, weight_->value, saved_mean_, saved_invstd_, dx, dweight, dbias);
+  BatchNormBackward(ctx, params_, input_, dy, weight_->value, saved_mean_, saved_invstd_, dx, dweight, dbias,
+                    {&output_, nullptr, relu_});
   FinishGradient(ctx, *bias_, dbias);
   FinishGradient(ctx, *weight_, dweight);
-  input_ = saved_mean_ = saved_invstd_ = Tensor();
+  input_ = output_ = saved_mean_ = saved_invstd_ = Tensor();
   return needs_input_grad() ? dx : Tensor();
+}
+
+Tensor BatchNormLayer::BackwardWithResidual(ExecutionContext& ctx, const Tensor& dy, Tensor* d_residual) {
+  CHECK(training()) << "Backward in evaluation mode";
+  CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
+  CHECK(!held_dweight_.defined()) << weight_->name << ": the last backward's gradients were never finished";
+  Tensor dx = Tensor::Empty(input_.shape(), input_.dtype(), input_.device(), input_.format());
+  *d_residual = Tensor::Empty(input_.shape(), input_.dtype(), input_.device(), input_.format());
+  held_dweight_ = Tensor::Empty({channels_}, DType::kF32, dy.device());
+  held_dbias_ = Tensor::Empty({channels_}, DType::kF32, dy.device());
+  BatchNormBackward(ctx, params_, input_, dy, weight_->value, saved_mean_, saved_invstd_, dx, held_dweight_,
+                    held_dbias_, {&output_, d_residual, relu_});
+  input_ = output_ = saved_mean_ = saved_invstd_ = Tensor();
+  return dx;
+}
+
+void BatchNormLayer::FinishHeldGradients(ExecutionContext& ctx) {
+  CHECK(held_dweight_.defined()) << weight_->name << ": no held gradients to finish";
+  FinishGradient(ctx, *bias_, held_dbias_);
+  FinishGradient(ctx, *weight_, held_dweight_);
+  held_dweight_ = held_dbias_ = Tensor();
 }
 
 }  // namespace ddp

@@ -11,10 +11,14 @@ constexpr int kGradientStagingSlot = ExecutionContext::kFirstLayerScratchSlot;
 
 Tensor Layer::Forward(ExecutionContext& ctx, const Tensor& x) {
   CHECK(x.defined()) << "Forward of an undefined tensor";
+  PrepareForward();
+  return ForwardImpl(ctx, x);
+}
+
+void Layer::PrepareForward() {
   if (backward_state_ != nullptr && backward_state_->hook != nullptr) {
     for (OwnParameter& own : params_) backward_state_->hook->PrepareParameter(*own.param);
   }
-  return ForwardImpl(ctx, x);
 }
 
 Tensor Layer::Backward(ExecutionContext& ctx, const Tensor& dy) {

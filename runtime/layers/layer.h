@@ -59,6 +59,10 @@ class Layer {
   // Initializes this layer's own parameters (children are visited separately).
   virtual void ResetOwnParameters(std::mt19937_64& rng) { (void)rng; }
 
+  // What Forward does before ForwardImpl (the backward hook's per-parameter
+  // preparation), for layers with forwards of their own beyond Forward.
+  void PrepareForward();
+
   // The weights a convolution or GEMM reads for input `x`: the master
   // weights for f32 input, the low-precision copy for 16-bit input.
   static const Tensor& WeightsFor(const Parameter& p, const Tensor& x);

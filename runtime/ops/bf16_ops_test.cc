@@ -168,6 +168,38 @@ TEST(Bf16BatchNormTest, TrainingMatchesFloat64AndBackwardMatchesF32) {
   EXPECT_TRUE(NearBf16(db16, testing::ToDoubles(db32)));
 }
 
+// BN + add + ReLU fused in bf16 rounds once, at the end: within bf16 of
+// the f32 fusion on the same inputs; the residual's gradient is exact.
+TEST(Bf16BatchNormTest, FusedEpilogueMatchesF32) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(9);
+  const Shape xs = {4, 8, 6, 5};
+  const int64_t n = NumElements(xs);
+  const Vec x = RoundedRandom(n, rng), r = RoundedRandom(n, rng), dy = RoundedRandom(n, rng);
+  Tensor g = testing::ToF32Tensor(testing::RandomValues(8, rng, 0.5, 1.5), {8});
+  Tensor b = testing::ToF32Tensor(testing::RandomValues(8, rng), {8});
+  auto stats = [] { return Tensor::Zeros({8}, DType::kF32); };
+  BatchNormParams p;
+  struct Run {
+    Tensor y, dx, dr, dg, db;
+  };
+  auto run = [&](DType dtype) {
+    auto tensor = [&](const Vec& v) { return dtype == DType::kF32 ? testing::ToF32Tensor(v, xs) : Bf16(ctx, v, xs); };
+    Tensor xt = tensor(x), rt = tensor(r), mean = stats(), invstd = stats(), rm = stats(), rv = stats();
+    Run out{Tensor::Empty(xs, dtype), Tensor::Empty(xs, dtype), Tensor::Empty(xs, dtype), stats(), stats()};
+    BatchNormForwardTraining(ctx, p, xt, g, b, out.y, mean, invstd, rm, rv, {&rt, true});
+    BatchNormBackward(ctx, p, xt, tensor(dy), g, mean, invstd, out.dx, out.dg, out.db, {&out.y, &out.dr, true});
+    return out;
+  };
+  const Run f32 = run(DType::kF32), bf16 = run(DType::kBF16);
+  EXPECT_TRUE(NearBf16(bf16.y, testing::ToDoubles(f32.y)));
+  EXPECT_TRUE(NearBf16(bf16.dx, testing::ToDoubles(f32.dx)));
+  EXPECT_TRUE(NearBf16(bf16.dg, testing::ToDoubles(f32.dg)));
+  EXPECT_TRUE(NearBf16(bf16.db, testing::ToDoubles(f32.db)));
+  const Vec y16 = testing::ToDoubles(bf16.y), dr16 = testing::ToDoubles(bf16.dr);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dr16[i], y16[i] > 0.0 ? dy[i] : 0.0) << "element " << i;
+}
+
 TEST(Bf16ElementwiseTest, ReluAndAddMatchFloat64) {
   ExecutionContext ctx = ExecutionContext::Cpu(2);
   std::mt19937_64 rng(9);

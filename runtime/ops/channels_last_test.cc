@@ -95,32 +95,47 @@ TEST_P(ChannelsLastTest, ConvolutionsMatchNchw) {
 
 TEST_P(ChannelsLastTest, BatchNormMatchesNchw) {
   std::mt19937_64 rng(5);
+  struct Fusion {
+    bool residual, relu;
+  };
   for (const Shape& xs : {Shape{4, 3, 5, 7}, Shape{2, 64, 9, 9}, Shape{3, 20, 30, 30}}) {
-    SCOPED_TRACE(ShapeToString(xs));
-    const int64_t c = xs[1];
-    Tensor x = Random(xs, rng), xl = Nhwc(x);
-    Tensor gamma = testing::ToF32Tensor(testing::RandomValues(c, rng, 0.5, 1.5), {c});
-    Tensor beta = testing::ToF32Tensor(testing::RandomValues(c, rng), {c});
-    auto zeros = [&] { return Tensor::Zeros({c}, DType::kF32); };
-    BatchNormParams p;
-    Tensor y = Tensor::Empty(xs, dtype()), mean = zeros(), invstd = zeros(), rm = zeros(), rv = zeros();
-    Tensor yl = Like(xl, xs, dtype()), meanl = zeros(), invstdl = zeros(), rml = zeros(), rvl = zeros();
-    BatchNormForwardTraining(ctx_, p, x, gamma, beta, y, mean, invstd, rm, rv);
-    BatchNormForwardTraining(ctx_, p, xl, gamma, beta, yl, meanl, invstdl, rml, rvl);
-    EXPECT_TRUE(Near(yl, y, tolerance())) << "forward";
-    EXPECT_TRUE(Near(meanl, mean, 1e-6)) << "mean (f32 statistics in either dtype)";
-    EXPECT_TRUE(Near(rvl, rv, 1e-6)) << "running variance";
-    Tensor dy = Random(xs, rng), dx = Tensor::Empty(xs, dtype()), dxl = Like(xl, xs, dtype());
-    Tensor dg = zeros(), dbeta = zeros(), dgl = zeros(), dbetal = zeros();
-    BatchNormBackward(ctx_, p, x, dy, gamma, mean, invstd, dx, dg, dbeta);
-    BatchNormBackward(ctx_, p, xl, Nhwc(dy), gamma, meanl, invstdl, dxl, dgl, dbetal);
-    EXPECT_TRUE(Near(dxl, dx, tolerance())) << "input gradient";
-    EXPECT_TRUE(Near(dgl, dg, 1e-5)) << "weight gradient";
-    EXPECT_TRUE(Near(dbetal, dbeta, 1e-5)) << "bias gradient";
-    Tensor yi = Tensor::Empty(xs, dtype()), yil = Like(xl, xs, dtype());
-    BatchNormForwardInference(ctx_, p, x, gamma, beta, rm, rv, yi);
-    BatchNormForwardInference(ctx_, p, xl, gamma, beta, rm, rv, yil);
-    EXPECT_TRUE(Near(yil, yi, 0.0)) << "inference: the same arithmetic per element";
+    for (const Fusion f : {Fusion{false, false}, Fusion{false, true}, Fusion{true, true}}) {
+      SCOPED_TRACE(ShapeToString(xs) + (f.residual ? " +residual" : "") + (f.relu ? " +relu" : ""));
+      const int64_t c = xs[1];
+      Tensor x = Random(xs, rng), xl = Nhwc(x), r = Random(xs, rng), rl = Nhwc(r);
+      Tensor gamma = testing::ToF32Tensor(testing::RandomValues(c, rng, 0.5, 1.5), {c});
+      Tensor beta = testing::ToF32Tensor(testing::RandomValues(c, rng), {c});
+      auto zeros = [&] { return Tensor::Zeros({c}, DType::kF32); };
+      const BatchNormEpilogue e{f.residual ? &r : nullptr, f.relu}, el{f.residual ? &rl : nullptr, f.relu};
+      BatchNormParams p;
+      Tensor y = Tensor::Empty(xs, dtype()), mean = zeros(), invstd = zeros(), rm = zeros(), rv = zeros();
+      Tensor yl = Like(xl, xs, dtype()), meanl = zeros(), invstdl = zeros(), rml = zeros(), rvl = zeros();
+      BatchNormForwardTraining(ctx_, p, x, gamma, beta, y, mean, invstd, rm, rv, e);
+      BatchNormForwardTraining(ctx_, p, xl, gamma, beta, yl, meanl, invstdl, rml, rvl, el);
+      EXPECT_TRUE(Near(yl, y, tolerance())) << "forward";
+      EXPECT_TRUE(Near(meanl, mean, 1e-6)) << "mean (f32 statistics in either dtype)";
+      EXPECT_TRUE(Near(rvl, rv, 1e-6)) << "running variance";
+      Tensor dy = Random(xs, rng), dx = Tensor::Empty(xs, dtype()), dxl = Like(xl, xs, dtype());
+      Tensor dr = Tensor::Empty(xs, dtype()), drl = Like(xl, xs, dtype());
+      Tensor dg = zeros(), dbeta = zeros(), dgl = zeros(), dbetal = zeros();
+      // Both backwards mask by the NCHW forward's output, so a value near
+      // zero cannot fall on different sides of the ReLU.
+      Tensor y_nhwc = Nhwc(y);
+      BatchNormBackward(ctx_, p, x, dy, gamma, mean, invstd, dx, dg, dbeta,
+                        {&y, f.residual ? &dr : nullptr, f.relu});
+      BatchNormBackward(ctx_, p, xl, Nhwc(dy), gamma, meanl, invstdl, dxl, dgl, dbetal,
+                        {&y_nhwc, f.residual ? &drl : nullptr, f.relu});
+      EXPECT_TRUE(Near(dxl, dx, tolerance())) << "input gradient";
+      EXPECT_TRUE(Near(dgl, dg, 1e-5)) << "weight gradient";
+      EXPECT_TRUE(Near(dbetal, dbeta, 1e-5)) << "bias gradient";
+      if (f.residual) {
+        EXPECT_TRUE(Near(drl, dr, 0.0)) << "residual gradient: a select, exact";
+      }
+      Tensor yi = Tensor::Empty(xs, dtype()), yil = Like(xl, xs, dtype());
+      BatchNormForwardInference(ctx_, p, x, gamma, beta, rm, rv, yi, e);
+      BatchNormForwardInference(ctx_, p, xl, gamma, beta, rm, rv, yil, el);
+      EXPECT_TRUE(Near(yil, yi, 0.0)) << "inference: the same arithmetic per element";
+    }
   }
 }
 

@@ -138,30 +138,38 @@ TEST_P(CudaLowPrecisionTest, LinearMatchesTheCpuInF32) {
 }
 
 TEST_P(CudaLowPrecisionTest, BatchNormKeepsF32StatisticsAndMatchesTheCpu) {
-  std::mt19937_64 rng(5);
-  const Shape xs = {4, 8, 7, 5};
-  Tensor x = Random(xs, rng), gamma = Random({8}, rng), beta = Random({8}, rng);
-  BatchNormParams p;
-  auto stats = [](Device d) { return Tensor::Zeros({8}, DType::kF32, d); };
   const Device gd = Device::Cuda(0);
-  Tensor y = Tensor::Empty(xs, DType::kF32), mean = stats(Device::Cpu()), invstd = stats(Device::Cpu());
-  Tensor rm = stats(Device::Cpu()), rv = stats(Device::Cpu());
-  BatchNormForwardTraining(cpu_, p, x, gamma, beta, y, mean, invstd, rm, rv);
-  Tensor gg = OnGpu(gamma), gbeta = OnGpu(beta), gy = GpuEmpty(xs, low());
-  Tensor gmean = stats(gd), ginvstd = stats(gd), grm = stats(gd), grv = stats(gd);
-  Tensor gx = Low(x);
-  BatchNormForwardTraining(gpu_, p, gx, gg, gbeta, gy, gmean, ginvstd, grm, grv);
-  EXPECT_TRUE(Near(gy, y)) << "forward";
-  EXPECT_TRUE(testing::AllClose(ToDoubles(OnCpu(gmean)), ToDoubles(mean), 1e-5, 1e-5)) << "f32 batch mean";
-  EXPECT_TRUE(testing::AllClose(ToDoubles(OnCpu(grv)), ToDoubles(rv), 1e-5, 1e-5)) << "f32 running variance";
-  Tensor dy = Random(xs, rng);
-  Tensor dx = Tensor::Empty(xs, DType::kF32), dg = stats(Device::Cpu()), db = stats(Device::Cpu());
-  BatchNormBackward(cpu_, p, x, dy, gamma, mean, invstd, dx, dg, db);
-  Tensor gdx = GpuEmpty(xs, low()), gdg = stats(gd), gdb = stats(gd);
-  BatchNormBackward(gpu_, p, gx, Low(dy), gg, gmean, ginvstd, gdx, gdg, gdb);
-  EXPECT_TRUE(Near(gdx, dx)) << "input gradient";
-  EXPECT_TRUE(Near(gdg, dg)) << "weight gradient";
-  EXPECT_TRUE(Near(gdb, db)) << "bias gradient";
+  for (const bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "bn + add + relu" : "bn");
+    std::mt19937_64 rng(5);
+    const Shape xs = {4, 8, 7, 5};
+    Tensor x = Random(xs, rng), r = Random(xs, rng), gamma = Random({8}, rng), beta = Random({8}, rng);
+    BatchNormParams p;
+    auto stats = [](Device d) { return Tensor::Zeros({8}, DType::kF32, d); };
+    Tensor y = Tensor::Empty(xs, DType::kF32), mean = stats(Device::Cpu()), invstd = stats(Device::Cpu());
+    Tensor rm = stats(Device::Cpu()), rv = stats(Device::Cpu());
+    BatchNormForwardTraining(cpu_, p, x, gamma, beta, y, mean, invstd, rm, rv, {fused ? &r : nullptr, fused});
+    Tensor gg = OnGpu(gamma), gbeta = OnGpu(beta), gy = GpuEmpty(xs, low()), gr = Low(r);
+    Tensor gmean = stats(gd), ginvstd = stats(gd), grm = stats(gd), grv = stats(gd);
+    Tensor gx = Low(x);
+    BatchNormForwardTraining(gpu_, p, gx, gg, gbeta, gy, gmean, ginvstd, grm, grv, {fused ? &gr : nullptr, fused});
+    EXPECT_TRUE(Near(gy, y)) << "forward";
+    EXPECT_TRUE(testing::AllClose(ToDoubles(OnCpu(gmean)), ToDoubles(mean), 1e-5, 1e-5)) << "f32 batch mean";
+    EXPECT_TRUE(testing::AllClose(ToDoubles(OnCpu(grv)), ToDoubles(rv), 1e-5, 1e-5)) << "f32 running variance";
+    Tensor dy = Random(xs, rng), y_mask = Low(y);
+    Tensor dx = Tensor::Empty(xs, DType::kF32), dr = Tensor::Empty(xs, DType::kF32), dg = stats(Device::Cpu()),
+           db = stats(Device::Cpu());
+    BatchNormBackward(cpu_, p, x, dy, gamma, mean, invstd, dx, dg, db, {&y, fused ? &dr : nullptr, fused});
+    Tensor gdx = GpuEmpty(xs, low()), gdr = GpuEmpty(xs, low()), gdg = stats(gd), gdb = stats(gd);
+    BatchNormBackward(gpu_, p, gx, Low(dy), gg, gmean, ginvstd, gdx, gdg, gdb,
+                      {&y_mask, fused ? &gdr : nullptr, fused});
+    EXPECT_TRUE(Near(gdx, dx)) << "input gradient";
+    EXPECT_TRUE(Near(gdg, dg)) << "weight gradient";
+    EXPECT_TRUE(Near(gdb, db)) << "bias gradient";
+    if (fused) {
+      EXPECT_TRUE(Near(gdr, dr)) << "residual gradient";
+    }
+  }
 }
 
 TEST_P(CudaLowPrecisionTest, ElementwiseAndPoolingMatchTheCpu) {

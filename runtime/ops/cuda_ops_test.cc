@@ -163,41 +163,69 @@ TEST_F(CudaOpsTest, Conv2dTf32MatchesCpu) {
 
 // ------------------------------------------------------------ batch norm
 
+// Own kernels (batch_norm_cuda.h), NCHW and channels-last, with each fused
+// epilogue. The GPU's backward masks by the CPU forward's output, so a
+// value within rounding of zero cannot fall on different sides of the ReLU.
 TEST_F(CudaOpsTest, BatchNormMatchesCpu) {
   ExecutionContext gpu = Gpu();
-  for (const Shape& xs : {Shape{4, 3, 5, 5}, Shape{8, 6}, Shape{2, 16, 3, 4}, Shape{3, 2, 1, 1}, Shape{8, 64, 14, 14}}) {
-    SCOPED_TRACE(ShapeToString(xs));
-    std::mt19937_64 rng(5);
-    const int64_t c = xs[1];
-    Tensor x = Random(xs, rng, -2.0, 3.0), gamma = Random({c}, rng), beta = Random({c}, rng);
-    Tensor rm = Random({c}, rng), rv = Random({c}, rng, 0.5, 2.0);
-    Tensor grm = OnGpu(rm), grv = OnGpu(rv);
-    Tensor y = Tensor::Empty(xs, DType::kF32), mean = Tensor::Empty({c}, DType::kF32),
-           invstd = Tensor::Empty({c}, DType::kF32);
-    Tensor gy = Tensor::Empty(xs, DType::kF32, Device::Cuda(0)), gmean = Tensor::Empty({c}, DType::kF32, Device::Cuda(0)),
-           ginvstd = Tensor::Empty({c}, DType::kF32, Device::Cuda(0));
-    Tensor gx = OnGpu(x), ggamma = OnGpu(gamma), gbeta = OnGpu(beta);
-    BatchNormForwardTraining(cpu_, BatchNormParams(), x, gamma, beta, y, mean, invstd, rm, rv);
-    BatchNormForwardTraining(gpu, BatchNormParams(), gx, ggamma, gbeta, gy, gmean, ginvstd, grm, grv);
-    EXPECT_TRUE(Near(gy, y, kFp32)) << "output";
-    EXPECT_TRUE(Near(gmean, mean, kFp32)) << "saved mean";
-    EXPECT_TRUE(Near(ginvstd, invstd, kFp32)) << "saved invstd";
-    EXPECT_TRUE(Near(grm, rm, kFp32)) << "running mean";
-    EXPECT_TRUE(Near(grv, rv, kFp32)) << "running var (unbiased)";
+  struct Fusion {
+    bool residual, relu;
+  };
+  for (const Shape& xs : {Shape{4, 3, 5, 5}, Shape{8, 6}, Shape{2, 16, 3, 4}, Shape{3, 2, 1, 1}, Shape{8, 64, 14, 14},
+                          Shape{2, 100, 33, 3}}) {
+    for (const bool channels_last : {false, true}) {
+      if (channels_last && xs.size() != 4) continue;
+      for (const Fusion f : {Fusion{false, false}, Fusion{false, true}, Fusion{true, false}, Fusion{true, true}}) {
+        SCOPED_TRACE(ShapeToString(xs) + (channels_last ? " channels-last" : "") + (f.residual ? " +residual" : "") +
+                     (f.relu ? " +relu" : ""));
+        std::mt19937_64 rng(5);
+        const int64_t c = xs[1];
+        auto in_format = [&](const Tensor& t) {
+          if (!channels_last) return t;
+          Tensor out = Tensor::Empty(t.shape(), t.dtype(), Device::Cpu(), MemoryFormat::kChannelsLast);
+          ConvertLayout(cpu_, t, out);
+          return out;
+        };
+        auto like = [&](const Tensor& t, Device d) { return Tensor::Empty(t.shape(), t.dtype(), d, t.format()); };
+        const Device gd = Device::Cuda(0);
+        Tensor x = in_format(Random(xs, rng, -2.0, 3.0)), r = in_format(Random(xs, rng));
+        Tensor gamma = Random({c}, rng), beta = Random({c}, rng);
+        Tensor rm = Random({c}, rng), rv = Random({c}, rng, 0.5, 2.0);
+        Tensor grm = OnGpu(rm), grv = OnGpu(rv);
+        Tensor y = like(x, Device::Cpu()), mean = Tensor::Empty({c}, DType::kF32),
+               invstd = Tensor::Empty({c}, DType::kF32);
+        Tensor gy = like(x, gd), gmean = Tensor::Empty({c}, DType::kF32, gd), ginvstd = Tensor::Empty({c}, DType::kF32, gd);
+        Tensor gx = OnGpu(x), gr = OnGpu(r), ggamma = OnGpu(gamma), gbeta = OnGpu(beta);
+        const BatchNormEpilogue e{f.residual ? &r : nullptr, f.relu}, ge{f.residual ? &gr : nullptr, f.relu};
+        BatchNormForwardTraining(cpu_, BatchNormParams(), x, gamma, beta, y, mean, invstd, rm, rv, e);
+        BatchNormForwardTraining(gpu, BatchNormParams(), gx, ggamma, gbeta, gy, gmean, ginvstd, grm, grv, ge);
+        EXPECT_TRUE(Near(gy, y, kFp32)) << "output";
+        EXPECT_TRUE(Near(gmean, mean, kFp32)) << "saved mean";
+        EXPECT_TRUE(Near(ginvstd, invstd, kFp32)) << "saved invstd";
+        EXPECT_TRUE(Near(grm, rm, kFp32)) << "running mean";
+        EXPECT_TRUE(Near(grv, rv, kFp32)) << "running var (unbiased)";
 
-    Tensor dy = Random(xs, rng), gdy = OnGpu(dy);
-    Tensor dx = Tensor::Empty(xs, DType::kF32), dg = Tensor::Empty({c}, DType::kF32), db = Tensor::Empty({c}, DType::kF32);
-    Tensor gdx = Tensor::Empty(xs, DType::kF32, Device::Cuda(0)), gdg = Tensor::Empty({c}, DType::kF32, Device::Cuda(0)),
-           gdb = Tensor::Empty({c}, DType::kF32, Device::Cuda(0));
-    BatchNormBackward(cpu_, BatchNormParams(), x, dy, gamma, mean, invstd, dx, dg, db);
-    BatchNormBackward(gpu, BatchNormParams(), gx, gdy, ggamma, gmean, ginvstd, gdx, gdg, gdb);
-    EXPECT_TRUE(Near(gdx, dx, kFp32)) << "input gradient";
-    EXPECT_TRUE(Near(gdg, dg, kFp32)) << "weight gradient";
-    EXPECT_TRUE(Near(gdb, db, kFp32)) << "bias gradient";
+        Tensor dy = in_format(Random(xs, rng)), gdy = OnGpu(dy), y_mask = OnGpu(y);
+        Tensor dx = like(x, Device::Cpu()), dr = like(x, Device::Cpu()), dg = Tensor::Empty({c}, DType::kF32),
+               db = Tensor::Empty({c}, DType::kF32);
+        Tensor gdx = like(x, gd), gdr = like(x, gd), gdg = Tensor::Empty({c}, DType::kF32, gd),
+               gdb = Tensor::Empty({c}, DType::kF32, gd);
+        BatchNormBackward(cpu_, BatchNormParams(), x, dy, gamma, mean, invstd, dx, dg, db,
+                          {&y, f.residual ? &dr : nullptr, f.relu});
+        BatchNormBackward(gpu, BatchNormParams(), gx, gdy, ggamma, gmean, ginvstd, gdx, gdg, gdb,
+                          {&y_mask, f.residual ? &gdr : nullptr, f.relu});
+        EXPECT_TRUE(Near(gdx, dx, kFp32)) << "input gradient";
+        EXPECT_TRUE(Near(gdg, dg, kFp32)) << "weight gradient";
+        EXPECT_TRUE(Near(gdb, db, kFp32)) << "bias gradient";
+        if (f.residual) {
+          EXPECT_TRUE(Near(gdr, dr, 0.0)) << "residual gradient: a select, exact";
+        }
 
-    BatchNormForwardInference(cpu_, BatchNormParams(), x, gamma, beta, rm, rv, y);
-    BatchNormForwardInference(gpu, BatchNormParams(), gx, ggamma, gbeta, grm, grv, gy);
-    EXPECT_TRUE(Near(gy, y, kFp32)) << "inference";
+        BatchNormForwardInference(cpu_, BatchNormParams(), x, gamma, beta, rm, rv, y, e);
+        BatchNormForwardInference(gpu, BatchNormParams(), gx, ggamma, gbeta, grm, grv, gy, ge);
+        EXPECT_TRUE(Near(gy, y, kFp32)) << "inference";
+      }
+    }
   }
 }
 

@@ -43,14 +43,16 @@ inline void CheckF32(const Tensor& t, const char* what) {
 }
 
 // Activations and their gradients: f32 on any device; for mixed precision
-// bf16 on the CPU, bf16 or f16 on CUDA.
-inline void CheckActivation(const ExecutionContext& ctx, const Tensor& t, const char* what) {
+// bf16 on the CPU, bf16 or f16 on CUDA. Channels-last on CUDA only for ops
+// whose CUDA kernels take it (`cuda_channels_last`).
+inline void CheckActivation(const ExecutionContext& ctx, const Tensor& t, const char* what,
+                            bool cuda_channels_last = false) {
   CHECK(t.defined()) << what << " is undefined";
   const DType d = t.dtype();
   const bool ok = d == DType::kF32 || d == DType::kBF16 || (d == DType::kF16 && ctx.device().is_cuda());
   CHECK(ok) << what << " on " << ctx.device().ToString() << " must be f32 or bf16"
             << (ctx.device().is_cuda() ? " or f16" : "") << ", got " << t.DebugString();
-  CHECK(!(t.channels_last() && ctx.device().is_cuda()))
+  CHECK(!(t.channels_last() && ctx.device().is_cuda() && !cuda_channels_last))
       << what << ": channels-last on CUDA is not in this build yet, got " << t.DebugString();
 }
 

@@ -20,24 +20,82 @@ struct ChannelLayout {
   }
 };
 
-// Applies y = x * scale[c] + shift[c].
-template <typename T>
-void ScaleShift(const ChannelLayout& l, const T* x, const float* scale, const float* shift, T* y) {
+// ReLU that lets NaN through, as ReluForward.
+inline float Relu(float v) { return v > 0.0f || v != v ? v : 0.0f; }
+
+// The forward's epilogue on element i: relu?(v + residual?[i]).
+template <typename T, bool kResidual, bool kRelu>
+struct Finish {
+  const T* residual;
+  float operator()(float v, int64_t i) const {
+    if constexpr (kResidual) v += ToFloat(residual[i]);
+    if constexpr (kRelu) v = Relu(v);
+    return v;
+  }
+};
+
+// Calls run(finish) with the Finish that `e` asks for.
+template <typename T, typename Run>
+void WithEpilogue(const BatchNormEpilogue& e, Run&& run) {
+  const T* r = e.residual != nullptr ? Elements<T>(*e.residual) : nullptr;
+  if (r != nullptr) {
+    if (e.relu) return run(Finish<T, true, true>{r});
+    return run(Finish<T, true, false>{r});
+  }
+  if (e.relu) return run(Finish<T, false, true>{r});
+  run(Finish<T, false, false>{r});
+}
+
+// The backward's view of the output gradient on element i: d, masked by the
+// ReLU (kept where the forward's output y is positive or NaN, as
+// ReluBackward). With kWrite the masked value is also stored to
+// d_residual[i], the residual's gradient; a select, so it is exact.
+template <typename T, bool kReluMask, bool kWrite>
+struct MaskGrad {
+  const T* y;
+  T* d_residual;
+  static constexpr bool kRelu = kReluMask;
+  static constexpr bool kWritesResidual = kWrite;
+  float operator()(float d, int64_t i) const {
+    if constexpr (kReluMask) {
+      const float v = ToFloat(y[i]);
+      d = v > 0.0f || v != v ? d : 0.0f;
+    }
+    if constexpr (kWrite) d_residual[i] = FromFloat<T>(d);
+    return d;
+  }
+};
+
+template <typename T, typename Run>
+void WithMask(const BatchNormEpilogueGrad& e, Run&& run) {
+  const T* y = e.relu ? Elements<T>(*e.y) : nullptr;
+  T* r = e.d_residual != nullptr ? Elements<T>(*e.d_residual) : nullptr;
+  if (r != nullptr) {
+    if (e.relu) return run(MaskGrad<T, true, true>{y, r});
+    return run(MaskGrad<T, false, true>{y, r});
+  }
+  if (e.relu) return run(MaskGrad<T, true, false>{y, r});
+  run(MaskGrad<T, false, false>{y, r});
+}
+
+// Applies y = finish(x * scale[c] + shift[c]).
+template <typename T, typename F>
+void ScaleShift(const ChannelLayout& l, const T* x, const float* scale, const float* shift, F finish, T* y) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t in = 0; in < l.n; ++in) {
     for (int64_t ic = 0; ic < l.c; ++ic) {
       const float a = scale[ic], b = shift[ic];
-      const T* xp = l.plane(x, in, ic);
-      T* yp = l.plane(y, in, ic);
+      const int64_t base = (in * l.c + ic) * l.s;
 #pragma omp simd
-      for (int64_t k = 0; k < l.s; ++k) yp[k] = FromFloat<T>(ToFloat(xp[k]) * a + b);
+      for (int64_t k = 0; k < l.s; ++k) y[base + k] = FromFloat<T>(finish(ToFloat(x[base + k]) * a + b, base + k));
     }
   }
 }
 
 template <typename T>
 void ForwardTraining(const BatchNormParams& p, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                     Tensor& saved_mean, Tensor& saved_invstd, Tensor& running_mean, Tensor& running_var) {
+                     Tensor& saved_mean, Tensor& saved_invstd, Tensor& running_mean, Tensor& running_var,
+                     const BatchNormEpilogue& epilogue) {
   const ChannelLayout l(x);
   const T* xd = Elements<T>(x);
   const float* g = gamma.data<float>();
@@ -83,12 +141,26 @@ void ForwardTraining(const BatchNormParams& p, const Tensor& x, const Tensor& ga
     scale[ic] = static_cast<float>(g[ic] * invstd);
     shift[ic] = static_cast<float>(b[ic] - mean * g[ic] * invstd);
   }
-  ScaleShift(l, xd, scale.data(), shift.data(), Elements<T>(y));
+  WithEpilogue<T>(epilogue,
+                  [&](auto finish) { ScaleShift(l, xd, scale.data(), shift.data(), finish, Elements<T>(y)); });
 }
 
-template <typename T>
+// The masked gradient of element i in a second pass: read back from the
+// residual's gradient where the first pass wrote it, else masked again.
+template <typename T, typename M>
+inline float MaskedAgain(const M& mask, const T* dy, int64_t i) {
+  if constexpr (M::kWritesResidual) {
+    return ToFloat(mask.d_residual[i]);
+  } else {
+    return mask(ToFloat(dy[i]), i);
+  }
+}
+
+// `mask` is a MaskGrad: the first pass masks dy (and writes the residual's
+// gradient), the second reads that gradient back instead of masking again.
+template <typename T, typename M>
 void Backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& saved_mean,
-              const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+              const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, M mask) {
   const ChannelLayout l(x);
   const T* xd = Elements<T>(x);
   const T* dyd = Elements<T>(dy);
@@ -102,14 +174,13 @@ void Backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tens
     // dbeta = sum(dy); dgamma = sum(dy * xhat).
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int64_t in = 0; in < l.n; ++in) {
-      const T* xp = l.plane(xd, in, ic);
-      const T* dyp = l.plane(dyd, in, ic);
+      const int64_t base = (in * l.c + ic) * l.s;
       float a = 0.0f, b = 0.0f;
 #pragma omp simd reduction(+ : a, b)
       for (int64_t k = 0; k < l.s; ++k) {
-        const float d = ToFloat(dyp[k]);
+        const float d = mask(ToFloat(dyd[base + k]), base + k);
         a += d;
-        b += d * (ToFloat(xp[k]) - mean);
+        b += d * (ToFloat(xd[base + k]) - mean);
       }
       sum_dy += a;
       sum_dy_xhat += b;
@@ -122,13 +193,11 @@ void Backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tens
     const float mean_dy = static_cast<float>(sum_dy / count);
     const float mean_dy_xhat = static_cast<float>(sum_dy_xhat / count);
     for (int64_t in = 0; in < l.n; ++in) {
-      const T* xp = l.plane(xd, in, ic);
-      const T* dyp = l.plane(dyd, in, ic);
-      T* dxp = l.plane(dxd, in, ic);
+      const int64_t base = (in * l.c + ic) * l.s;
 #pragma omp simd
       for (int64_t k = 0; k < l.s; ++k) {
-        const float xhat = (ToFloat(xp[k]) - mean) * invstd;
-        dxp[k] = FromFloat<T>(k_scale * (ToFloat(dyp[k]) - mean_dy - xhat * mean_dy_xhat));
+        const float xhat = (ToFloat(xd[base + k]) - mean) * invstd;
+        dxd[base + k] = FromFloat<T>(k_scale * (MaskedAgain(mask, dyd, base + k) - mean_dy - xhat * mean_dy_xhat));
       }
     }
   }
@@ -169,22 +238,23 @@ void ChannelSums(int64_t rows, int64_t c, F1 f1, F2 f2, std::vector<double>* out
   }
 }
 
-// y[r, k] = x[r, k] * scale[k] + shift[k].
-template <typename T>
-void ScaleShiftRows(int64_t rows, int64_t c, const T* x, const float* scale, const float* shift, T* y) {
+// y[r, k] = finish(x[r, k] * scale[k] + shift[k]).
+template <typename T, typename F>
+void ScaleShiftRows(int64_t rows, int64_t c, const T* x, const float* scale, const float* shift, F finish, T* y) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * c;
-    T* yr = y + r * c;
+    const int64_t base = r * c;
 #pragma omp simd
-    for (int64_t k = 0; k < c; ++k) yr[k] = FromFloat<T>(ToFloat(xr[k]) * scale[k] + shift[k]);
+    for (int64_t k = 0; k < c; ++k) {
+      y[base + k] = FromFloat<T>(finish(ToFloat(x[base + k]) * scale[k] + shift[k], base + k));
+    }
   }
 }
 
 template <typename T>
 void ForwardTrainingNhwc(const BatchNormParams& p, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                          Tensor& y, Tensor& saved_mean, Tensor& saved_invstd, Tensor& running_mean,
-                         Tensor& running_var) {
+                         Tensor& running_var, const BatchNormEpilogue& epilogue) {
   const int64_t c = x.dim(1), rows = x.numel() / c;
   const T* xd = Elements<T>(x);
   std::vector<double> sum, unused, sq;
@@ -215,22 +285,29 @@ void ForwardTrainingNhwc(const BatchNormParams& p, const Tensor& x, const Tensor
     scale[k] = static_cast<float>(g * invstd);
     shift[k] = static_cast<float>(beta.data<float>()[k] - mu * g * invstd);
   }
-  ScaleShiftRows(rows, c, xd, scale.data(), shift.data(), Elements<T>(y));
+  WithEpilogue<T>(epilogue, [&](auto finish) {
+    ScaleShiftRows(rows, c, xd, scale.data(), shift.data(), finish, Elements<T>(y));
+  });
 }
 
-template <typename T>
+template <typename T, typename M>
 void BackwardNhwc(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& saved_mean,
-                  const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                  const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, M mask) {
   const int64_t c = x.dim(1), rows = x.numel() / c;
   const T* xd = Elements<T>(x);
   const T* dyd = Elements<T>(dy);
   const float* mean = saved_mean.data<float>();
   const float* invstd = saved_invstd.data<float>();
   std::vector<double> sum_dy, sum_dy_xc;  // sum(dy), sum(dy * (x - mean))
+  // The first sum masks (and writes the residual's gradient); the second
+  // reads the same masked value without writing it again.
+  const MaskGrad<T, M::kRelu, false> mask_only{mask.y, nullptr};
   ChannelSums(
-      rows, c, [&](int64_t r, int64_t k) { return ToFloat(dyd[r * c + k]); },
-      [&](int64_t r, int64_t k) { return ToFloat(dyd[r * c + k]) * (ToFloat(xd[r * c + k]) - mean[k]); }, &sum_dy,
-      &sum_dy_xc);
+      rows, c, [&](int64_t r, int64_t k) { return mask(ToFloat(dyd[r * c + k]), r * c + k); },
+      [&](int64_t r, int64_t k) {
+        return mask_only(ToFloat(dyd[r * c + k]), r * c + k) * (ToFloat(xd[r * c + k]) - mean[k]);
+      },
+      &sum_dy, &sum_dy_xc);
   std::vector<float> k_scale(c), mean_dy(c), mean_dy_xhat(c);
   const double count = static_cast<double>(rows);
   for (int64_t k = 0; k < c; ++k) {
@@ -247,7 +324,8 @@ void BackwardNhwc(const Tensor& x, const Tensor& dy, const Tensor& gamma, const 
 #pragma omp simd
     for (int64_t k = 0; k < c; ++k) {
       const float xhat = (ToFloat(xd[r * c + k]) - mean[k]) * invstd[k];
-      dxd[r * c + k] = FromFloat<T>(k_scale[k] * (ToFloat(dyd[r * c + k]) - mean_dy[k] - xhat * mean_dy_xhat[k]));
+      const float d = MaskedAgain(mask, dyd, r * c + k);
+      dxd[r * c + k] = FromFloat<T>(k_scale[k] * (d - mean_dy[k] - xhat * mean_dy_xhat[k]));
     }
   }
 }
@@ -258,19 +336,20 @@ void BackwardNhwc(const Tensor& x, const Tensor& dy, const Tensor& gamma, const 
 // channels-last; statistics and parameters f32.
 void BatchNormForwardTraining(ExecutionContext&, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                               const Tensor& beta, Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
-                              Tensor& running_mean, Tensor& running_var) {
+                              Tensor& running_mean, Tensor& running_var, const BatchNormEpilogue& epilogue) {
   DispatchFloat(x.dtype(), "BatchNormForwardTraining", [&](auto tag) {
+    using T = decltype(tag);
     if (x.channels_last()) {
-      ForwardTrainingNhwc<decltype(tag)>(p, x, gamma, beta, y, saved_mean, saved_invstd, running_mean, running_var);
+      ForwardTrainingNhwc<T>(p, x, gamma, beta, y, saved_mean, saved_invstd, running_mean, running_var, epilogue);
     } else {
-      ForwardTraining<decltype(tag)>(p, x, gamma, beta, y, saved_mean, saved_invstd, running_mean, running_var);
+      ForwardTraining<T>(p, x, gamma, beta, y, saved_mean, saved_invstd, running_mean, running_var, epilogue);
     }
   });
 }
 
 void BatchNormForwardInference(ExecutionContext&, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
-                               Tensor& y) {
+                               Tensor& y, const BatchNormEpilogue& epilogue) {
   const ChannelLayout l(x);
   std::vector<float> scale(l.c), shift(l.c);
   for (int64_t ic = 0; ic < l.c; ++ic) {
@@ -281,23 +360,28 @@ void BatchNormForwardInference(ExecutionContext&, const BatchNormParams& p, cons
   }
   DispatchFloat(x.dtype(), "BatchNormForwardInference", [&](auto tag) {
     using T = decltype(tag);
-    if (x.channels_last()) {
-      ScaleShiftRows(x.numel() / l.c, l.c, Elements<T>(x), scale.data(), shift.data(), Elements<T>(y));
-    } else {
-      ScaleShift(l, Elements<T>(x), scale.data(), shift.data(), Elements<T>(y));
-    }
+    WithEpilogue<T>(epilogue, [&](auto finish) {
+      if (x.channels_last()) {
+        ScaleShiftRows(x.numel() / l.c, l.c, Elements<T>(x), scale.data(), shift.data(), finish, Elements<T>(y));
+      } else {
+        ScaleShift(l, Elements<T>(x), scale.data(), shift.data(), finish, Elements<T>(y));
+      }
+    });
   });
 }
 
 void BatchNormBackward(ExecutionContext&, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
-                       Tensor& dbeta) {
+                       Tensor& dbeta, const BatchNormEpilogueGrad& epilogue) {
   DispatchFloat(x.dtype(), "BatchNormBackward", [&](auto tag) {
-    if (x.channels_last()) {
-      BackwardNhwc<decltype(tag)>(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta);
-    } else {
-      Backward<decltype(tag)>(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta);
-    }
+    using T = decltype(tag);
+    WithMask<T>(epilogue, [&](auto mask) {
+      if (x.channels_last()) {
+        BackwardNhwc<T>(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, mask);
+      } else {
+        Backward<T>(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, mask);
+      }
+    });
   });
 }
 

@@ -7,12 +7,12 @@ namespace ddp::cpu {
 
 void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                               const Tensor& beta, Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
-                              Tensor& running_mean, Tensor& running_var);
+                              Tensor& running_mean, Tensor& running_var, const BatchNormEpilogue& epilogue);
 void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x,
                                const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
-                               const Tensor& running_var, Tensor& y);
+                               const Tensor& running_var, Tensor& y, const BatchNormEpilogue& epilogue);
 void BatchNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
-                       Tensor& dbeta);
+                       Tensor& dbeta, const BatchNormEpilogueGrad& epilogue);
 
 }  // namespace ddp::cpu

@@ -379,44 +379,4 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   }
 }
 
-void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
-                              const Tensor& beta, Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
-                              Tensor& running_mean, Tensor& running_var) {
-  cudnnHandle_t h = Handle(ctx);
-  // Activations f32 or 16-bit; statistics and parameters f32 (cuDNN's
-  // mixed-precision batch norm, as AMP uses it).
-  TensorDesc x_desc(x.shape(), x.dtype()), c_desc({1, x.dim(1), 1, 1});
-  // cuDNN updates the running variance with the unbiased batch variance and
-  // saves 1 / sqrt(var + eps): PyTorch's semantics (PyTorch uses this call).
-  CUDNN_CALL(cudnnBatchNormalizationForwardTraining(
-      h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc.get(), x.raw_data(), x_desc.get(), y.raw_data(), c_desc.get(),
-      gamma.raw_data(), beta.raw_data(), p.momentum, running_mean.raw_data(), running_var.raw_data(), p.eps,
-      saved_mean.raw_data(), saved_invstd.raw_data()));
-}
-
-void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
-                               const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
-  cudnnHandle_t h = Handle(ctx);
-  // Activations f32 or 16-bit; statistics and parameters f32 (cuDNN's
-  // mixed-precision batch norm, as AMP uses it).
-  TensorDesc x_desc(x.shape(), x.dtype()), c_desc({1, x.dim(1), 1, 1});
-  CUDNN_CALL(cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc.get(),
-                                                     x.raw_data(), x_desc.get(), y.raw_data(), c_desc.get(),
-                                                     gamma.raw_data(), beta.raw_data(), running_mean.raw_data(),
-                                                     running_var.raw_data(), p.eps));
-}
-
-void BatchNormBackward(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                       const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
-                       Tensor& dbeta) {
-  cudnnHandle_t h = Handle(ctx);
-  // Activations f32 or 16-bit; statistics and parameters f32 (cuDNN's
-  // mixed-precision batch norm, as AMP uses it).
-  TensorDesc x_desc(x.shape(), x.dtype()), c_desc({1, x.dim(1), 1, 1});
-  CUDNN_CALL(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, x_desc.get(),
-                                             x.raw_data(), x_desc.get(), dy.raw_data(), x_desc.get(), dx.raw_data(),
-                                             c_desc.get(), gamma.raw_data(), dgamma.raw_data(), dbeta.raw_data(), p.eps,
-                                             saved_mean.raw_data(), saved_invstd.raw_data()));
-}
-
 }  // namespace ddp::cuda

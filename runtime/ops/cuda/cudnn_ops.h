@@ -1,5 +1,5 @@
-// Convolution and batch normalization on CUDA through cuDNN's legacy API
-// (cudnnConvolution*, cudnnBatchNormalization*): deprecated in cuDNN 9 but
+// Convolution on CUDA through cuDNN's legacy API (cudnnConvolution*):
+// deprecated in cuDNN 9 but
 // shipped and working there, and far smaller to drive than the backend
 // graph API without cudnn-frontend, which is neither packaged nor vendored.
 // The deprecation warnings are silenced for cudnn_ops.cu alone.
@@ -13,7 +13,6 @@
 #pragma once
 
 #include "runtime/execution_context.h"
-#include "runtime/ops/batch_norm.h"
 #include "runtime/ops/conv2d.h"
 #include "runtime/tensor.h"
 
@@ -24,14 +23,5 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx);
 void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
                            Tensor* dbias);
-
-void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
-                              const Tensor& beta, Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
-                              Tensor& running_mean, Tensor& running_var);
-void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
-                               const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y);
-void BatchNormBackward(ExecutionContext& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                       const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma,
-                       Tensor& dbeta);
 
 }  // namespace ddp::cuda
