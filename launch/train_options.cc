@@ -21,8 +21,8 @@ DEFINE_string(precision, "fp32",
 DEFINE_string(loss_scale, "auto", "auto (dynamic for fp16, none otherwise), dynamic, none, or a static scale");
 DEFINE_int64(loss_scale_growth_interval, 2000, "dynamic loss scale: finite steps in a row before it doubles");
 DEFINE_string(memory_format, "auto",
-              "activations' layout: auto (channels_last on CPU ranks, contiguous on GPUs), channels_last (NHWC) "
-              "or contiguous (NCHW)");
+              "activations' layout: auto (channels_last on CPU ranks and for fp16/bf16 on GPUs, contiguous for "
+              "fp32/tf32 on GPUs), channels_last (NHWC) or contiguous (NCHW)");
 DEFINE_double(max_skipped_share, 0.05, "warn when more than this share of steps is skipped for non-finite gradients");
 DEFINE_bool(deterministic, false, "GPU: deterministic algorithms, chosen the same way every run (bitwise tests)");
 DEFINE_string(comm, "auto", "auto (nccl on GPUs, mpi on CPU), nccl, or mpi (on GPUs: staged through pinned host memory)");

@@ -170,12 +170,23 @@ Status Trainer::Setup() {
     FallBackFromCpuBf16(&options_, is_root());  // ddp_train has done this already, alike on every rank
     compute_dtype_ = ComputeDType(options_.precision);
   }
-  if (compute_dtype_ != DType::kF32) model_->EnableLowPrecision(ctx_, compute_dtype_);
-  if (options_.memory_format == "channels_last" && on_gpu()) {
-    return Unimplemented("--memory-format channels_last on GPUs is not in this build yet; use auto or contiguous");
+  // Channels-last: always on the CPU (oneDNN's NHWC kernels need no
+  // reorders); on GPUs for 16-bit training, where cuDNN's tensor-core
+  // kernels want NHWC, reading a [K, R, S, C] copy of the weights that the
+  // low-precision copy provides (fp32 and tf32 keep none).
+  const bool sixteen_bit = compute_dtype_ != DType::kF32;
+  if (options_.memory_format == "channels_last" && on_gpu() && !sixteen_bit) {
+    return Unimplemented("--memory-format channels_last on GPUs needs --precision fp16 or bf16 (its convolutions "
+                         "read a [K, R, S, C] 16-bit weight copy, which " + options_.precision +
+                         " runs do not keep); use auto or contiguous");
   }
-  model_->set_channels_last(options_.memory_format == "channels_last" ||
-                            (options_.memory_format == "auto" && !on_gpu()));
+  const bool channels_last = options_.memory_format == "channels_last" ||
+                             (options_.memory_format == "auto" && (!on_gpu() || sixteen_bit));
+  model_->set_channels_last(channels_last);
+  if (sixteen_bit) {
+    model_->EnableLowPrecision(ctx_, compute_dtype_,
+                               on_gpu() && channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous);
+  }
   scaler_ = std::make_unique<LossScaler>(options_.loss_scale);
 
   auto weight_decay = [&](const Parameter& p) {
@@ -227,7 +238,12 @@ Status Trainer::Setup() {
   }
 
   const int64_t b = options_.batch_size;
-  if (on_gpu()) {
+  if (on_gpu() && train_data_->GeneratesOnDevice()) {
+    // Synthetic data is made on the GPU, in place, each micro-batch: no host
+    // work, no copy (the benchmark measures training).
+    images_ = Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32, ctx_.device());
+    labels_ = Tensor::Empty({b}, DType::kI64, ctx_.device());
+  } else if (on_gpu()) {
     stager_ = std::make_unique<BatchStager>(train_data_.get(), b, ctx_.device().index, ctx_.cuda_stream());
   } else {
     images_ = Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32);
@@ -242,7 +258,12 @@ void Trainer::LoadMicroBatch(int64_t step, int64_t micro, Tensor* images, Tensor
   const int64_t k = options_.accumulation_steps;
   if (!stager_) {
     const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
-    train_data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), images_, labels_);
+    if (images_.device().is_cuda()) {
+      // Generated data: the sampler's indices are consecutive.
+      train_data_->FillRangeOnDevice(ctx_, indices.front(), images_, labels_);
+    } else {
+      train_data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), images_, labels_);
+    }
     *images = images_;
     *labels = labels_;
     return;

@@ -122,6 +122,14 @@ Tensor Tensor::View(int64_t element_offset, const Shape& shape) const {
   return Tensor(storage_, byte_offset_ + static_cast<size_t>(element_offset) * DTypeSize(dtype_), shape, dtype_);
 }
 
+Tensor Tensor::View(int64_t element_offset, const Shape& shape, MemoryFormat format) const {
+  Tensor view = View(element_offset, shape);
+  CHECK(format == MemoryFormat::kContiguous || shape.size() == 4)
+      << "a channels-last view needs a 4-D shape, not " << ShapeToString(shape);
+  view.format_ = format;
+  return view;
+}
+
 Tensor Tensor::Reshape(const Shape& shape) const {
   CHECK_EQ(NumElements(shape), numel()) << "Reshape of " << DebugString() << " to " << ShapeToString(shape);
   CHECK(!channels_last()) << "Reshape of channels-last " << DebugString();

@@ -106,6 +106,9 @@ class Tensor {
   // this tensor, sharing its storage. View, Reshape and ReinterpretAs take
   // contiguous tensors and give contiguous ones.
   Tensor View(int64_t element_offset, const Shape& shape) const;
+  // The same, in `format` (a channels-last view of a flat buffer's region:
+  // a weight copy laid out [K, R, S, C], say).
+  Tensor View(int64_t element_offset, const Shape& shape, MemoryFormat format) const;
   // The same elements under another shape of equal element count.
   Tensor Reshape(const Shape& shape) const;
   // The same bytes read as `dtype` elements of `shape`, from the start of

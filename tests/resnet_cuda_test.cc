@@ -3,8 +3,9 @@
 // TF32), per-step losses within 1e-4 relative over 4 SGD steps, and the
 // GPU run repeats itself bit for bit. Also ZeRO-free AdamW and accumulation
 // with evaluation; and mixed precision: bf16 and fp16 (dynamic loss
-// scaling) on the GPU follow the CPU's f32 losses within 3e-2, skip no step
-// at this scale and repeat bit for bit under --deterministic. Reports
+// scaling) on the GPU, channels-last and NCHW, follow the CPU's f32 losses
+// within 3e-2, skip no step at this scale and repeat bit for bit under
+// --deterministic. Reports
 // SKIPPED without a GPU.
 #include <cmath>
 #include <cstdlib>
@@ -31,6 +32,7 @@ struct RunResult {
   double eval_accuracy = -1.0;
   int64_t skipped_steps = 0;
   DType compute_dtype = DType::kF32;
+  std::string memory_format;
 };
 
 RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
@@ -62,6 +64,7 @@ RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
   while (std::getline(in, line)) {
     const nlohmann::json record = nlohmann::json::parse(line);
     if (record.contains("loss")) result.losses.push_back(record["loss"].get<double>());
+    if (record.contains("summary")) result.memory_format = record["summary"]["memory_format"].get<std::string>();
   }
   return result;
 }
@@ -126,20 +129,29 @@ TEST_F(ResNetCudaTest, AdamWWithAccumulationClippingAndSmoothingFollowsCpu) {
   ExpectLossesClose(gpu.losses, cpu.losses, 1e-3);
 }
 
+// 16-bit runs take channels-last by default on the GPU (cuDNN's NHWC
+// kernels with a [K, R, S, C] weight copy); both layouts follow the CPU.
 TEST_F(ResNetCudaTest, MixedPrecisionFollowsCpuLossesAndRepeats) {
   const RunResult cpu = Train(ResNet18(), false, "mixed_cpu_fp32");
   for (const std::string precision : {"bf16", "fp16"}) {
-    SCOPED_TRACE(precision);
-    TrainOptions o = ResNet18();
-    o.precision = precision;
-    o.loss_scale.mode =
-        precision == "fp16" ? LossScalerOptions::Mode::kDynamic : LossScalerOptions::Mode::kNone;
-    const RunResult gpu = Train(o, true, "mixed_" + precision);
-    EXPECT_EQ(gpu.compute_dtype, precision == "fp16" ? DType::kF16 : DType::kBF16);
-    EXPECT_EQ(gpu.skipped_steps, 0);
-    ExpectLossesClose(gpu.losses, cpu.losses, 3e-2);
-    const RunResult again = Train(o, true, "mixed_" + precision + "_again");
-    EXPECT_EQ(again.losses, gpu.losses) << "--deterministic runs differ";
+    for (const std::string format : {"auto", "contiguous"}) {
+      SCOPED_TRACE(precision + " " + format);
+      TrainOptions o = ResNet18();
+      o.precision = precision;
+      o.memory_format = format;
+      o.loss_scale.mode =
+          precision == "fp16" ? LossScalerOptions::Mode::kDynamic : LossScalerOptions::Mode::kNone;
+      const std::string tag = "mixed_" + precision + "_" + format;
+      const RunResult gpu = Train(o, true, tag);
+      EXPECT_EQ(gpu.compute_dtype, precision == "fp16" ? DType::kF16 : DType::kBF16);
+      EXPECT_EQ(gpu.memory_format, format == "auto" ? "channels_last" : "contiguous");
+      EXPECT_EQ(gpu.skipped_steps, 0);
+      ExpectLossesClose(gpu.losses, cpu.losses, 3e-2);
+      if (format == "auto") {
+        const RunResult again = Train(o, true, tag + "_again");
+        EXPECT_EQ(again.losses, gpu.losses) << "--deterministic runs differ";
+      }
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/execution_context.h"
 #include "runtime/status.h"
 #include "runtime/tensor.h"
 
@@ -24,6 +25,14 @@ class ImageDataset {
   // Writes samples indices[0..count) into images [count, C, H, W] and labels
   // [count].
   virtual void Fill(const int64_t* indices, int64_t count, Tensor& images, Tensor& labels) const = 0;
+  // Whether FillRangeOnDevice works: a generated set can make its samples
+  // where training runs, with no host work or copy.
+  virtual bool GeneratesOnDevice() const { return false; }
+  // Samples first, first + 1, ... into device tensors, on ctx's stream.
+  virtual void FillRangeOnDevice(ExecutionContext& ctx, int64_t first, Tensor& images, Tensor& labels) const {
+    (void)ctx, (void)first, (void)images, (void)labels;
+    LOG(FATAL) << "this dataset is read on the host";
+  }
 };
 
 struct ImageDataOptions {

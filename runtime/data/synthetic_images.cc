@@ -3,7 +3,8 @@
 #include <random>
 #include <vector>
 
-#include "runtime/random.h"
+#include "runtime/data/synthetic_images_cuda.h"
+#include "runtime/data/synthetic_sample.h"
 
 namespace ddp {
 
@@ -19,28 +20,19 @@ void SyntheticImages::Fill(const int64_t* indices, int64_t count, Tensor& images
   const int64_t sample_size = config_.channels * plane;
   CHECK_EQ(images.numel(), count * sample_size) << "synthetic images " << images.DebugString();
   CHECK(labels.dtype() == DType::kI64 && labels.numel() == count) << "synthetic labels " << labels.DebugString();
-  // Uniform in [-a, a) from 32 random bits: a = noise for the noise, and
-  // sqrt(3)/2 for the pattern (standard deviation 0.5).
-  const float to_unit = static_cast<float>(2.0 / 4294967296.0);
   const float noise = static_cast<float>(config_.noise);
-  const float pattern = 0.8660254f;
-  const uint64_t class_salt = SplitMix64(config_.seed ^ 0x5bd1e995ull);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < count; ++b) {
-    const uint64_t key = SplitMix64(config_.seed ^ SplitMix64(static_cast<uint64_t>(indices[b])));
-    const int64_t label = static_cast<int64_t>(key % static_cast<uint64_t>(config_.num_classes));
+    const uint64_t key = synthetic::SampleKey(config_.seed, indices[b]);
+    const int64_t label = synthetic::Label(key, config_.num_classes);
     labels.data<int64_t>()[b] = label;
-    const uint64_t class_key = SplitMix64(class_salt + static_cast<uint64_t>(label));
+    const uint64_t class_key = synthetic::ClassKey(config_.seed, label);
     float* out = images.data<float>() + b * sample_size;
     for (int64_t ch = 0; ch < config_.channels; ++ch) {
       const float offset = offsets_[label * config_.channels + ch];
       for (int64_t i = 0; i < plane; ++i) {
         const int64_t k = ch * plane + i;
-        const uint64_t t = SplitMix64(class_key + static_cast<uint64_t>(k));
-        const uint64_t r = SplitMix64(key + static_cast<uint64_t>(k));
-        const float u_pattern = static_cast<float>(t >> 32) * to_unit - 1.0f;
-        const float u_noise = static_cast<float>(r >> 32) * to_unit - 1.0f;
-        out[k] = offset + pattern * u_pattern + noise * u_noise;
+        out[k] = synthetic::Value(key, class_key, k, offset, noise);
       }
     }
   }
@@ -50,6 +42,35 @@ void SyntheticImages::FillRange(int64_t first_index, Tensor& images, Tensor& lab
   std::vector<int64_t> indices(images.dim(0));
   for (size_t i = 0; i < indices.size(); ++i) indices[i] = first_index + static_cast<int64_t>(i);
   Fill(indices.data(), static_cast<int64_t>(indices.size()), images, labels);
+}
+
+bool SyntheticImages::GeneratesOnDevice() const {
+#ifdef DDP_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+void SyntheticImages::FillRangeOnDevice(ExecutionContext& ctx, int64_t first, Tensor& images, Tensor& labels) const {
+  const int64_t count = images.dim(0);
+  CHECK(images.dtype() == DType::kF32 && images.numel() == count * config_.channels * config_.image_size *
+                                                                  config_.image_size)
+      << "synthetic images " << images.DebugString();
+  CHECK(labels.dtype() == DType::kI64 && labels.numel() == count) << "synthetic labels " << labels.DebugString();
+  CHECK(images.device() == ctx.device() && labels.device() == ctx.device() && ctx.device().is_cuda())
+      << "FillRangeOnDevice on " << ctx.device().ToString();
+  if (!device_offsets_.defined() || device_offsets_.device() != ctx.device()) {
+    const Tensor host = Tensor::FromVector<float>(offsets_, {static_cast<int64_t>(offsets_.size())});
+    device_offsets_ = host.To(ctx.device());
+  }
+#ifdef DDP_HAVE_CUDA
+  cuda_synthetic::Fill(ctx, config_.seed, config_.channels, config_.image_size * config_.image_size,
+                       config_.num_classes, static_cast<float>(config_.noise), device_offsets_.data<float>(), first,
+                       count, images.data<float>(), labels.data<int64_t>());
+#else
+  LOG(FATAL) << "FillRangeOnDevice: this binary was built without CUDA";
+#endif
 }
 
 }  // namespace ddp

@@ -32,10 +32,15 @@ class SyntheticImages : public ImageDataset {
   void Fill(const int64_t* indices, int64_t count, Tensor& images, Tensor& labels) const override;
   // Samples first_index, first_index + 1, ...
   void FillRange(int64_t first_index, Tensor& images, Tensor& labels) const;
+  // The same samples made by a CUDA kernel (synthetic_images_cuda.h) into
+  // device tensors: equal to Fill's up to f32 rounding, labels exactly.
+  bool GeneratesOnDevice() const override;
+  void FillRangeOnDevice(ExecutionContext& ctx, int64_t first, Tensor& images, Tensor& labels) const override;
 
  private:
   SyntheticImagesConfig config_;
   std::vector<float> offsets_;  // [num_classes, C]
+  mutable Tensor device_offsets_;  // offsets_ on the device, copied at first use
 };
 
 }  // namespace ddp

@@ -3,6 +3,10 @@
 // ops; backward order, the gradient-ready hook, accumulation, state dicts.
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "runtime/ops/elementwise.h"
+
 #include "runtime/layers/batch_norm_layer.h"
 #include "runtime/layers/conv2d_layer.h"
 #include "runtime/layers/linear_layer.h"
@@ -175,6 +179,56 @@ TEST(LayersTest, LoadStateDictIsStrictAndNamesTheTensor) {
   wrong_dtype[6].second = Tensor::Zeros({}, DType::kF32);
   EXPECT_EQ(b->LoadStateDict(wrong_dtype).message(),
             "tensor '1.num_batches_tracked' is f32[], small expects i64[]");
+}
+
+// The low-precision copy with channels-last weights: each 4-D weight's copy
+// is its [K, R, S, C] rearrangement, rounded; the rest are plain casts; a
+// partial refresh converts the weights it covers and leaves the others.
+TEST(LayersTest, LowPrecisionCopyRearrangesFourDimensionalWeights) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::unique_ptr<Model> model = SmallNet();
+  model->EnableLowPrecision(ctx, DType::kBF16, MemoryFormat::kChannelsLast);
+  auto expect_copy_of = [&](const Parameter& p) {
+    ASSERT_EQ(p.low.channels_last(), p.shape.size() == 4) << p.name;
+    Tensor low_nchw = Tensor::Empty(p.shape, DType::kF32);
+    if (p.low.channels_last()) {
+      ConvertLayout(ctx, p.low, low_nchw);
+    } else {
+      CastScaled(ctx, p.low, 1.0f, low_nchw);
+    }
+    const Vec got = testing::ToDoubles(low_nchw), master = testing::ToDoubles(p.value);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], BFloat16ToFloat(FloatToBFloat16(static_cast<float>(master[i])))) << p.name << " " << i;
+    }
+  };
+  for (const Parameter* p : model->parameters()) expect_copy_of(*p);
+
+  // New master values; refresh only "4.weight" (the second convolution's).
+  std::mt19937_64 rng(3);
+  for (Parameter* p : model->parameters()) {
+    const Vec v = testing::RandomValues(p->value.numel(), rng);
+    for (int64_t i = 0; i < p->value.numel(); ++i) p->value.data<float>()[i] = static_cast<float>(v[i]);
+  }
+  int64_t offset = 0;
+  Parameter* conv2 = nullptr;
+  for (Parameter* p : model->parameters()) {
+    if (p->name == "4.weight") {
+      conv2 = p;
+      break;
+    }
+    offset += p->value.numel();
+  }
+  ASSERT_NE(conv2, nullptr);
+  model->RefreshLowPrecision(ctx, offset, conv2->value.numel());
+  expect_copy_of(*conv2);
+  Tensor stale = Tensor::Empty(model->parameters()[0]->shape, DType::kF32);
+  ConvertLayout(ctx, model->parameters()[0]->low, stale);
+  EXPECT_NE(testing::ToDoubles(stale)[0],
+            BFloat16ToFloat(FloatToBFloat16(model->parameters()[0]->value.data<float>()[0])))
+      << "outside the refreshed range, the copy is left as it was";
+  model->RefreshLowPrecision(ctx);
+  for (const Parameter* p : model->parameters()) expect_copy_of(*p);
+  EXPECT_DEATH(model->RefreshLowPrecision(ctx, offset + 1, 4), "cover rearranged weights whole");
 }
 
 }  // namespace

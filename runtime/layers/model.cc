@@ -42,12 +42,12 @@ Tensor Model::Forward(ExecutionContext& ctx, const Tensor& x) {
   return root_->Forward(ctx, input);
 }
 
-void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype) {
+void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype, MemoryFormat weights_format) {
   CHECK(dtype == DType::kBF16 || dtype == DType::kF16) << "low precision is bf16 or f16, not " << DTypeName(dtype);
   flat_low_ = Tensor::Empty(flat_parameters_.shape(), dtype, flat_parameters_.device());
   int64_t offset = 0;
   for (Parameter* p : parameters_) {
-    p->low = flat_low_.View(offset, p->shape);
+    p->low = flat_low_.View(offset, p->shape, p->shape.size() == 4 ? weights_format : MemoryFormat::kContiguous);
     offset += NumElements(p->shape);
   }
   RefreshLowPrecision(ctx);
@@ -57,8 +57,25 @@ void Model::RefreshLowPrecision(ExecutionContext& ctx) { RefreshLowPrecision(ctx
 
 void Model::RefreshLowPrecision(ExecutionContext& ctx, int64_t offset, int64_t numel) {
   if (!flat_low_.defined()) return;
-  Tensor low = flat_low_.View(offset, {numel});
-  CastScaled(ctx, flat_parameters_.View(offset, {numel}), 1.0f, low);
+  // Runs of parameters laid out alike are one cast; a rearranged weight is
+  // converted on its own.
+  int64_t run_start = offset, at = 0;
+  auto cast_run = [&](int64_t end) {
+    if (end <= run_start) return;
+    Tensor low = flat_low_.View(run_start, {end - run_start});
+    CastScaled(ctx, flat_parameters_.View(run_start, {end - run_start}), 1.0f, low);
+  };
+  for (Parameter* p : parameters_) {
+    const int64_t size = NumElements(p->shape), begin = at;
+    at += size;
+    if (!p->low.channels_last() || at <= offset || begin >= offset + numel) continue;
+    CHECK(begin >= offset && at <= offset + numel)
+        << p->name << ": a low-precision refresh must cover rearranged weights whole";
+    cast_run(begin);
+    ConvertLayout(ctx, p->value, p->low);
+    run_start = at;
+  }
+  cast_run(offset + numel);
 }
 
 Tensor Model::Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate) {

@@ -62,13 +62,17 @@ class Model {
   // which convolutions and GEMMs read; activations take that dtype. The f32
   // buffer stays the master copy that optimizers update. Call after MoveTo;
   // the copy is filled here (on `ctx`) and by each RefreshLowPrecision.
-  void EnableLowPrecision(ExecutionContext& ctx, DType dtype);
+  // With `weights_format` channels-last, the copy of each 4-D weight is laid
+  // out [K, R, S, C] within its region (cuDNN's channels-last convolutions
+  // want weights so); the master weights stay [K, C, R, S].
+  void EnableLowPrecision(ExecutionContext& ctx, DType dtype,
+                          MemoryFormat weights_format = MemoryFormat::kContiguous);
   // f32 unless EnableLowPrecision was called.
   DType compute_dtype() const { return flat_low_.defined() ? flat_low_.dtype() : DType::kF32; }
   // Rounds the master weights into the low-precision copy (after each
   // optimizer step and anything else that writes the master weights), all
   // of them or the `numel` from flat `offset` on (a ZeRO bucket as it
-  // arrives); a no-op in f32 training.
+  // arrives, whole parameters); a no-op in f32 training.
   void RefreshLowPrecision(ExecutionContext& ctx);
   void RefreshLowPrecision(ExecutionContext& ctx, int64_t offset, int64_t numel);
 

@@ -90,6 +90,16 @@ TEST_P(ChannelsLastTest, ConvolutionsMatchNchw) {
     if (c.bias) {
       EXPECT_TRUE(Near(dbl, db, tolerance())) << "bias gradient";
     }
+    // Weights laid out [K, R, S, C] (channels-last, as cuDNN's NHWC
+    // convolutions take them), and their gradient written so.
+    Tensor wl = Nhwc(w), ylw = Like(xl, ys, dtype()), dxlw = Like(xl, c.x, dtype());
+    Conv2dForward(ctx_, c.p, xl, wl, c.bias ? &b : nullptr, ylw);
+    EXPECT_TRUE(Near(ylw, y, tolerance())) << "forward, channels-last weights";
+    Conv2dBackwardData(ctx_, c.p, dyl, wl, dxlw);
+    EXPECT_TRUE(Near(dxlw, dx, tolerance())) << "backward data, channels-last weights";
+    Tensor dwlw = Tensor::Empty(c.w, DType::kF32, Device::Cpu(), MemoryFormat::kChannelsLast);
+    Conv2dBackwardWeights(ctx_, c.p, xl, dyl, dwlw, nullptr);
+    EXPECT_TRUE(Near(dwlw, dw, tolerance())) << "backward weights into channels-last weights";
   }
 }
 

@@ -39,7 +39,7 @@ namespace {
 // Data and weights share one dtype: f32, or bf16 on the CPU (mixed
 // precision); bias and weight gradients are f32 (or the data's dtype).
 void CheckTypes(const ExecutionContext& ctx, const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
-  CheckActivation(ctx, a, op);
+  CheckActivation(ctx, a, op, /*cuda_channels_last=*/true);
   CHECK(b.dtype() == a.dtype() && c.dtype() == a.dtype())
       << op << ": " << a.DebugString() << ", " << b.DebugString() << " and " << c.DebugString()
       << " must share a dtype";

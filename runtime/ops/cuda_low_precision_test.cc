@@ -73,29 +73,48 @@ class CudaLowPrecisionTest : public ::testing::TestWithParam<DType> {
 TEST_P(CudaLowPrecisionTest, ConvolutionsMatchTheCpuInF32) {
   std::vector<testing::ConvCase> cases = testing::ConvCases();
   cases.push_back({"resnet50_3x3", {4, 64, 28, 28}, {64, 64, 3, 3}, testing::ConvParams(1, 1), false});
-  for (const testing::ConvCase& c : cases) {
-    SCOPED_TRACE(std::string(c.name) + " " + DTypeName(low()));
-    std::mt19937_64 rng(42);
-    Tensor x = Random(c.x, rng), w = Random(c.w, rng), b = Random({c.w[0]}, rng);
-    const Shape ys = Conv2dOutputShape(c.x, c.w, c.p);
-    Tensor y = Tensor::Empty(ys, DType::kF32), gy = GpuEmpty(ys, low());
-    Tensor gb = OnGpu(b);
-    Conv2dForward(cpu_, c.p, x, w, c.bias ? &b : nullptr, y);
-    Conv2dForward(gpu_, c.p, Low(x), Low(w), c.bias ? &gb : nullptr, gy);
-    EXPECT_TRUE(Near(gy, y)) << "forward";
+  // Channels-last too: NHWC data with [K, R, S, C] weights, as a
+  // channels-last 16-bit run feeds cuDNN, against the CPU's NHWC f32.
+  for (const bool cl : {false, true}) {
+    const MemoryFormat format = cl ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous;
+    auto host = [&](const Tensor& nchw) {
+      if (!cl || nchw.ndim() != 4) return nchw;
+      Tensor out = Tensor::Empty(nchw.shape(), DType::kF32, Device::Cpu(), format);
+      ConvertLayout(cpu_, nchw, out);
+      return out;
+    };
+    auto device = [&](const Tensor& nchw) {  // 16-bit, on the GPU, in `format`
+      if (!cl) return Low(nchw);
+      Tensor out = Tensor::Empty(nchw.shape(), low(), Device::Cuda(0), format);
+      ConvertLayout(gpu_, OnGpu(nchw), out);
+      return out;
+    };
+    for (const testing::ConvCase& c : cases) {
+      SCOPED_TRACE(std::string(c.name) + " " + DTypeName(low()) + (cl ? " channels-last" : ""));
+      std::mt19937_64 rng(42);
+      Tensor x = Random(c.x, rng), w = Random(c.w, rng), b = Random({c.w[0]}, rng);
+      const Shape ys = Conv2dOutputShape(c.x, c.w, c.p);
+      Tensor y = Tensor::Empty(ys, DType::kF32, Device::Cpu(), format);
+      Tensor gy = Tensor::Empty(ys, low(), Device::Cuda(0), format);
+      Tensor gb = OnGpu(b);
+      Conv2dForward(cpu_, c.p, host(x), w, c.bias ? &b : nullptr, y);
+      Conv2dForward(gpu_, c.p, device(x), device(w), c.bias ? &gb : nullptr, gy);
+      EXPECT_TRUE(Near(gy, y)) << "forward";
 
-    Tensor dy = Random(ys, rng);
-    Tensor dx = Tensor::Empty(c.x, DType::kF32), dw = Tensor::Empty(c.w, DType::kF32);
-    Tensor db = Tensor::Empty({c.w[0]}, DType::kF32);
-    Conv2dBackwardData(cpu_, c.p, dy, w, dx);
-    Conv2dBackwardWeights(cpu_, c.p, x, dy, dw, c.bias ? &db : nullptr);
-    Tensor gdx = GpuEmpty(c.x, low()), gdw = GpuEmpty(c.w, DType::kF32), gdb = GpuEmpty({c.w[0]}, DType::kF32);
-    Conv2dBackwardData(gpu_, c.p, Low(dy), Low(w), gdx);
-    Conv2dBackwardWeights(gpu_, c.p, Low(x), Low(dy), gdw, c.bias ? &gdb : nullptr);
-    EXPECT_TRUE(Near(gdx, dx)) << "backward data";
-    EXPECT_TRUE(Near(gdw, dw)) << "backward weights (f32)";
-    if (c.bias) {
-      EXPECT_TRUE(Near(gdb, db)) << "bias gradient (f32)";
+      Tensor dy = Random(ys, rng);
+      Tensor dx = Tensor::Empty(c.x, DType::kF32, Device::Cpu(), format), dw = Tensor::Empty(c.w, DType::kF32);
+      Tensor db = Tensor::Empty({c.w[0]}, DType::kF32);
+      Conv2dBackwardData(cpu_, c.p, host(dy), w, dx);
+      Conv2dBackwardWeights(cpu_, c.p, host(x), host(dy), dw, c.bias ? &db : nullptr);
+      Tensor gdx = Tensor::Empty(c.x, low(), Device::Cuda(0), format), gdw = GpuEmpty(c.w, DType::kF32);
+      Tensor gdb = GpuEmpty({c.w[0]}, DType::kF32);
+      Conv2dBackwardData(gpu_, c.p, device(dy), device(w), gdx);
+      Conv2dBackwardWeights(gpu_, c.p, device(x), device(dy), gdw, c.bias ? &gdb : nullptr);
+      EXPECT_TRUE(Near(gdx, dx)) << "backward data";
+      EXPECT_TRUE(Near(gdw, dw)) << "backward weights (f32, [K, C, R, S])";
+      if (c.bias) {
+        EXPECT_TRUE(Near(gdb, db)) << "bias gradient (f32)";
+      }
     }
   }
 }

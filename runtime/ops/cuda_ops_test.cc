@@ -235,42 +235,114 @@ Pool2dParams Pool(int64_t k, int64_t s, int64_t pad, bool count_include_pad = tr
   return testing::PoolParams(k, s, pad, count_include_pad);
 }
 
+Tensor InFormat(ExecutionContext& cpu, const Tensor& t, bool channels_last) {
+  Tensor out = Tensor::Empty(t.shape(), t.dtype(), Device::Cpu(),
+                             channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous);
+  ConvertLayout(cpu, t, out);
+  return out;
+}
+
+// NCHW and channels-last (max and global average pooling; average pooling
+// is NCHW only).
 TEST_F(CudaOpsTest, PoolingMatchesCpu) {
   ExecutionContext gpu = Gpu();
+  const Device gd = Device::Cuda(0);
   std::vector<PoolCase> cases = testing::PoolCases();
   cases.push_back({"count_exclude_pad", {2, 2, 7, 7}, Pool(3, 2, 1, false)});
   cases.push_back({"resnet50_stem", {8, 64, 112, 112}, Pool(3, 2, 1)});
-  for (const PoolCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    std::mt19937_64 rng(3);
-    Tensor x = Random(c.x, rng, -2.0, 2.0), gx = OnGpu(x);
-    const Shape ys = Pool2dOutputShape(c.x, c.p);
-    Tensor y = Tensor::Empty(ys, DType::kF32), am = Tensor::Empty(ys, DType::kI32);
-    Tensor gy = Tensor::Empty(ys, DType::kF32, Device::Cuda(0)), gam = Tensor::Empty(ys, DType::kI32, Device::Cuda(0));
-    MaxPool2dForward(cpu_, c.p, x, y, am);
-    MaxPool2dForward(gpu, c.p, gx, gy, gam);
-    EXPECT_TRUE(Near(gy, y, 0.0)) << "max forward";
-    EXPECT_TRUE(BitwiseEqual(gam, OnGpu(am))) << "argmax";
-    Tensor dy = Random(ys, rng), gdy = OnGpu(dy);
-    Tensor dx = Tensor::Empty(c.x, DType::kF32), gdx = Tensor::Empty(c.x, DType::kF32, Device::Cuda(0));
-    MaxPool2dBackward(cpu_, c.p, dy, am, dx);
-    MaxPool2dBackward(gpu, c.p, gdy, gam, gdx);
-    EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "max backward";
-    AvgPool2dForward(cpu_, c.p, x, y);
-    AvgPool2dForward(gpu, c.p, gx, gy);
-    EXPECT_TRUE(Near(gy, y, kElementwise)) << "avg forward";
-    AvgPool2dBackward(cpu_, c.p, dy, dx);
-    AvgPool2dBackward(gpu, c.p, gdy, gdx);
-    EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "avg backward";
-    Tensor g = Tensor::Empty({c.x[0], c.x[1]}, DType::kF32), gg = Tensor::Empty({c.x[0], c.x[1]}, DType::kF32, Device::Cuda(0));
-    GlobalAvgPoolForward(cpu_, x, g);
-    GlobalAvgPoolForward(gpu, gx, gg);
-    EXPECT_TRUE(Near(gg, g, kFp32)) << "global forward";
-    Tensor dg = Random({c.x[0], c.x[1]}, rng);
-    GlobalAvgPoolBackward(cpu_, dg, dx);
-    GlobalAvgPoolBackward(gpu, OnGpu(dg), gdx);
-    EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "global backward";
+  for (const bool cl : {false, true}) {
+    for (const PoolCase& c : cases) {
+      SCOPED_TRACE(std::string(c.name) + (cl ? " channels-last" : ""));
+      std::mt19937_64 rng(3);
+      const MemoryFormat format = cl ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous;
+      Tensor x = InFormat(cpu_, Random(c.x, rng, -2.0, 2.0), cl), gx = OnGpu(x);
+      const Shape ys = Pool2dOutputShape(c.x, c.p);
+      Tensor y = Tensor::Empty(ys, DType::kF32, Device::Cpu(), format), am = Tensor::Empty(ys, DType::kI32);
+      Tensor gy = Tensor::Empty(ys, DType::kF32, gd, format), gam = Tensor::Empty(ys, DType::kI32, gd);
+      MaxPool2dForward(cpu_, c.p, x, y, am);
+      MaxPool2dForward(gpu, c.p, gx, gy, gam);
+      EXPECT_TRUE(Near(gy, y, 0.0)) << "max forward";
+      EXPECT_TRUE(BitwiseEqual(gam, OnGpu(am))) << "argmax (in the output's memory order)";
+      Tensor dy = InFormat(cpu_, Random(ys, rng), cl), gdy = OnGpu(dy);
+      Tensor dx = Tensor::Empty(c.x, DType::kF32, Device::Cpu(), format), gdx = Tensor::Empty(c.x, DType::kF32, gd, format);
+      MaxPool2dBackward(cpu_, c.p, dy, am, dx);
+      MaxPool2dBackward(gpu, c.p, gdy, gam, gdx);
+      EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "max backward";
+      if (!cl) {
+        AvgPool2dForward(cpu_, c.p, x, y);
+        AvgPool2dForward(gpu, c.p, gx, gy);
+        EXPECT_TRUE(Near(gy, y, kElementwise)) << "avg forward";
+        AvgPool2dBackward(cpu_, c.p, dy, dx);
+        AvgPool2dBackward(gpu, c.p, gdy, gdx);
+        EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "avg backward";
+      }
+      Tensor g = Tensor::Empty({c.x[0], c.x[1]}, DType::kF32), gg = Tensor::Empty({c.x[0], c.x[1]}, DType::kF32, gd);
+      GlobalAvgPoolForward(cpu_, x, g);
+      GlobalAvgPoolForward(gpu, gx, gg);
+      EXPECT_TRUE(Near(gg, g, kFp32)) << "global forward";
+      Tensor dg = Random({c.x[0], c.x[1]}, rng);
+      GlobalAvgPoolBackward(cpu_, dg, dx);
+      GlobalAvgPoolBackward(gpu, OnGpu(dg), gdx);
+      EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "global backward";
+    }
   }
+}
+
+// ---------------------------------------------------------- channels-last
+
+// NHWC activations with [K, R, S, C] weights on cuDNN against the CPU's
+// NHWC convolutions; the weight gradient lands in the f32 [K, C, R, S]
+// master layout. The layout conversion between both formats.
+TEST_F(CudaOpsTest, ChannelsLastMatchesCpu) {
+  ExecutionContext gpu = Gpu();
+  const Device gd = Device::Cuda(0);
+  auto empty_like = [](const Shape& s, const Tensor& format_of, Device d) {
+    return Tensor::Empty(s, DType::kF32, d, format_of.format());
+  };
+  for (const ConvCase& c : ConvCases()) {
+    SCOPED_TRACE(c.name);
+    std::mt19937_64 rng(42);
+    Tensor x = InFormat(cpu_, Random(c.x, rng), true), w = Random(c.w, rng), b = Random({c.w[0]}, rng);
+    Tensor wl = InFormat(cpu_, w, true);
+    const Shape ys = Conv2dOutputShape(c.x, c.w, c.p);
+    Tensor y = empty_like(ys, x, Device::Cpu()), gy = empty_like(ys, x, gd);
+    Tensor gx = OnGpu(x), gwl = OnGpu(wl), gb = OnGpu(b);
+    Conv2dForward(cpu_, c.p, x, w, c.bias ? &b : nullptr, y);
+    Conv2dForward(gpu, c.p, gx, gwl, c.bias ? &gb : nullptr, gy);
+    EXPECT_TRUE(Near(gy, y, kFp32)) << "forward";
+    Tensor dy = InFormat(cpu_, Random(ys, rng), true), gdy = OnGpu(dy);
+    Tensor dx = empty_like(c.x, x, Device::Cpu()), gdx = empty_like(c.x, x, gd);
+    Conv2dBackwardData(cpu_, c.p, dy, w, dx);
+    Conv2dBackwardData(gpu, c.p, gdy, gwl, gdx);
+    EXPECT_TRUE(Near(gdx, dx, kFp32)) << "backward data";
+    Tensor dw = Tensor::Empty(c.w, DType::kF32), gdw = Tensor::Empty(c.w, DType::kF32, gd);
+    Tensor db = Tensor::Empty({c.w[0]}, DType::kF32), gdb = Tensor::Empty({c.w[0]}, DType::kF32, gd);
+    Conv2dBackwardWeights(cpu_, c.p, x, dy, dw, c.bias ? &db : nullptr);
+    Conv2dBackwardWeights(gpu, c.p, gx, gdy, gdw, c.bias ? &gdb : nullptr);
+    EXPECT_TRUE(Near(gdw, dw, kFp32)) << "backward weights, rearranged into [K, C, R, S]";
+    if (c.bias) {
+      EXPECT_TRUE(Near(gdb, db, kFp32)) << "bias gradient";
+    }
+  }
+  std::mt19937_64 rng(8);
+  const Tensor t = Random({3, 5, 4, 7}, rng);
+  for (const bool from_cl : {false, true}) {
+    for (const bool to_cl : {false, true}) {
+      const Tensor src = InFormat(cpu_, t, from_cl);
+      Tensor dst = InFormat(cpu_, t, to_cl), gdst = empty_like(t.shape(), dst, gd);
+      ConvertLayout(gpu, OnGpu(src), gdst);
+      EXPECT_TRUE(BitwiseEqual(gdst, OnGpu(dst))) << "ConvertLayout " << from_cl << " -> " << to_cl;
+    }
+  }
+}
+
+TEST_F(CudaOpsTest, ChannelsLastDataWithNchwWeightsIsRefused) {
+  ExecutionContext gpu = Gpu();
+  const Device gd = Device::Cuda(0);
+  Tensor x = Tensor::Zeros({1, 4, 5, 5}, DType::kF32, gd).View(0, {1, 4, 5, 5}, MemoryFormat::kChannelsLast);
+  Tensor w = Tensor::Zeros({2, 4, 3, 3}, DType::kF32, gd);
+  Tensor y = Tensor::Empty({1, 2, 3, 3}, DType::kF32, gd, MemoryFormat::kChannelsLast);
+  EXPECT_DEATH(Conv2dForward(gpu, P(1, 0), x, w, nullptr, y), "channels-last data needs channels-last");
 }
 
 // ------------------------------------------------------- linear and GEMM

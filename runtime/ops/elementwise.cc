@@ -20,7 +20,7 @@ void CheckOperands(const ExecutionContext& ctx, const char* op, std::initializer
         << op << ": " << t->DebugString() << " vs " << first.DebugString();
   }
   if (activations) {
-    CheckActivation(ctx, first, op);
+    CheckActivation(ctx, first, op, /*cuda_channels_last=*/true);  // elementwise: any layout, all alike
   } else {
     CheckF32(first, op);
   }
@@ -124,9 +124,17 @@ void CastScaled(ExecutionContext& ctx, const Tensor& src, float scale, Tensor& d
 void ConvertLayout(ExecutionContext& ctx, const Tensor& src, Tensor& dst) {
   CHECK(src.shape() == dst.shape() && src.ndim() == 4) << "ConvertLayout " << src.DebugString() << " into "
                                                        << dst.DebugString();
-  CheckOnCpu(ctx, "ConvertLayout");
+  CheckActivation(ctx, src, "ConvertLayout source", /*cuda_channels_last=*/true);
+  CheckActivation(ctx, dst, "ConvertLayout destination", /*cuda_channels_last=*/true);
   CheckOnDevice(ctx, "ConvertLayout", {&src, &dst});
-  cpu::ConvertLayout(src, dst);
+  Dispatch(
+      ctx, "cuda::ConvertLayout",
+      [&] {
+        return cuda::ConvertLayout(src.dtype(), src.raw_data(), src.channels_last(), dst.dtype(), dst.raw_data(),
+                                   dst.channels_last(), src.dim(0), src.dim(1), src.dim(2) * src.dim(3),
+                                   ctx.cuda_stream());
+      },
+      [&] { cpu::ConvertLayout(src, dst); });
 }
 
 }  // namespace ddp

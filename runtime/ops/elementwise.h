@@ -29,9 +29,10 @@ void Increment(ExecutionContext& ctx, Tensor& counter);
 // way, rounding to nearest even: gradient compression on the wire.
 void CastScaled(ExecutionContext& ctx, const Tensor& src, float scale, Tensor& dst);
 
-// dst = src in another memory format and/or dtype (f32 or bf16 either way):
-// e.g. f32 NCHW images into bf16 channels-last activations at a model's
-// edge. Shapes (logical, NCHW) must be equal; CPU only for now.
+// dst = src in another memory format and/or dtype (f32 or bf16 either way,
+// and f16 on CUDA): e.g. f32 NCHW images into bf16 channels-last
+// activations at a model's edge, or [K, C, R, S] weights into a 16-bit
+// [K, R, S, C] copy. Shapes (logical, NCHW) must be equal.
 void ConvertLayout(ExecutionContext& ctx, const Tensor& src, Tensor& dst);
 
 }  // namespace ddp

@@ -18,7 +18,7 @@ Shape Pool2dOutputShape(const Shape& x, const Pool2dParams& p) {
 }
 
 void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax) {
-  CheckActivation(ctx, x, "max pool input");
+  CheckActivation(ctx, x, "max pool input", /*cuda_channels_last=*/true);
   CHECK(y.dtype() == x.dtype()) << "max pool output " << y.DebugString() << " for input " << x.DebugString();
   CheckSameFormat(x, y, "max pool");
   CHECK(y.shape() == Pool2dOutputShape(x.shape(), p)) << "max pool output " << y.DebugString();
@@ -31,7 +31,7 @@ void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor
 
 void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& dy, const Tensor& argmax,
                        Tensor& dx) {
-  CheckActivation(ctx, dy, "max pool output gradient");
+  CheckActivation(ctx, dy, "max pool output gradient", /*cuda_channels_last=*/true);
   CHECK(dx.dtype() == dy.dtype()) << "max pool input gradient " << dx.DebugString() << " for " << dy.DebugString();
   CheckSameFormat(dy, dx, "max pool backward");
   CheckSameShape(dy, argmax, "max pool argmax");
@@ -62,7 +62,7 @@ void AvgPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tenso
 }
 
 void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
-  CheckActivation(ctx, x, "global avg pool input");
+  CheckActivation(ctx, x, "global avg pool input", /*cuda_channels_last=*/true);
   CHECK(y.dtype() == x.dtype()) << "global avg pool output " << y.DebugString() << " for input " << x.DebugString();
   CHECK(x.ndim() == 4 && y.shape() == Shape({x.dim(0), x.dim(1)}))
       << "global avg pool " << x.DebugString() << " -> " << y.DebugString();
@@ -72,7 +72,7 @@ void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
 }
 
 void GlobalAvgPoolBackward(ExecutionContext& ctx, const Tensor& dy, Tensor& dx) {
-  CheckActivation(ctx, dx, "global avg pool input gradient");
+  CheckActivation(ctx, dx, "global avg pool input gradient", /*cuda_channels_last=*/true);
   CHECK(dy.dtype() == dx.dtype()) << "global avg pool gradient " << dy.DebugString() << " for " << dx.DebugString();
   CHECK(dx.ndim() == 4 && dy.shape() == Shape({dx.dim(0), dx.dim(1)}))
       << "global avg pool gradient " << dy.DebugString() << " -> " << dx.DebugString();

@@ -28,7 +28,11 @@ struct ConvGeometry {
   std::string key;
 };
 
-ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w, DType data, bool channels_last) {
+// `weights_channels_last`: the user's weights (or their gradient) are
+// [K, R, S, C] rather than [K, C, R, S]; the primitive's own layout is its
+// choice either way.
+ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w, DType data, bool channels_last,
+                          bool weights_channels_last) {
   const Shape y = Conv2dOutputShape(x, w, p);
   ConvGeometry g;
   g.src = {x[0], x[1], x[2], x[3]};
@@ -36,10 +40,10 @@ ConvGeometry MakeGeometry(const Conv2dParams& p, const Shape& x, const Shape& w,
   g.bias = {w[0]};
   if (p.groups > 1) {
     g.weights = {p.groups, w[0] / p.groups, w[1], w[2], w[3]};
-    g.weights_tag = Tag::goihw;
+    g.weights_tag = weights_channels_last ? Tag::gohwi : Tag::goihw;
   } else {
     g.weights = {w[0], w[1], w[2], w[3]};
-    g.weights_tag = Tag::oihw;
+    g.weights_tag = weights_channels_last ? Tag::ohwi : Tag::oihw;
   }
   g.strides = {p.stride_h, p.stride_w};
   g.dilates = {p.dilation_h - 1, p.dilation_w - 1};  // oneDNN counts dilation from 0
@@ -102,7 +106,7 @@ struct BackwardWeightsEntry {
 
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w,
                    const Tensor* bias, Tensor& y) {
-  const ConvGeometry g = MakeGeometry(p, x.shape(), w.shape(), x.dtype(), x.channels_last());
+  const ConvGeometry g = MakeGeometry(p, x.shape(), w.shape(), x.dtype(), x.channels_last(), w.channels_last());
   ForwardEntry& e = GetForward(g, bias != nullptr);
   dnnl::memory user_dst = UserMemory(y, g.dst, g.user_tag);
   dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, g.user_tag), e.pd.src_desc());
@@ -120,7 +124,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                         Tensor& dx) {
-  const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape(), dx.dtype(), dx.channels_last());
+  const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape(), dx.dtype(), dx.channels_last(), w.channels_last());
   BackwardDataEntry& e = GetPrimitiveCache().GetOrCreate<BackwardDataEntry>("conv_bwd_data" + g.key, [&] {
     const ForwardEntry& hint = GetForward(g, /*with_bias=*/false);
     BackwardDataEntry entry;
@@ -147,7 +151,7 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
 
 void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                            Tensor& dw, Tensor* dbias) {
-  const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape(), x.dtype(), x.channels_last());
+  const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape(), x.dtype(), x.channels_last(), dw.channels_last());
   const bool with_bias = dbias != nullptr;
   const DataType diff_weights_type = DnnlType(dw.dtype());
   BackwardWeightsEntry& e = GetPrimitiveCache().GetOrCreate<BackwardWeightsEntry>(

@@ -73,14 +73,16 @@ cudnnDataType_t CudnnType(DType dtype) {
 constexpr int kWeightGradSlot = 5;
 constexpr int kBiasSlot = 6;
 
-// NCHW (an NC tensor is N x C x 1 x 1), f32 or 16-bit.
+cudnnTensorFormat_t CudnnFormat(bool channels_last) { return channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
+
+// NCHW or NHWC (an NC tensor is N x C x 1 x 1), f32 or 16-bit.
 class TensorDesc {
  public:
-  explicit TensorDesc(const Shape& s, DType dtype = DType::kF32) {
+  explicit TensorDesc(const Shape& s, DType dtype = DType::kF32, bool channels_last = false) {
     CUDNN_CALL(cudnnCreateTensorDescriptor(&desc_));
     const int64_t h = s.size() > 2 ? s[2] : 1, w = s.size() > 3 ? s[3] : 1;
-    CUDNN_CALL(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CudnnType(dtype), Dim(s[0]), Dim(s[1]), Dim(h),
-                                          Dim(w)));
+    CUDNN_CALL(cudnnSetTensor4dDescriptor(desc_, CudnnFormat(channels_last), CudnnType(dtype), Dim(s[0]), Dim(s[1]),
+                                          Dim(h), Dim(w)));
   }
   ~TensorDesc() { CUDNN_CALL(cudnnDestroyTensorDescriptor(desc_)); }
   TensorDesc(const TensorDesc&) = delete;
@@ -93,10 +95,11 @@ class TensorDesc {
 
 class FilterDesc {
  public:
-  FilterDesc(const Shape& w, DType dtype) {
+  // [K, C, R, S], or channels-last [K, R, S, C] (what NHWC data needs).
+  FilterDesc(const Shape& w, DType dtype, bool channels_last) {
     CUDNN_CALL(cudnnCreateFilterDescriptor(&desc_));
-    CUDNN_CALL(cudnnSetFilter4dDescriptor(desc_, CudnnType(dtype), CUDNN_TENSOR_NCHW, Dim(w[0]), Dim(w[1]), Dim(w[2]),
-                                          Dim(w[3])));
+    CUDNN_CALL(cudnnSetFilter4dDescriptor(desc_, CudnnType(dtype), CudnnFormat(channels_last), Dim(w[0]), Dim(w[1]),
+                                          Dim(w[2]), Dim(w[3])));
   }
   ~FilterDesc() { CUDNN_CALL(cudnnDestroyFilterDescriptor(desc_)); }
   FilterDesc(const FilterDesc&) = delete;
@@ -151,10 +154,10 @@ struct Algo {
 enum class ConvKind { kForward, kBackwardData, kBackwardFilter };
 
 std::string CacheKey(ConvKind kind, const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x,
-                     const Shape& w, DType data, const void* weights) {
+                     const Shape& w, DType data, bool channels_last, const void* weights) {
   std::ostringstream key;
   key << static_cast<int>(kind) << ':' << ctx.device().index << ':' << ctx.allow_tf32() << ctx.deterministic() << ':'
-      << DTypeName(data) << ":a" << AddressAlignment(weights);  // the 16-bit copy's views may be 2-byte aligned
+      << DTypeName(data) << (channels_last ? ":nhwc" : ":nchw") << ":a" << AddressAlignment(weights);  // the 16-bit copy's views may be 2-byte aligned
   for (int64_t d : x) key << ',' << d;
   for (int64_t d : w) key << ',' << d;
   key << ':' << p.stride_h << ',' << p.stride_w << ',' << p.pad_h << ',' << p.pad_w << ',' << p.dilation_h << ','
@@ -229,11 +232,15 @@ Algo ChooseAlgo(ExecutionContext& ctx, DType data, const std::string& key, Find 
   return chosen;
 }
 
-// Descriptors of one convolution whose data and weights are of type `data`.
+// Descriptors of one convolution whose data and weights are of type `data`
+// and all NCHW or all channels-last.
 struct ConvSetup {
   ConvSetup(const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x, const Shape& w, const Shape& y,
-            DType data)
-      : x_desc(x, data), y_desc(y, data), w_desc(w, data), conv(p, RequestedMath(ctx, data)) {}
+            DType data, bool channels_last)
+      : x_desc(x, data, channels_last),
+        y_desc(y, data, channels_last),
+        w_desc(w, data, channels_last),
+        conv(p, RequestedMath(ctx, data)) {}
   TensorDesc x_desc, y_desc;
   FilterDesc w_desc;
   ConvDesc conv;
@@ -247,13 +254,22 @@ void* WorkspacePtr(ExecutionContext& ctx, size_t bytes, Tensor* holder) {
 
 const float kOne = 1.0f, kZero = 0.0f;
 
+// cuDNN wants weights in the data's layout, as PyTorch arranges.
+void CheckWeightLayout(const Tensor& data, const Tensor& w, const char* op) {
+  CHECK(data.format() == w.format()) << op << ": " << (data.channels_last() ? "channels-last" : "NCHW")
+                                     << " data needs " << (data.channels_last() ? "channels-last ([K, R, S, C])" : "[K, C, R, S]")
+                                     << " weights on CUDA, got " << w.DebugString();
+}
+
 }  // namespace
 
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor* bias,
                    Tensor& y) {
   cudnnHandle_t h = Handle(ctx);
   const DType data = x.dtype();
-  ConvSetup s(ctx, p, x.shape(), w.shape(), y.shape(), data);
+  CheckWeightLayout(x, w, "Conv2dForward");
+  const bool cl = x.channels_last();
+  ConvSetup s(ctx, p, x.shape(), w.shape(), y.shape(), data, cl);
   constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   auto workspace_of = [&](int algo) -> size_t {
     size_t bytes = 0;
@@ -263,7 +279,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionFwdAlgoPerf_t, kCount>(
-      ctx, data, CacheKey(ConvKind::kForward, ctx, p, x.shape(), w.shape(), data, w.raw_data()),
+      ctx, data, CacheKey(ConvKind::kForward, ctx, p, x.shape(), w.shape(), data, cl, w.raw_data()),
       [&](cudnnConvolutionFwdAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionForwardAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.w_desc.get(),
                                                           w.raw_data(), s.conv.get(), s.y_desc.get(), y.raw_data(),
@@ -289,7 +305,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
                         b.numel(), ctx.cuda_stream()),
             "CastF32To16", __FILE__, __LINE__);
     }
-    TensorDesc b_desc({1, w.dim(0), 1, 1}, data);
+    TensorDesc b_desc({1, w.dim(0), 1, 1}, data, cl);
     CUDNN_CALL(cudnnAddTensor(h, &kOne, b_desc.get(), b.raw_data(), &kOne, s.y_desc.get(), y.raw_data()));
   }
 }
@@ -297,7 +313,9 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
   cudnnHandle_t h = Handle(ctx);
   const DType data = dx.dtype();
-  ConvSetup s(ctx, p, dx.shape(), w.shape(), dy.shape(), data);
+  CheckWeightLayout(dx, w, "Conv2dBackwardData");
+  const bool cl = dx.channels_last();
+  ConvSetup s(ctx, p, dx.shape(), w.shape(), dy.shape(), data, cl);
   constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
   auto workspace_of = [&](int algo) -> size_t {
     size_t bytes = 0;
@@ -307,7 +325,7 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t, kCount>(
-      ctx, data, CacheKey(ConvKind::kBackwardData, ctx, p, dx.shape(), w.shape(), data, w.raw_data()),
+      ctx, data, CacheKey(ConvKind::kBackwardData, ctx, p, dx.shape(), w.shape(), data, cl, w.raw_data()),
       [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionBackwardDataAlgorithmEx(h, s.w_desc.get(), w.raw_data(), s.y_desc.get(),
                                                                dy.raw_data(), s.conv.get(), s.x_desc.get(),
@@ -331,11 +349,18 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
                            Tensor* dbias) {
   cudnnHandle_t h = Handle(ctx);
   const DType data = x.dtype();
-  // cuDNN writes weight and bias gradients in the data's type: with 16-bit
-  // data, into staging buffers that are then widened into the f32 ones.
-  const bool widen = dw.dtype() != data;
-  Tensor dw_data = widen ? ctx.ScratchTensor(kWeightGradSlot, dw.shape(), data) : dw;
-  ConvSetup s(ctx, p, x.shape(), dw.shape(), dy.shape(), data);
+  const bool cl = x.channels_last();
+  // cuDNN writes weight and bias gradients in the data's type and weight
+  // gradients in the data's layout: otherwise into staging buffers that are
+  // then widened (and, for channels-last data, rearranged from
+  // [K, R, S, C]) into the f32 [K, C, R, S] ones.
+  const bool widen = dw.dtype() != data || dw.format() != x.format();
+  Tensor dw_data = dw;
+  if (widen) {
+    dw_data = ctx.ScratchTensor(kWeightGradSlot, dw.shape(), data);
+    if (cl) dw_data = dw_data.View(0, dw.shape(), MemoryFormat::kChannelsLast);
+  }
+  ConvSetup s(ctx, p, x.shape(), dw.shape(), dy.shape(), data, cl);
   constexpr int kCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
   auto workspace_of = [&](int algo) -> size_t {
     size_t bytes = 0;
@@ -345,7 +370,7 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t, kCount>(
-      ctx, data, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw.shape(), data, dw_data.raw_data()),
+      ctx, data, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw.shape(), data, cl, dw_data.raw_data()),
       [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.y_desc.get(),
                                                                  dy.raw_data(), s.conv.get(), s.w_desc.get(),
@@ -368,11 +393,15 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
                       data == DType::kBF16, wide.numel(), ctx.cuda_stream()),
           "Cast16ToF32", __FILE__, __LINE__);
   };
-  if (widen) widen_into(dw_data, dw);
+  if (widen) {
+    Check(ConvertLayout(data, dw_data.raw_data(), cl, dw.dtype(), dw.raw_data(), dw.channels_last(), dw.dim(0),
+                        dw.dim(1), dw.dim(2) * dw.dim(3), ctx.cuda_stream()),
+          "ConvertLayout", __FILE__, __LINE__);
+  }
   if (dbias != nullptr) {
     const bool widen_bias = dbias->dtype() != data;  // decided per tensor: dw and dbias may differ
     Tensor db_data = widen_bias ? ctx.ScratchTensor(kBiasSlot, dbias->shape(), data) : *dbias;
-    TensorDesc b_desc({1, dw.dim(0), 1, 1}, data);
+    TensorDesc b_desc({1, dw.dim(0), 1, 1}, data, cl);
     CUDNN_CALL(cudnnConvolutionBackwardBias(h, &kOne, s.y_desc.get(), dy.raw_data(), &kZero, b_desc.get(),
                                             db_data.raw_data()));
     if (widen_bias) widen_into(db_data, *dbias);

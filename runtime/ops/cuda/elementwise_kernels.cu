@@ -60,7 +60,41 @@ int ReluBackwardT(const void* y, const void* dy, void* dx, int64_t n, void* stre
                 [=] __device__(int64_t i) { dxs[i] = ToFloat(ys[i]) <= 0.0f ? FromFloat<S>(0.0f) : dys[i]; });
 }
 
+template <typename S, typename D>
+int ConvertLayoutT(const void* src, bool src_cl, void* dst, bool dst_cl, int64_t n, int64_t c, int64_t hw,
+                   void* stream) {
+  const S* s = static_cast<const S*>(src);
+  D* d = static_cast<D*>(dst);
+  return Launch(n * c * hw, stream, [=] __device__(int64_t i) {
+    // Element (in, k, p) of [N, C, HW] at destination index i.
+    int64_t in, k, p;
+    if (dst_cl) {
+      k = i % c;
+      p = (i / c) % hw;
+      in = i / (c * hw);
+    } else {
+      p = i % hw;
+      k = (i / hw) % c;
+      in = i / (c * hw);
+    }
+    const int64_t from = src_cl ? (in * hw + p) * c + k : (in * c + k) * hw + p;
+    d[i] = FromFloat<D>(ToFloat(s[from]));
+  });
+}
+
 }  // namespace
+
+int ConvertLayout(DType src_dtype, const void* src, bool src_channels_last, DType dst_dtype, void* dst,
+                  bool dst_channels_last, int64_t n, int64_t c, int64_t hw, void* stream) {
+  int status = 0;
+  DispatchFloat(src_dtype, "cuda::ConvertLayout", [&](auto src_tag) {
+    DispatchFloat(dst_dtype, "cuda::ConvertLayout", [&](auto dst_tag) {
+      status = ConvertLayoutT<decltype(src_tag), decltype(dst_tag)>(src, src_channels_last, dst, dst_channels_last,
+                                                                     n, c, hw, stream);
+    });
+  });
+  return status;
+}
 
 int Add(DType dtype, const void* a, const void* b, void* out, int64_t n, void* stream) {
   int status = 0;

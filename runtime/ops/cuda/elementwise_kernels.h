@@ -22,5 +22,9 @@ int IncrementI64(int64_t* counter, void* stream);
 // (`to_bf16` picks which), and back.
 int CastF32To16(const float* src, float scale, uint16_t* dst, bool to_bf16, int64_t n, void* stream);
 int Cast16ToF32(const uint16_t* src, float scale, float* dst, bool from_bf16, int64_t n, void* stream);
+// dst = src as [N, C, HW] in another memory format and/or activation dtype
+// (f32, bf16, f16), rounded to nearest even when narrowing.
+int ConvertLayout(DType src_dtype, const void* src, bool src_channels_last, DType dst_dtype, void* dst,
+                  bool dst_channels_last, int64_t n, int64_t c, int64_t hw, void* stream);
 
 }  // namespace ddp::cuda

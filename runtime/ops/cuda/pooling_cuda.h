@@ -1,5 +1,7 @@
 // CUDA pooling: own kernels, the same semantics as cpu/pooling_cpu.h (window
-// clipping, count_include_pad, argmax within the plane, NaN winning).
+// clipping, count_include_pad, argmax within the plane, NaN winning). Max
+// and global average pooling take NCHW or channels-last; average pooling
+// NCHW.
 // Backward gathers for each input pixel from the windows that contain it, so
 // it needs no atomics and is deterministic. Declared without CUDA types;
 // defined only in builds with nvcc.
