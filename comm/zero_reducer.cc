@@ -37,8 +37,15 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
       if (compress) wire_pool_.push_back(Tensor::Zeros({largest}, options.wire_dtype, device));
     }
   }
+  if (options.gather_dtype != DType::kF32) {
+    CHECK(options.gather_dtype == model->compute_dtype())
+        << "ZeRO gathers " << DTypeName(options.gather_dtype) << " but the model computes in "
+        << DTypeName(model->compute_dtype());
+    PlanExtras(world);
+  }
   for (size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
+    if (b.extras_shard > 0) b.extras = Tensor::Zeros({b.extras_shard * world}, DType::kF32, device);
     if (options.stage == 1) {
       b.grads = Tensor::Zeros({b.shard * world}, DType::kF32, device);
       if (compress) b.wire = Tensor::Zeros({b.shard * world}, options.wire_dtype, device);
@@ -54,6 +61,25 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
 }
 
 ZeroReducer::~ZeroReducer() { model_->SetGradientReadyHook(nullptr); }
+
+void ZeroReducer::PlanExtras(int world) {
+  for (Bucket& b : buckets_) {
+    b.extras_runs.assign(world, {});
+    for (int r = 0; r < world; ++r) {
+      const int64_t lo = r * b.shard, hi = std::min(b.numel, lo + b.shard);
+      int64_t packed = 0;
+      for (const Parameter* p : b.params) {
+        if (!p->is_bias_or_norm) continue;  // read through the 16-bit copy
+        const int64_t start = flat_offset_.at(p) - b.offset, end = start + NumElements(p->shape);
+        const int64_t a = std::max(lo, start), z = std::min(hi, end);
+        if (a >= z) continue;
+        b.extras_runs[r].push_back({a, z - a, packed});
+        packed += z - a;
+      }
+      b.extras_shard = std::max(b.extras_shard, packed);
+    }
+  }
+}
 
 std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
     const std::function<float(const Parameter&)>& weight_decay) const {
@@ -203,29 +229,70 @@ Tensor ZeroReducer::GatherTarget(int k) const {
   return options_.stage == 1 ? b.grads : pool_[k % kBuffersInFlight].View(0, {size});
 }
 
-void ZeroReducer::LaunchGather(int k) {
+void ZeroReducer::LaunchGather(int k, bool low) {
   const Bucket& b = buckets_[k];
+  const int rank = comm_->rank();
+  // In place: this rank's piece goes to its block of the target first. The
+  // 16-bit target is the f32 one's memory read as 16-bit.
   Tensor target = GatherTarget(k);
-  // In place: this rank's piece goes to its block of the target first.
-  Tensor mine = target.View(comm_->rank() * b.shard, {b.shard});
-  Tensor owned = mine.View(0, {b.owned});
+  if (low) target = target.ReinterpretAs(options_.gather_dtype, {target.numel()});
+  Tensor mine = target.View(rank * b.shard, {b.shard});
   // A rank that owns nothing of the last bucket would start past its end.
-  const int64_t start = std::min(b.offset + comm_->rank() * b.shard, b.offset + b.numel);
-  Copy(options_.ctx, model_->flat_parameters().View(start, {b.owned}), owned);
+  const int64_t start = std::min(b.offset + rank * b.shard, b.offset + b.numel);
+  if (b.owned > 0) {
+    const Tensor master = model_->flat_parameters().View(start, {b.owned});
+    Tensor owned = mine.View(0, {b.owned});
+    if (low) {
+      CastScaled(options_.ctx, master, 1.0f, owned);
+    } else {
+      Copy(options_.ctx, master, owned);
+    }
+  }
   gather_work_[k] = comm_->AllGather(mine, target);
+  if (low && b.extras_shard > 0) {
+    Tensor my_extras = b.extras.View(rank * b.extras_shard, {b.extras_shard});
+    for (const Bucket::Run& run : b.extras_runs[rank]) {
+      Tensor packed = my_extras.View(run.extras_offset, {run.length});
+      Copy(options_.ctx, model_->flat_parameters().View(b.offset + run.bucket_offset, {run.length}), packed);
+    }
+    extras_work_[k] = comm_->AllGather(my_extras, b.extras);
+  }
   ++gathers_in_flight_;
+}
+
+void ZeroReducer::PlaceGather(int k, bool low) {
+  const Bucket& b = buckets_[k];
+  const Tensor target = GatherTarget(k);
+  if (!low) {
+    Tensor params = model_->flat_parameters().View(b.offset, {b.numel});
+    Copy(options_.ctx, target.View(0, {b.numel}), params);
+    // Mixed precision: the forward reads the bucket's low-precision copy.
+    model_->RefreshLowPrecision(options_.ctx, b.offset, b.numel);
+    return;
+  }
+  model_->RefreshLowPrecisionFrom(options_.ctx, b.offset, b.numel,
+                                  target.ReinterpretAs(options_.gather_dtype, {b.numel}));
+  // The f32-read parameters of the other ranks' pieces, unpacked.
+  for (int r = 0; r < comm_->world_size(); ++r) {
+    if (r == comm_->rank()) continue;
+    for (const Bucket::Run& run : b.extras_runs[r]) {
+      Tensor dst = model_->flat_parameters().View(b.offset + run.bucket_offset, {run.length});
+      Copy(options_.ctx, b.extras.View(r * b.extras_shard + run.extras_offset, {run.length}), dst);
+    }
+  }
 }
 
 void ZeroReducer::TopUpGathers() {
   // Stage 2 shares kBuffersInFlight pool buffers (bucket k uses k % 3, and
   // gathers go from the last bucket down), so at most that many travel.
   const int limit = options_.stage == 1 ? static_cast<int>(buckets_.size()) : kBuffersInFlight;
-  while (next_gather_launch_ >= 0 && gathers_in_flight_ < limit) LaunchGather(next_gather_launch_--);
+  while (next_gather_launch_ >= 0 && gathers_in_flight_ < limit) LaunchGather(next_gather_launch_--, low_gather());
 }
 
 Status ZeroReducer::LaunchParameterGather() {
   RETURN_IF_ERROR(FinishParameterGather());  // a gather never overtakes the previous one
   gather_work_.assign(buckets_.size(), nullptr);
+  extras_work_.assign(buckets_.size(), nullptr);
   // The forward reads the flat space upwards: the last bucket first.
   next_gather_launch_ = next_gather_finish_ = static_cast<int>(buckets_.size()) - 1;
   TopUpGathers();
@@ -235,22 +302,38 @@ Status ZeroReducer::LaunchParameterGather() {
 
 void ZeroReducer::FinishNextGather() {
   const int k = next_gather_finish_--;
-  while (gather_work_[k] == nullptr) LaunchGather(next_gather_launch_--);  // not launched yet: launch up to it
+  while (gather_work_[k] == nullptr) LaunchGather(next_gather_launch_--, low_gather());  // launch up to it
   const double start = SteadySeconds();
   Status s = gather_work_[k]->Wait();
+  if (s.ok() && extras_work_[k] != nullptr) s = extras_work_[k]->Wait();
   gather_waited_ += SteadySeconds() - start;
   gather_work_[k].reset();
+  extras_work_[k].reset();
   --gathers_in_flight_;
   if (s.ok()) {
-    const Bucket& b = buckets_[k];
-    Tensor params = model_->flat_parameters().View(b.offset, {b.numel});
-    Copy(options_.ctx, GatherTarget(k).View(0, {b.numel}), params);
-    // Mixed precision: the forward reads the bucket's low-precision copy.
-    model_->RefreshLowPrecision(options_.ctx, b.offset, b.numel);
+    PlaceGather(k, low_gather());
   } else if (gather_status_.ok()) {
     gather_status_ = s;
   }
   TopUpGathers();
+}
+
+Status ZeroReducer::GatherMasterWeights() {
+  RETURN_IF_ERROR(FinishParameterGather());
+  if (!low_gather()) return Status::Ok();
+  gather_work_.assign(buckets_.size(), nullptr);
+  extras_work_.assign(buckets_.size(), nullptr);
+  for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
+    LaunchGather(k, /*low=*/false);
+    const Status s = gather_work_[k]->Wait();
+    gather_work_[k].reset();
+    --gathers_in_flight_;
+    RETURN_IF_ERROR(s);
+    const Bucket& b = buckets_[k];
+    Tensor params = model_->flat_parameters().View(b.offset, {b.numel});
+    Copy(options_.ctx, GatherTarget(k).View(0, {b.numel}), params);
+  }
+  return Status::Ok();
 }
 
 void ZeroReducer::PrepareParameter(Parameter& param) {

@@ -12,10 +12,16 @@
 // unsharded.
 //
 // Mixed precision (the model keeps a low-precision copy of its weights):
-// the gathered f32 pieces are rounded into that copy bucket by bucket, as
-// the forward reaches them. (Gathering the 16-bit copy instead would halve
-// the bytes, but batch norm and biases read f32 weights, so those would
-// have to travel in f32 too: not done yet.)
+// with gather_dtype 16-bit (the default there), each owner rounds its
+// updated piece and the 16-bit bucket is gathered, half the bytes, then
+// put into that copy (rearranged where it is channels-last) as the forward
+// reaches it; the parameters the forward reads in f32 (batch norm's and
+// biases: Parameter::is_bias_or_norm) travel in f32 beside it, packed per
+// rank. Other parameters' f32 master values are then current only in this
+// rank's pieces, which is all the optimizer reads: GatherMasterWeights
+// makes every one current (before saving). With gather_dtype f32 the f32
+// pieces are gathered and rounded into the copy on arrival; both give the
+// same bits.
 //
 // Stage 2 keeps only the pieces of the gradients: full-size bucket buffers
 // are transient, a few (kBuffersInFlight) in a pool that buckets take in
@@ -47,6 +53,9 @@ struct ZeroOptions {
   // bucket is rounded into a 16-bit buffer, reduce-scattered there, and this
   // rank's block widened back into f32.
   DType wire_dtype = DType::kF32;
+  // Parameters on the gather: f32, or the model's low-precision dtype (see
+  // above; the model must keep that copy).
+  DType gather_dtype = DType::kF32;
   // Where copies and accumulation run: the model's device and stream (a
   // copy of the trainer's context shares its stream and scratch memory).
   ExecutionContext ctx = ExecutionContext::Cpu();
@@ -63,6 +72,14 @@ class ZeroReducer : public GradientReadyHook {
     Tensor piece;                    // stage 2: this rank's summed gradient piece, shard elements
     Tensor wire;                     // compression: the 16-bit bucket on the wire (stage 2: a pool buffer)
     bool prepared = false;           // stage 2: holds a pool buffer in this backward
+    // 16-bit gathers: the f32-read parameters' elements in each rank's
+    // piece, packed into that rank's block of `extras` (extras_shard each).
+    struct Run {
+      int64_t bucket_offset, length, extras_offset;
+    };
+    std::vector<std::vector<Run>> extras_runs;  // per rank
+    int64_t extras_shard = 0;
+    Tensor extras;
     std::shared_ptr<Work> work;
     double launched = 0.0;
   };
@@ -101,10 +118,15 @@ class ZeroReducer : public GradientReadyHook {
   void PrepareParameter(Parameter& param) override;
   // Every bucket still in flight arrives and is copied into place; the first
   // failure of any bucket's gather, also one met inside forward. Call before
-  // anything reads all parameters (evaluation, saving); Wait() calls it too.
+  // anything reads all parameters (evaluation); Wait() calls it too.
   Status FinishParameterGather();
+  // After FinishParameterGather, with 16-bit gathers: gathers the f32 master
+  // weights too (synchronously), so every parameter's f32 value is current
+  // on every rank (before saving). A no-op with f32 gathers.
+  Status GatherMasterWeights();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  DType gather_dtype() const { return options_.gather_dtype; }
   // Persistent gradient bytes: the padded bucket buffers (stage 1), or only
   // this rank's pieces (stage 2).
   int64_t gradient_bytes() const;
@@ -114,13 +136,20 @@ class ZeroReducer : public GradientReadyHook {
 
  private:
   void Launch(Bucket& bucket);
+  // 16-bit gathers: which f32-read elements each rank packs (extras_runs).
+  void PlanExtras(int world);
   // Waits for bucket `k`'s reduce-scatter and moves its result into place.
   Status Finish(int k, BucketTiming* timing);
   // The parameter gather of bucket k lands in a buffer that is free between
   // the optimizer step and the next backward: stage 1's bucket buffer,
   // stage 2's pool buffer k % kBuffersInFlight. No staging memory.
   Tensor GatherTarget(int k) const;
-  void LaunchGather(int k);
+  // Starts bucket k's gather: of the f32 pieces (`low` false), or of the
+  // rounded pieces and the f32-read extras.
+  void LaunchGather(int k, bool low);
+  // Bucket k's gather has arrived: into the model.
+  void PlaceGather(int k, bool low);
+  bool low_gather() const { return options_.gather_dtype != DType::kF32; }
   // Launches further gathers, as far as free buffers allow.
   void TopUpGathers();
   // Waits for the oldest gather in flight, copies it into place, tops up.
@@ -143,7 +172,7 @@ class ZeroReducer : public GradientReadyHook {
   // Parameter gathers: per bucket, the collective in flight (null before
   // launch and once copied into place); they launch and finish from the last
   // bucket down.
-  std::vector<std::shared_ptr<Work>> gather_work_;
+  std::vector<std::shared_ptr<Work>> gather_work_, extras_work_;
   int next_gather_launch_ = -1, next_gather_finish_ = -1, gathers_in_flight_ = 0;
   Status gather_status_;        // the first gather failure, reported by FinishParameterGather
   double gather_waited_ = 0.0;  // seconds forward and Finish blocked on gathers, added to the next Wait's stats

@@ -66,6 +66,7 @@ expect_error "--loss-scale '-8' is neither dynamic, none nor a positive number" 
 expect_error "--loss-scale-growth-interval must be positive, got 0" --loss-scale-growth-interval 0
 expect_error "--max-skipped-share must be in [0, 1], got 2" --max-skipped-share 2
 expect_error "--memory-format 'nchw' is unknown; use auto, channels_last or contiguous" --memory-format nchw
+expect_error "--zero-gather-dtype 'bf16' is unknown; use auto or fp32" --zero-gather-dtype bf16
 expect_error "--lr must be a positive number" --lr nan
 expect_error "give --steps or --epochs, not both" --steps 3 --epochs 2
 expect_error "--epochs needs a tensors:FILE dataset" "${small[@]}" --epochs 1

@@ -59,6 +59,9 @@ DEFINE_double(bucket_mb, 25.0, "gradient bucket size in MiB");
 DEFINE_double(first_bucket_mb, 1.0, "size of the first gradient bucket in MiB");
 DEFINE_bool(overlap, true, "all-reduce buckets while backward runs; --nooverlap reduces after backward");
 DEFINE_int32(zero_stage, 0, "ZeRO stage: 0 (plain data parallelism), 1 (optimizer state sharded across ranks), 2 (gradients too)");
+DEFINE_string(zero_gather_dtype, "auto",
+              "ZeRO's parameter all-gather: auto (the 16-bit weight copy under --precision fp16/bf16, batch norm "
+              "and biases in f32 beside it; f32 otherwise) or fp32");
 DEFINE_string(grad_compression, "auto",
               "none, fp16 or bf16 gradients on the wire; auto: the 16-bit type of --precision fp16/bf16, none in "
               "fp32");
@@ -266,6 +269,10 @@ StatusOr<TrainOptions> ReadTrainOptions() {
                            " (stage 3 is not supported)");
   }
   o.zero_stage = FLAGS_zero_stage;
+  if (FLAGS_zero_gather_dtype != "auto" && FLAGS_zero_gather_dtype != "fp32") {
+    return InvalidArgument("--zero-gather-dtype '" + FLAGS_zero_gather_dtype + "' is unknown; use auto or fp32");
+  }
+  o.zero_gather_low_precision = FLAGS_zero_gather_dtype == "auto";
   o.grad_compression_auto = FLAGS_grad_compression == "auto";
   if (FLAGS_grad_compression == "auto") {
     o.wire_dtype = ComputeDType(o.precision);

@@ -58,6 +58,9 @@ struct TrainOptions {
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool overlap = true;
   int zero_stage = 0;  // 0: plain data parallelism; 1: optimizer state sharded; 2: gradients too
+  // ZeRO gathers the 16-bit weight copy when the model keeps one
+  // (--zero-gather-dtype auto), else f32.
+  bool zero_gather_low_precision = true;
   // --grad-compression none | fp16 | bf16 | auto (the 16-bit type of
   // --precision fp16/bf16, else none).
   DType wire_dtype = DType::kF32;

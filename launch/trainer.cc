@@ -202,6 +202,7 @@ Status Trainer::Setup() {
     zero.first_bucket_mb = options_.first_bucket_mb;
     zero.overlap = options_.overlap;
     zero.wire_dtype = options_.wire_dtype;
+    if (options_.zero_gather_low_precision) zero.gather_dtype = compute_dtype_;
     zero.ctx = ctx_;
     zero_ = std::make_unique<ZeroReducer>(comm_, model_.get(), zero);
     slots = zero_->OptimizerSlots(weight_decay);
@@ -544,7 +545,9 @@ StatusOr<TrainResult> Trainer::Run() {
   } else if (!local.ok()) {
     return local;
   }
-  if (zero_) RETURN_IF_ERROR(zero_->FinishParameterGather());  // the last update, before eval and saving
+  // The last update, before eval and saving; after 16-bit gathers the f32
+  // master weights too, so every rank holds all of them.
+  if (zero_) RETURN_IF_ERROR(zero_->GatherMasterWeights());
   const int64_t timed_steps = total_steps_ - warmup;
   result.compute_dtype = compute_dtype_;
   result.skipped_steps = skipped;
@@ -578,6 +581,7 @@ StatusOr<TrainResult> Trainer::Run() {
       {"samples_per_s", result.samples_per_s},
       {"final_loss", result.final_loss}};
   if (distributed()) summary["exposed_comm_s"] = timed_exposed / timed_steps;
+  if (zero_) summary["zero_gather_dtype"] = DTypeName(zero_->gather_dtype());
   if (scaler_->enabled()) {
     summary["loss_scale"] = scaler_->scale();
     summary["skipped_steps"] = skipped;

@@ -3,9 +3,12 @@
 # 2 follow stage 0 bit for bit (losses and every saved tensor), with f32
 # gradients on the wire and with bf16 compression of the reduce-scatter
 # (--grad-compression bf16; at 2 ranks each sum is one addition, so the order
-# cannot differ). The low-precision weight copy is refreshed bucket by
-# bucket after the gather. Compression must change the result (it is not a
-# no-op), and --grad-compression auto under bf16 must mean bf16.
+# cannot differ). The parameter gather carries the bf16 weight copy (batch
+# norm and biases in f32 beside it) by default, and f32 with
+# --zero-gather-dtype fp32: both give the same bits, the saved weights
+# included (the f32 master weights are gathered before saving).
+# Compression must change the result (it is not a no-op), and
+# --grad-compression auto under bf16 must mean bf16.
 set -u
 bin=launch/ddp_train
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -32,6 +35,12 @@ for wire in none bf16; do
 done
 /usr/bin/python3 tests/compare_losses.py "$tmp/zero0_none.jsonl" "$tmp/zero0_bf16.jsonl" --rtol 0 >/dev/null &&
   fail "bf16 compression left every loss unchanged"
+for stage in 1 2; do
+  run "zero${stage}_gather_f32" --zero-stage "$stage" --grad-compression none --zero-gather-dtype fp32
+  echo "stage $stage, bf16 gather vs f32 gather:"; same "zero${stage}_none" "zero${stage}_gather_f32"
+  grep -q '"zero_gather_dtype":"bf16"' "$tmp/zero${stage}_none.jsonl" || fail "stage $stage did not gather bf16"
+  grep -q '"zero_gather_dtype":"f32"' "$tmp/zero${stage}_gather_f32.jsonl" || fail "stage $stage did not gather f32"
+done
 run auto --zero-stage 1
 echo "--grad-compression auto under bf16 vs bf16:"; same zero1_bf16 auto
 grep -q '"compute_dtype":"bf16"' "$tmp/zero1_bf16.jsonl" || fail "did not train in bf16"

@@ -56,14 +56,33 @@ void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype, MemoryFormat 
 void Model::RefreshLowPrecision(ExecutionContext& ctx) { RefreshLowPrecision(ctx, 0, flat_parameters_.numel()); }
 
 void Model::RefreshLowPrecision(ExecutionContext& ctx, int64_t offset, int64_t numel) {
+  Refresh(ctx, offset, numel, nullptr);
+}
+
+void Model::RefreshLowPrecisionFrom(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor& source) {
+  CHECK(source.numel() == numel && source.dtype() == compute_dtype())
+      << "low-precision refresh of " << numel << " values from " << source.DebugString();
+  Refresh(ctx, offset, numel, &source);
+}
+
+void Model::Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor* source) {
   if (!flat_low_.defined()) return;
-  // Runs of parameters laid out alike are one cast; a rearranged weight is
-  // converted on its own.
+  // The values at flat [begin, end): from the master (f32) or `source`.
+  auto from = [&](int64_t begin, const Shape& shape) {
+    return source != nullptr ? source->View(begin - offset, shape) : flat_parameters_.View(begin, shape);
+  };
+  // Runs of parameters laid out alike are one cast (or copy); a rearranged
+  // weight is converted on its own.
   int64_t run_start = offset, at = 0;
-  auto cast_run = [&](int64_t end) {
+  auto flush_run = [&](int64_t end) {
     if (end <= run_start) return;
     Tensor low = flat_low_.View(run_start, {end - run_start});
-    CastScaled(ctx, flat_parameters_.View(run_start, {end - run_start}), 1.0f, low);
+    const Tensor values = from(run_start, {end - run_start});
+    if (source != nullptr) {
+      Copy(ctx, values, low);
+    } else {
+      CastScaled(ctx, values, 1.0f, low);
+    }
   };
   for (Parameter* p : parameters_) {
     const int64_t size = NumElements(p->shape), begin = at;
@@ -71,11 +90,11 @@ void Model::RefreshLowPrecision(ExecutionContext& ctx, int64_t offset, int64_t n
     if (!p->low.channels_last() || at <= offset || begin >= offset + numel) continue;
     CHECK(begin >= offset && at <= offset + numel)
         << p->name << ": a low-precision refresh must cover rearranged weights whole";
-    cast_run(begin);
-    ConvertLayout(ctx, p->value, p->low);
+    flush_run(begin);
+    ConvertLayout(ctx, from(begin, p->shape), p->low);
     run_start = at;
   }
-  cast_run(offset + numel);
+  flush_run(offset + numel);
 }
 
 Tensor Model::Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate) {

@@ -75,6 +75,10 @@ class Model {
   // arrives, whole parameters); a no-op in f32 training.
   void RefreshLowPrecision(ExecutionContext& ctx);
   void RefreshLowPrecision(ExecutionContext& ctx, int64_t offset, int64_t numel);
+  // The same range of the copy from `source`: those `numel` values already
+  // rounded, in the compute dtype and the flat (master) layout (ZeRO
+  // gathers the owners' rounded pieces so).
+  void RefreshLowPrecisionFrom(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor& source);
 
   // Every parameter and buffer under its PyTorch name, in state_dict order.
   // The tensors are the live ones, not copies.
@@ -89,6 +93,8 @@ class Model {
   std::unique_ptr<Layer> root_;
   std::vector<Parameter*> parameters_;
   std::vector<Buffer*> buffers_;
+  // The refreshes: from the f32 master, or from a rounded `source`.
+  void Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor* source);
   Tensor flat_parameters_, flat_gradients_, flat_low_;
   bool channels_last_ = false;
   BackwardState backward_state_;
