@@ -96,6 +96,9 @@ class NcclWork final : public Work {
   }
   Status Wait() override;
   bool IsCompleted() override {
+    // While the compute stream is captured into a CUDA graph, the event
+    // belongs to the graph and cannot be queried: not known to be done.
+    if (cuda::IsCapturing(compute_)) return false;
     const bool done = cudaEventQuery(done_) == cudaSuccess;
     if (done && timing_.finished == 0.0) timing_.finished = SteadySeconds();
     return done;

@@ -42,6 +42,11 @@ void RecordEvent(void*, void*) { NoCuda("cuda::RecordEvent"); }
 void StreamWaitEvent(void*, void*) { NoCuda("cuda::StreamWaitEvent"); }
 bool EventDone(void*) { NoCuda("cuda::EventDone"); }
 void EventSynchronize(void*) { NoCuda("cuda::EventSynchronize"); }
+void BeginCapture(void*) { NoCuda("cuda::BeginCapture"); }
+void* EndCapture(void*) { NoCuda("cuda::EndCapture"); }
+void LaunchGraph(void*, void*) { NoCuda("cuda::LaunchGraph"); }
+void DestroyGraph(void*) { NoCuda("cuda::DestroyGraph"); }
+bool IsCapturing(void*) { return false; }
 void CopyTensor(const Tensor&, Tensor&, void*) { NoCuda("cuda::CopyTensor"); }
 void CopyTensorAsync(const Tensor&, Tensor&, void*) { NoCuda("cuda::CopyTensorAsync"); }
 Allocator* PinnedHostAllocator() { NoCuda("cuda::PinnedHostAllocator"); }

@@ -68,6 +68,22 @@ void StreamWaitEvent(void* stream, void* event);
 bool EventDone(void* event);
 void EventSynchronize(void* event);
 
+// CUDA Graphs. BeginCapture starts recording `stream`'s work instead of
+// running it; capture is thread-local (cudaStreamCaptureModeThreadLocal),
+// so a call from this thread that would synchronize fails the capture
+// while other threads (the data stager) go on. EndCapture instantiates what
+// was recorded (allocations made while capturing are freed before each
+// relaunch, cudaGraphInstantiateFlagAutoFreeOnLaunch) and returns the
+// executable graph; a failed capture is fatal, naming the call that broke
+// it. LaunchGraph replays it on `stream`.
+void BeginCapture(void* stream);
+void* EndCapture(void* stream);
+void LaunchGraph(void* graph, void* stream);
+void DestroyGraph(void* graph);
+// Whether `stream` is being captured (work on it is recorded, not run, and
+// events recorded on it cannot be queried).
+bool IsCapturing(void* stream);
+
 // Copies between host and device tensors of equal dtype and element count,
 // in either direction, on `stream`; returns once the copy is done.
 void CopyTensor(const Tensor& src, Tensor& dst, void* stream);

@@ -439,6 +439,38 @@ bool EventDone(void* event) {
 
 void EventSynchronize(void* event) { WaitForEvent(event); }
 
+void BeginCapture(void* stream) {
+  Check(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture", __FILE__, __LINE__);
+}
+
+void* EndCapture(void* stream) {
+  cudaGraph_t graph = nullptr;
+  Check(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph),
+        "cudaStreamEndCapture (an operation in the captured step broke the capture)", __FILE__, __LINE__);
+  cudaGraphExec_t exec = nullptr;
+  Check(cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch),
+        "cudaGraphInstantiateWithFlags", __FILE__, __LINE__);
+  Check(cudaGraphDestroy(graph), "cudaGraphDestroy", __FILE__, __LINE__);
+  return exec;
+}
+
+void LaunchGraph(void* graph, void* stream) {
+  Check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)), "cudaGraphLaunch",
+        __FILE__, __LINE__);
+}
+
+void DestroyGraph(void* graph) {
+  if (graph != nullptr) Check(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)), "cudaGraphExecDestroy", __FILE__, __LINE__);
+}
+
+bool IsCapturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  Check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status), "cudaStreamIsCapturing", __FILE__,
+        __LINE__);
+  return status != cudaStreamCaptureStatusNone;
+}
+
 void CopyTensorAsync(const Tensor& src, Tensor& dst, void* stream) {
   CheckSameElements(src, dst, "cuda::CopyTensor");
   if (src.nbytes() == 0) return;

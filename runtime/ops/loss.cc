@@ -60,6 +60,37 @@ CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const Cross
   return result;
 }
 
+void SoftmaxCrossEntropyForwardToDevice(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& logits,
+                                        const Tensor& labels, Tensor& probs, Tensor& result) {
+  CHECK(result.dtype() == DType::kF64 && result.numel() == 3) << "cross-entropy result " << result.DebugString();
+  CheckOnDevice(ctx, "SoftmaxCrossEntropyForwardToDevice", {&result});
+  if (ctx.device().is_cuda()) {
+    CheckArguments(p, logits, labels);
+    CheckSameShape(logits, probs, "cross-entropy probabilities");
+    CheckOnDevice(ctx, "SoftmaxCrossEntropyForwardToDevice", {&logits, &labels, &probs});
+    return DDP_ON_CUDA("SoftmaxCrossEntropyForwardToDevice",
+                       cuda::SoftmaxCrossEntropyForwardToDevice(ctx, p, logits, labels, probs, result));
+  }
+  // The CPU checks labels as it goes; the marker says "none bad".
+  const CrossEntropyResult r = SoftmaxCrossEntropyForward(ctx, p, logits, labels, probs);
+  double* out = result.data<double>();
+  out[0] = r.counted > 0 ? r.loss * static_cast<double>(r.counted) : 0.0;
+  out[1] = static_cast<double>(r.counted);
+  out[2] = -1.0;
+}
+
+CrossEntropyResult CrossEntropyResultOf(ExecutionContext& ctx, const Tensor& result, const Tensor& labels,
+                                        int64_t classes) {
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("CrossEntropyResultOf", cuda::CrossEntropyResultOf(ctx, result, labels, classes));
+  }
+  const double* in = result.data<double>();
+  CrossEntropyResult r;
+  r.counted = static_cast<int64_t>(in[1]);
+  r.loss = r.counted > 0 ? in[0] / in[1] : std::numeric_limits<double>::quiet_NaN();
+  return r;
+}
+
 void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& probs,
                                  const Tensor& labels, double loss_grad, Tensor& dlogits) {
   CheckArguments(p, probs, labels);

@@ -23,6 +23,15 @@ struct CrossEntropyResult {
 // A label outside [0, C) that is not ignore_index is fatal.
 CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const CrossEntropyParams& p,
                                               const Tensor& logits, const Tensor& labels, Tensor& probs);
+// The same, leaving the result on ctx's device, so a step that must not
+// wait for the host (a CUDA graph) can run it: `result` (f64 [3]) gets the
+// counted samples' summed loss, their count, and an internal bad-label
+// marker. CrossEntropyResultOf reads it on the host later (waiting for it;
+// a label outside [0, C) is fatal there, naming it).
+void SoftmaxCrossEntropyForwardToDevice(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& logits,
+                                        const Tensor& labels, Tensor& probs, Tensor& result);
+CrossEntropyResult CrossEntropyResultOf(ExecutionContext& ctx, const Tensor& result, const Tensor& labels,
+                                        int64_t classes);
 // dlogits = loss_grad * d(mean loss)/d(logits), from the forward's probs.
 void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& probs,
                                  const Tensor& labels, double loss_grad, Tensor& dlogits);

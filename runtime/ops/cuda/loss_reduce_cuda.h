@@ -12,6 +12,10 @@ namespace ddp::cuda {
 
 CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& logits,
                                               const Tensor& labels, Tensor& probs);
+void SoftmaxCrossEntropyForwardToDevice(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& logits,
+                                        const Tensor& labels, Tensor& probs, Tensor& result);
+CrossEntropyResult CrossEntropyResultOf(ExecutionContext& ctx, const Tensor& result, const Tensor& labels,
+                                        int64_t classes);
 void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& probs,
                                  const Tensor& labels, double loss_grad, Tensor& dlogits);
 

@@ -146,12 +146,11 @@ double Reduce(ExecutionContext& ctx, const Tensor& x, ReduceKind kind) {
 
 }  // namespace
 
-CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& logits,
-                                              const Tensor& labels, Tensor& probs) {
+void SoftmaxCrossEntropyForwardToDevice(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& logits,
+                                        const Tensor& labels, Tensor& probs, Tensor& result) {
   const int64_t n = logits.dim(0), c = logits.dim(1);
   Tensor row_loss = ctx.ScratchTensor(kPartialSlot, {n > 0 ? n : 1}, DType::kF64);
   // [total, counted, bad label row (as i64 bits)]
-  Tensor result = ctx.ScratchTensor(kResultSlot, {3}, DType::kF64);
   int64_t* bad_label = reinterpret_cast<int64_t*>(result.data<double>() + 2);
   DDP_CUDA_CHECK(cudaMemsetAsync(bad_label, 0xff, sizeof(int64_t), StreamOf(ctx)));
   if (n > 0) {
@@ -163,6 +162,10 @@ CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const Cross
   CrossEntropyTotalKernel<<<1, kThreads, 0, StreamOf(ctx)>>>(row_loss.data<double>(), labels.data<int64_t>(), n,
                                                             p.ignore_index, result.data<double>());
   DDP_CHECK_LAUNCH("CrossEntropyTotalKernel");
+}
+
+CrossEntropyResult CrossEntropyResultOf(ExecutionContext& ctx, const Tensor& result, const Tensor& labels,
+                                        int64_t classes) {
   double host[3];
   Synchronize(ctx.cuda_stream());  // polled: a copy to pageable memory would block unwatched
   DDP_CUDA_CHECK(cudaMemcpyAsync(host, result.raw_data(), sizeof(host), cudaMemcpyDeviceToHost, StreamOf(ctx)));
@@ -173,13 +176,20 @@ CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const Cross
     int64_t label = 0;
     DDP_CUDA_CHECK(cudaMemcpy(&label, labels.data<int64_t>() + bad_row, sizeof(label), cudaMemcpyDeviceToHost));
     std::fprintf(stderr, "cross-entropy label %lld of sample %lld is outside [0, %lld)\n",
-                 static_cast<long long>(label), static_cast<long long>(bad_row), static_cast<long long>(c));
+                 static_cast<long long>(label), static_cast<long long>(bad_row), static_cast<long long>(classes));
     std::abort();
   }
   CrossEntropyResult r;
   r.counted = static_cast<int64_t>(host[1]);
   r.loss = r.counted > 0 ? host[0] / host[1] : std::numeric_limits<double>::quiet_NaN();
   return r;
+}
+
+CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& logits,
+                                              const Tensor& labels, Tensor& probs) {
+  Tensor result = ctx.ScratchTensor(kResultSlot, {3}, DType::kF64);
+  cuda::SoftmaxCrossEntropyForwardToDevice(ctx, p, logits, labels, probs, result);
+  return cuda::CrossEntropyResultOf(ctx, result, labels, logits.dim(1));
 }
 
 void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& probs,
