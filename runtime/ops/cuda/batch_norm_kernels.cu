@@ -194,7 +194,7 @@ __global__ void InferenceCoefficients(uint32_t channels, double eps, const float
   DDP_GRID_STRIDE(c, channels) {
     const double invstd = 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
     scale[c] = static_cast<float>(gamma[c] * invstd);
-    shift[c] = static_cast<float>(beta[c] - running_mean[c] * gamma[c] * invstd);
+    shift[c] = static_cast<float>(beta[c] - static_cast<double>(running_mean[c]) * gamma[c] * invstd);  // in f64, as the CPU
   }
 }
 
