@@ -86,7 +86,8 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--loss-scale", LossScaleName(o.loss_scale)},
           {"--memory-format", o.memory_format},
           {"--loss-scale-growth-interval", std::to_string(o.loss_scale.growth_interval)},
-          {"--deterministic", o.deterministic ? "true" : "false"}};
+          {"--deterministic", o.deterministic ? "true" : "false"},
+          {"--cuda-graphs", o.cuda_graphs ? "true" : "false"}};
 }
 
 int Main(int argc, char** argv) {
@@ -140,6 +141,11 @@ int Main(int argc, char** argv) {
   if (Status s = AgreeOnStatus(world, comm_kind.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, {{"--comm", *comm_kind}}); !s.ok()) return Fail(ranks, s);
   options->comm = *comm_kind;
+  if (Status s = AgreeOnStatus(world, CheckCudaGraphs(options->cuda_graphs, *device, options->comm, ranks.world_size,
+                                                      options->zero_stage));
+      !s.ok()) {
+    return Fail(ranks, s);
+  }
   // Ranks of this node that would share one physical GPU (each shown one
   // GPU, but the same one): NCCL refuses that, MPI staging does not.
   StatusOr<std::vector<std::string>> node_gpus =

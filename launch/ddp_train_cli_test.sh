@@ -119,6 +119,8 @@ expect_error "$tmp/train.safetensors: missing tensor 'conv1.weight'" "${small[@]
 head -c 4000 "$tmp/r18.safetensors" > "$tmp/r18_truncated.safetensors"
 expect_error "malformed safetensors file" "${small[@]}" --load-weights "$tmp/r18_truncated.safetensors"
 expect_error "--metrics-file /nonexistent/m.jsonl: cannot open" "${small[@]}" --metrics-file /nonexistent/m.jsonl
+expect_error "--cuda-graphs replays GPU work, and this rank trains on cpu; drop --cuda-graphs" \
+  "${small[@]}" --steps 1 --cuda-graphs
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all checks passed"

@@ -81,4 +81,22 @@ Status CheckPrecision(const std::string& precision, const DeviceChoice& device) 
   return InvalidArgument("--precision '" + precision + "' is unknown; use fp32, tf32, fp16 or bf16");
 }
 
+Status CheckCudaGraphs(bool cuda_graphs, const DeviceChoice& device, const std::string& comm, int world_size,
+                       int zero_stage) {
+  if (!cuda_graphs) return Status::Ok();
+  if (!device.cuda) {
+    return InvalidArgument("--cuda-graphs replays GPU work, and this rank trains on cpu; drop --cuda-graphs");
+  }
+  if (comm == "mpi" && world_size > 1) {
+    return InvalidArgument("--cuda-graphs with --comm mpi: an MPI call cannot be captured into a CUDA graph; use "
+                           "--comm nccl");
+  }
+  if (zero_stage > 0) {
+    return Unimplemented("--cuda-graphs with --zero-stage " + std::to_string(zero_stage) +
+                         " is not supported (ZeRO's parameter gather is waited for inside the forward); use "
+                         "--zero-stage 0 or drop --cuda-graphs");
+  }
+  return Status::Ok();
+}
+
 }  // namespace ddp

@@ -56,4 +56,12 @@ StatusOr<std::string> ChooseComm(const std::string& flag, const DeviceChoice& de
 // type, refused on a CPU rank; bf16 trains anywhere.
 Status CheckPrecision(const std::string& precision, const DeviceChoice& device);
 
+// --cuda-graphs for the chosen device and communicator: graphs replay GPU
+// work, so a CPU rank is refused; nothing captured may call MPI, so several
+// ranks need --comm nccl; ZeRO's parameter gather (waited for inside the
+// forward, layer by layer) is not captured, so --zero-stage 1 and 2 are
+// refused too. One line each, naming the flag.
+Status CheckCudaGraphs(bool cuda_graphs, const DeviceChoice& device, const std::string& comm, int world_size,
+                       int zero_stage);
+
 }  // namespace ddp

@@ -117,5 +117,20 @@ TEST(DeviceBindingTest, PrecisionFollowsTheDevice) {
   EXPECT_TRUE(CheckPrecision("fp16", gpu).ok());
 }
 
+TEST(DeviceBindingTest, CudaGraphsNeedGpusNcclAndNoZero) {
+  DeviceChoice cpu, gpu;
+  gpu.cuda = true;
+  EXPECT_TRUE(CheckCudaGraphs(false, cpu, "mpi", 4, 2).ok());
+  EXPECT_TRUE(CheckCudaGraphs(true, gpu, "nccl", 4, 0).ok());
+  EXPECT_TRUE(CheckCudaGraphs(true, gpu, "mpi", 1, 0).ok());   // one rank calls no MPI in the step
+  EXPECT_EQ(CheckCudaGraphs(true, cpu, "mpi", 1, 0).message(),
+            "--cuda-graphs replays GPU work, and this rank trains on cpu; drop --cuda-graphs");
+  EXPECT_EQ(CheckCudaGraphs(true, gpu, "mpi", 2, 0).message(),
+            "--cuda-graphs with --comm mpi: an MPI call cannot be captured into a CUDA graph; use --comm nccl");
+  EXPECT_EQ(CheckCudaGraphs(true, gpu, "nccl", 2, 1).message(),
+            "--cuda-graphs with --zero-stage 1 is not supported (ZeRO's parameter gather is waited for inside the "
+            "forward); use --zero-stage 0 or drop --cuda-graphs");
+}
+
 }  // namespace
 }  // namespace ddp

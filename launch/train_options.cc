@@ -25,6 +25,9 @@ DEFINE_string(memory_format, "auto",
               "fp32/tf32 on GPUs), channels_last (NHWC) or contiguous (NCHW)");
 DEFINE_double(max_skipped_share, 0.05, "warn when more than this share of steps is skipped for non-finite gradients");
 DEFINE_bool(deterministic, false, "GPU: deterministic algorithms, chosen the same way every run (bitwise tests)");
+DEFINE_bool(cuda_graphs, false,
+            "GPU: capture each step's forward, backward and gradient all-reduces into a CUDA graph once (after two "
+            "eager warm-up steps) and replay it; needs --comm nccl with several ranks, and no ZeRO");
 DEFINE_string(comm, "auto", "auto (nccl on GPUs, mpi on CPU), nccl, or mpi (on GPUs: staged through pinned host memory)");
 DEFINE_int64(batch_size, 8, "samples per rank per micro-batch");
 DEFINE_int64(accumulation_steps, 1, "micro-batches per optimizer step");
@@ -166,6 +169,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   }
   o.precision = FLAGS_precision;  // checked against the rank's device by launch/device_binding
   o.deterministic = FLAGS_deterministic;
+  o.cuda_graphs = FLAGS_cuda_graphs;
   if (FLAGS_loss_scale == "auto") {
     o.loss_scale.mode =
         o.precision == "fp16" ? LossScalerOptions::Mode::kDynamic : LossScalerOptions::Mode::kNone;

@@ -24,6 +24,9 @@ struct TrainOptions {
   // --precision: fp32, tf32 (GPU), fp16, bf16; --deterministic (GPU).
   std::string precision = "fp32";
   bool deterministic = false;
+  // --cuda-graphs: each step's micro-batches (forward, loss, backward and the
+  // gradient all-reduces) are captured into a CUDA graph once and replayed.
+  bool cuda_graphs = false;
   // --loss-scale (auto: dynamic for fp16, none otherwise) and
   // --loss-scale-growth-interval; --max-skipped-share: the share of steps
   // skipped for non-finite gradients above which the run warns.

@@ -74,6 +74,8 @@ ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks,
 Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream)
     : options_(options), comm_(comm), ranks_(ranks), ctx_(MakeContext(options, ranks, cuda_stream)) {}
 
+Trainer::~Trainer() { DestroyStepGraph(); }
+
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, Communicator* comm,
                                                    const RankInfo& ranks, void* cuda_stream) {
   CHECK(ranks.world_size == 1 || (comm != nullptr && comm->world_size() == ranks.world_size))
@@ -252,6 +254,19 @@ Status Trainer::Setup() {
   }
   probs_ = Tensor::Empty({b, options_.num_classes}, DType::kF32, ctx_.device());
   dlogits_ = Tensor::Empty({b, options_.num_classes}, DType::kF32, ctx_.device());
+  if (options_.cuda_graphs) {
+    // ddp_train has refused CPU ranks, MPI between several ranks, and ZeRO.
+    CHECK(on_gpu() && !zero_) << "--cuda-graphs on " << options_.device << (zero_ ? " with ZeRO" : "");
+    if (!cuda::GetMemoryStats(ctx_.device().index).pooled) {
+      return FailedPrecondition("--cuda-graphs needs CUDA's stream-ordered memory pool (cudaMallocAsync), which " +
+                                options_.device + " lacks or DDP_CUDA_ALLOCATOR=caching turned off");
+    }
+    for (int64_t micro = 0; micro < options_.accumulation_steps; ++micro) {
+      graph_images_.push_back(Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32, ctx_.device()));
+      graph_labels_.push_back(Tensor::Empty({b}, DType::kI64, ctx_.device()));
+    }
+    graph_losses_ = Tensor::Empty({options_.accumulation_steps, 3}, DType::kF64, ctx_.device());
+  }
   return Status::Ok();
 }
 
@@ -289,10 +304,15 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   const int64_t k = options_.accumulation_steps;
   double loss_sum = 0.0;
   StepResult result;
+  result.graphed = options_.cuda_graphs && step >= kGraphWarmupSteps;
   // ZeRO-2 reduce-scatters every micro-batch into the gradient pieces;
   // otherwise gradients accumulate locally and are reduced once.
   const bool reduce_each_micro_batch = zero_ && options_.zero_stage == 2;
-  for (int64_t micro = 0; micro < k; ++micro) {
+  if (result.graphed) {
+    ASSIGN_OR_RETURN(const double mean, ReplayMicroBatches(step));
+    loss_sum = mean * static_cast<double>(k);
+  }
+  for (int64_t micro = 0; micro < k && !result.graphed; ++micro) {
     Tensor images, labels;
     LoadMicroBatch(step, micro, &images, &labels);
     Tensor logits = model_->Forward(ctx_, images);
@@ -331,10 +351,10 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     for (const Tensor& g : held) nonfinite = nonfinite || !AllFinite(ctx_, g);
   };
   if (distributed()) {
-    ReduceStats stats;
+    ReduceStats stats;  // a replayed graph has waited for its all-reduces
     if (zero_) {
       ASSIGN_OR_RETURN(stats, zero_->Wait());
-    } else {
+    } else if (!result.graphed) {
       ASSIGN_OR_RETURN(stats, reducer_->Wait());
     }
     result.exposed_comm_seconds += stats.exposed_seconds;
@@ -394,6 +414,75 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     model_->RefreshLowPrecision(ctx_);
   }
   return result;
+}
+
+StatusOr<double> Trainer::ReplayMicroBatches(int64_t step) {
+  const int64_t k = options_.accumulation_steps;
+  void* stream = ctx_.cuda_stream();
+  for (int64_t micro = 0; micro < k; ++micro) {
+    if (stager_) {
+      Tensor images, labels;
+      LoadMicroBatch(step, micro, &images, &labels);
+      Copy(ctx_, images, graph_images_[micro]);
+      Copy(ctx_, labels, graph_labels_[micro]);
+    } else {
+      // Generated on the device: the sampler's indices are consecutive.
+      train_data_->FillRangeOnDevice(ctx_, sampler_->MicroBatch(step, micro).front(), graph_images_[micro],
+                                     graph_labels_[micro]);
+    }
+  }
+  if (graph_ != nullptr && graph_scale_ != scaler_->scale()) DestroyStepGraph();
+  if (graph_ == nullptr) {
+    cuda::TrimMemoryPools(ctx_.device().index);
+    RETURN_IF_ERROR(CaptureMicroBatches(scaler_->scale()));
+    graph_scale_ = scaler_->scale();
+    ++graph_captures_;
+  }
+  cuda::LaunchGraph(graph_, stream);
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < k; ++micro) {
+    loss_sum +=
+        CrossEntropyResultOf(ctx_, graph_losses_.View(3 * micro, {3}), graph_labels_[micro], options_.num_classes)
+            .loss;
+  }
+  return loss_sum / static_cast<double>(k);
+}
+
+Status Trainer::CaptureMicroBatches(double loss_scale) {
+  CrossEntropyParams ce;
+  ce.label_smoothing = options_.label_smoothing;
+  const int64_t k = options_.accumulation_steps;
+  void* stream = ctx_.cuda_stream();
+  // What the eager step does, in the same order and with the same kernels
+  // (so --deterministic losses match it bit for bit), but with nothing that
+  // waits for the host: the losses stay on the device until read after the
+  // replay.
+  cuda::BeginCapture(stream);
+  for (int64_t micro = 0; micro < k; ++micro) {
+    Tensor logits = model_->Forward(ctx_, graph_images_[micro]);
+    Tensor losses = graph_losses_.View(3 * micro, {3});
+    SoftmaxCrossEntropyForwardToDevice(ctx_, ce, logits, graph_labels_[micro], probs_, losses);
+    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, graph_labels_[micro],
+                                loss_scale / static_cast<double>(k * ranks_.world_size), dlogits_);
+    if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
+    model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0);
+  }
+  if (reducer_) {
+    const StatusOr<ReduceStats> waited = reducer_->Wait();
+    if (!waited.ok()) {
+      cuda::AbortCapture(stream);
+      return waited.status();
+    }
+  }
+  graph_ = cuda::EndCapture(stream);
+  return Status::Ok();
+}
+
+void Trainer::DestroyStepGraph() {
+  if (graph_ == nullptr) return;
+  cuda::DestroyGraph(graph_);
+  graph_ = nullptr;
+  cuda::ReleaseMemoryHeldForCapture(ctx_.device().index);
 }
 
 std::vector<Tensor> Trainer::HeldGradients() {
@@ -474,7 +563,9 @@ StatusOr<TrainResult> Trainer::Run() {
                 static_cast<long long>(train_data_->image_size()), options_.data.c_str());
     std::fflush(stdout);
   }
-  const int64_t warmup = std::min<int64_t>(2, total_steps_ - 1);
+  // Untimed: two eager steps (allocation, algorithm search), and under
+  // --cuda-graphs the step that captures the graph as well.
+  const int64_t warmup = std::min<int64_t>(options_.cuda_graphs ? kGraphWarmupSteps + 1 : 2, total_steps_ - 1);
   double timed_seconds = 0.0, timed_exposed = 0.0;
   // Everything allocated from here on is per-step working memory
   // (activations, their gradients, transient buffers).
@@ -506,7 +597,8 @@ StatusOr<TrainResult> Trainer::Run() {
       record["loss_scale"] = r.loss_scale;
       record["skipped"] = r.skipped;
     }
-    if (distributed()) {
+    if (r.graphed) record["cuda_graph"] = true;
+    if (distributed() && !r.graphed) {  // a replayed step has no bucket timings
       record["exposed_comm_s"] = r.exposed_comm_seconds;
       // Per bucket, in launch order: seconds after backward began that it
       // launched and finished, and how long the step waited on it.
@@ -526,7 +618,8 @@ StatusOr<TrainResult> Trainer::Run() {
     if (is_root()) {
       std::printf("step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f images/s", static_cast<long long>(step + 1),
                   static_cast<long long>(total_steps_), r.loss, lr, seconds, samples_per_step / seconds);
-      if (distributed()) std::printf("  exposed comm %.3f s", r.exposed_comm_seconds);
+      if (distributed() && !r.graphed) std::printf("  exposed comm %.3f s", r.exposed_comm_seconds);
+      if (r.graphed) std::printf("  cuda graph");
       if (scaler_->enabled()) std::printf("  loss scale %g", r.loss_scale);
       if (r.skipped) std::printf("  skipped: non-finite gradients");
       if (evaluate) std::printf("  eval accuracy %.4f", accuracy);
@@ -580,7 +673,10 @@ StatusOr<TrainResult> Trainer::Run() {
       {"steps", total_steps_},
       {"samples_per_s", result.samples_per_s},
       {"final_loss", result.final_loss}};
-  if (distributed()) summary["exposed_comm_s"] = timed_exposed / timed_steps;
+  // Replayed steps have no bucket timings: exposed communication is
+  // reported for eager runs only.
+  if (distributed() && !options_.cuda_graphs) summary["exposed_comm_s"] = timed_exposed / timed_steps;
+  if (options_.cuda_graphs) summary["cuda_graph_captures"] = graph_captures_;
   if (zero_) summary["zero_gather_dtype"] = DTypeName(zero_->gather_dtype());
   if (scaler_->enabled()) {
     summary["loss_scale"] = scaler_->scale();
@@ -601,7 +697,8 @@ StatusOr<TrainResult> Trainer::Run() {
               options_.model.c_str(), ranks_.world_size, ranks_.world_size == 1 ? "" : "s",
               static_cast<long long>(total_steps_), result.final_loss, result.samples_per_s,
               static_cast<long long>(warmup));
-  if (distributed()) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
+  if (distributed() && !options_.cuda_graphs) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
+  if (options_.cuda_graphs) std::printf("  cuda graph captures %lld", static_cast<long long>(graph_captures_));
   if (eval_data_) std::printf("  eval accuracy %.4f", result.eval_accuracy);
   if (scaler_->enabled()) {
     std::printf("  loss scale %g  skipped steps %lld", scaler_->scale(), static_cast<long long>(skipped));

@@ -46,6 +46,8 @@ class Trainer {
   static StatusOr<std::unique_ptr<Trainer>> Create(const TrainOptions& options, Communicator* comm = nullptr,
                                                   const RankInfo& ranks = RankInfo(), void* cuda_stream = nullptr);
 
+  ~Trainer();
+
   int64_t num_parameters() const { return model_->num_parameters(); }
   // Collective: rank 0's parameters and buffers become every rank's. Call on
   // every rank once Create succeeded everywhere.
@@ -60,6 +62,14 @@ class Trainer {
   // Micro-batch `micro` of `step` on the rank's device: from the stager on
   // a GPU (queuing the next ones), else filled in place on the host.
   void LoadMicroBatch(int64_t step, int64_t micro, Tensor* images, Tensor* labels);
+  // --cuda-graphs: the micro-batches of `step` (forward, loss, backward and,
+  // with a reducer, the gradient all-reduces and their wait) replayed from
+  // the captured graph, captured first where there is none yet or the loss
+  // scale changed (the loss gradient's scale is a kernel argument). Inputs
+  // go into the graph's own buffers beforehand. Returns the mean loss.
+  StatusOr<double> ReplayMicroBatches(int64_t step);
+  Status CaptureMicroBatches(double loss_scale);
+  void DestroyStepGraph();
   // Gradients go through a communicator: several ranks, or one rank asked to
   // use NCCL anyway (--comm nccl, a smoke test of the data plane).
   bool distributed() const { return comm_ != nullptr; }
@@ -69,6 +79,7 @@ class Trainer {
     double loss = 0.0;  // mean over ranks and micro-batches
     double loss_scale = 1.0;  // the scale this step's loss gradient had
     bool skipped = false;     // a rank saw non-finite gradients: no update
+    bool graphed = false;     // replayed from a CUDA graph: no per-bucket timings
     double exposed_comm_seconds = 0.0;
     std::vector<BucketTiming> buckets;  // per bucket: launch, finish, wait
   };
@@ -100,6 +111,17 @@ class Trainer {
   Tensor images_, labels_, probs_, dlogits_;
   std::unique_ptr<BatchStager> stager_;  // GPU ranks
   int64_t prefetched_ = 0;               // micro-batches handed to the stager, counted over the run
+  // --cuda-graphs: after kGraphWarmupSteps eager steps (algorithm search,
+  // the bucket-order check, lazily sized buffers), the executable graph of a
+  // step's micro-batches, the loss scale it was captured at, its inputs (one
+  // pair per micro-batch) and its losses (f64 [K, 3], see
+  // SoftmaxCrossEntropyForwardToDevice).
+  static constexpr int64_t kGraphWarmupSteps = 2;
+  void* graph_ = nullptr;
+  double graph_scale_ = 0.0;
+  int64_t graph_captures_ = 0;
+  std::vector<Tensor> graph_images_, graph_labels_;
+  Tensor graph_losses_;
 };
 
 }  // namespace ddp

@@ -5,8 +5,10 @@
 // with evaluation; and mixed precision: bf16 and fp16 (dynamic loss
 // scaling) on the GPU, channels-last and NCHW, follow the CPU's f32 losses
 // within 3e-2, skip no step at this scale and repeat bit for bit under
-// --deterministic. Reports
-// SKIPPED without a GPU.
+// --deterministic; and --cuda-graphs: the replayed steps' losses (fp32 and
+// fp16, generated and staged data, with accumulation, re-captures when the
+// loss scale changes, evaluation after replays) equal the eager run's bit
+// for bit under --deterministic. Reports SKIPPED without a GPU.
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -18,6 +20,8 @@
 
 #include "launch/trainer.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/data/synthetic_images.h"
+#include "runtime/safetensors.h"
 
 namespace ddp {
 namespace {
@@ -33,6 +37,7 @@ struct RunResult {
   int64_t skipped_steps = 0;
   DType compute_dtype = DType::kF32;
   std::string memory_format;
+  int64_t graph_captures = -1;  // the summary's, under --cuda-graphs
 };
 
 RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
@@ -64,7 +69,11 @@ RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
   while (std::getline(in, line)) {
     const nlohmann::json record = nlohmann::json::parse(line);
     if (record.contains("loss")) result.losses.push_back(record["loss"].get<double>());
-    if (record.contains("summary")) result.memory_format = record["summary"]["memory_format"].get<std::string>();
+    if (!record.contains("summary")) continue;
+    result.memory_format = record["summary"]["memory_format"].get<std::string>();
+    if (record["summary"].contains("cuda_graph_captures")) {
+      result.graph_captures = record["summary"]["cuda_graph_captures"].get<int64_t>();
+    }
   }
   return result;
 }
@@ -151,6 +160,60 @@ TEST_F(ResNetCudaTest, MixedPrecisionFollowsCpuLossesAndRepeats) {
         const RunResult again = Train(o, true, tag + "_again");
         EXPECT_EQ(again.losses, gpu.losses) << "--deterministic runs differ";
       }
+    }
+  }
+}
+
+// A tensors: dataset of `samples` generated images (read through the
+// batch stager on a GPU rank).
+std::string WriteImages(const std::string& name, int64_t samples, int64_t first, const TrainOptions& o) {
+  SyntheticImagesConfig config;
+  config.image_size = o.image_size;
+  config.num_classes = o.num_classes;
+  config.seed = o.seed;
+  SyntheticImages data(config);
+  Tensor images = Tensor::Empty({samples, 3, o.image_size, o.image_size}, DType::kF32);
+  Tensor labels = Tensor::Empty({samples}, DType::kI64);
+  data.FillRange(first, images, labels);
+  const std::string path = TempPath(name);
+  CHECK(WriteSafetensors(path, {{"images", images}, {"labels", labels}}).ok()) << path;
+  return path;
+}
+
+TEST_F(ResNetCudaTest, CudaGraphsLossesEqualEagerBitForBit) {
+  struct Case {
+    std::string name, precision, data;
+    int64_t accumulation, growth_interval;
+  };
+  const std::vector<Case> cases = {
+      {"fp32_generated", "fp32", "synthetic", 1, 2000},
+      // The scale doubles every 2 steps: each change is a new capture.
+      {"fp16_generated_accumulated", "fp16", "synthetic", 2, 2},
+      {"bf16_staged", "bf16", "tensors", 2, 2000},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    TrainOptions o = ResNet18();
+    o.steps = 7;
+    o.precision = c.precision;
+    o.accumulation_steps = c.accumulation;
+    o.loss_scale.mode = c.precision == "fp16" ? LossScalerOptions::Mode::kDynamic : LossScalerOptions::Mode::kNone;
+    o.loss_scale.growth_interval = c.growth_interval;
+    if (c.data == "tensors") {
+      o.data = "tensors:" + WriteImages("graphs_train.safetensors", 64, 0, o);
+      o.eval_data = "tensors:" + WriteImages("graphs_eval.safetensors", 24, 1000, o);
+      o.eval_every = 3;
+    }
+    const RunResult eager = Train(o, true, "graphs_eager_" + c.name);
+    o.cuda_graphs = true;
+    const RunResult graphed = Train(o, true, "graphs_" + c.name);
+    EXPECT_EQ(graphed.losses, eager.losses) << "replayed steps differ from the eager run";
+    EXPECT_EQ(graphed.eval_accuracy, eager.eval_accuracy);
+    EXPECT_EQ(eager.graph_captures, -1);
+    if (c.growth_interval == 2) {
+      EXPECT_GE(graphed.graph_captures, 2) << "the loss scale changed; the graph should have been captured again";
+    } else {
+      EXPECT_EQ(graphed.graph_captures, 1);
     }
   }
 }

@@ -44,8 +44,11 @@ bool EventDone(void*) { NoCuda("cuda::EventDone"); }
 void EventSynchronize(void*) { NoCuda("cuda::EventSynchronize"); }
 void BeginCapture(void*) { NoCuda("cuda::BeginCapture"); }
 void* EndCapture(void*) { NoCuda("cuda::EndCapture"); }
+void AbortCapture(void*) { NoCuda("cuda::AbortCapture"); }
 void LaunchGraph(void*, void*) { NoCuda("cuda::LaunchGraph"); }
 void DestroyGraph(void*) { NoCuda("cuda::DestroyGraph"); }
+void ReleaseMemoryHeldForCapture(int) { NoCuda("cuda::ReleaseMemoryHeldForCapture"); }
+void TrimMemoryPools(int) { NoCuda("cuda::TrimMemoryPools"); }
 bool IsCapturing(void*) { return false; }
 void CopyTensor(const Tensor&, Tensor&, void*) { NoCuda("cuda::CopyTensor"); }
 void CopyTensorAsync(const Tensor&, Tensor&, void*) { NoCuda("cuda::CopyTensorAsync"); }

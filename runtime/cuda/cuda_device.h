@@ -78,8 +78,19 @@ void EventSynchronize(void* event);
 // it. LaunchGraph replays it on `stream`.
 void BeginCapture(void* stream);
 void* EndCapture(void* stream);
+// Ends a capture that went wrong (the caller has the error to report) and
+// discards what was recorded.
+void AbortCapture(void* stream);
 void LaunchGraph(void* graph, void* stream);
 void DestroyGraph(void* graph);
+// Under the pooled allocator, memory from outside a capture that is freed
+// while capturing stays allocated (captured work may still read it); once
+// the graphs captured on `device` are destroyed, this frees it.
+void ReleaseMemoryHeldForCapture(int device);
+// Waits for the device's current stream, then returns the memory the pool
+// and the graphs hold unused to the device: before a capture, so the
+// graph's own memory does not come on top of the eager steps' cached blocks.
+void TrimMemoryPools(int device);
 // Whether `stream` is being captured (work on it is recorded, not run, and
 // events recorded on it cannot be queried).
 bool IsCapturing(void* stream);

@@ -110,7 +110,7 @@ class CudaAllocator final : public Allocator {
   void Deallocate(void* ptr, size_t bytes) override {
     DeviceGuard guard(index_);
     if (use_pool_) {
-      Check(cudaFreeAsync(ptr, Stream()), "cudaFreeAsync", __FILE__, __LINE__);
+      FreeToPool(ptr);
     } else {
       std::lock_guard<std::mutex> lock(mu_);
       cached_.emplace(CpuAllocator::RoundedSize(bytes == 0 ? 1 : bytes), ptr);
@@ -137,7 +137,65 @@ class CudaAllocator final : public Allocator {
     const cudaError_t error = cudaMallocAsync(&ptr, bytes == 0 ? 1 : bytes, Stream());
     if (error == cudaErrorMemoryAllocation) OutOfMemory(bytes);
     Check(error, "cudaMallocAsync", __FILE__, __LINE__);
+    if (const unsigned long long capture = CaptureId(); capture != 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      graph_memory_[ptr] = capture;
+    }
     return ptr;
+  }
+
+  // While the stream is captured into a CUDA graph, cudaMallocAsync and
+  // cudaFreeAsync become the graph's own allocation and free nodes. A block
+  // the capture allocated and frees is freed inside the graph, at each
+  // replay. Any other block freed during a capture (memory from before it, a
+  // scratch buffer outgrown) may still be read by the nodes captured before
+  // the free: it is kept, unfreed, until ReleaseHeldForCapture (after the
+  // graph is destroyed). Outside a capture, graph memory that outlived its
+  // graph's capture is freed as any block.
+  void FreeToPool(void* ptr) {
+    const unsigned long long capture = CaptureId();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = graph_memory_.find(ptr);
+      const unsigned long long owner = it == graph_memory_.end() ? 0 : it->second;
+      if (capture != 0 && owner != capture) {
+        held_for_capture_.push_back(ptr);
+        return;
+      }
+      if (it != graph_memory_.end()) graph_memory_.erase(it);
+    }
+    Check(cudaFreeAsync(ptr, Stream()), "cudaFreeAsync", __FILE__, __LINE__);
+  }
+
+ public:
+  void ReleaseHeldForCapture() {
+    DeviceGuard guard(index_);
+    std::vector<void*> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held.swap(held_for_capture_);
+      for (void* ptr : held) graph_memory_.erase(ptr);
+    }
+    for (void* ptr : held) Check(cudaFreeAsync(ptr, Stream()), "cudaFreeAsync", __FILE__, __LINE__);
+  }
+
+  // Gives the pool's and the graphs' unused memory back to the device, once
+  // the current stream is idle (a graph's activations come from memory of
+  // its own, which the eager steps' cached blocks would otherwise crowd).
+  void TrimPools() {
+    DeviceGuard guard(index_);
+    Synchronize(Stream());
+    if (use_pool_) Check(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo", __FILE__, __LINE__);
+    Check(cudaDeviceGraphMemTrim(index_), "cudaDeviceGraphMemTrim", __FILE__, __LINE__);
+  }
+
+ private:
+  // The capture sequence the current stream is in, 0 when none.
+  unsigned long long CaptureId() const {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    Check(cudaStreamGetCaptureInfo(Stream(), &status, &id), "cudaStreamGetCaptureInfo", __FILE__, __LINE__);
+    return status == cudaStreamCaptureStatusNone ? 0 : id;
   }
 
   void* AllocateCached(size_t bytes) {
@@ -189,8 +247,10 @@ class CudaAllocator final : public Allocator {
   int index_;
   bool use_pool_ = false;
   cudaMemPool_t pool_ = nullptr;
-  mutable std::mutex mu_;                 // the cudaMalloc cache
+  mutable std::mutex mu_;                 // the cudaMalloc cache; the pool's graph bookkeeping
   std::multimap<size_t, void*> cached_;  // by block size
+  std::map<void*, unsigned long long> graph_memory_;  // blocks allocated while capturing: the capture's id
+  std::vector<void*> held_for_capture_;               // freed during a capture that did not allocate them
   int64_t reserved_ = 0;
 };
 
@@ -453,6 +513,19 @@ void* EndCapture(void* stream) {
         "cudaGraphInstantiateWithFlags", __FILE__, __LINE__);
   Check(cudaGraphDestroy(graph), "cudaGraphDestroy", __FILE__, __LINE__);
   return exec;
+}
+
+void ReleaseMemoryHeldForCapture(int device) {
+  static_cast<CudaAllocator*>(CudaAllocatorForIndex(device))->ReleaseHeldForCapture();
+}
+
+void TrimMemoryPools(int device) { static_cast<CudaAllocator*>(CudaAllocatorForIndex(device))->TrimPools(); }
+
+void AbortCapture(void* stream) {
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+  if (ended == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+  cudaGetLastError();  // an invalidated capture leaves its error behind; the caller reports its own
 }
 
 void LaunchGraph(void* graph, void* stream) {

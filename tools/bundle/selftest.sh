@@ -155,6 +155,14 @@ caching_rc=$?
 if [ "$caching_rc" -ne 0 ] || ! $PY "$B/tools/compare_losses.py" "$smoke" "$OUT/smoke_caching.jsonl" >>"$LOG" 2>&1; then
   status=failed
 fi
+# --cuda-graphs: the same run replayed from a captured graph (its NCCL
+# all-reduces inside) gives the same losses bit for bit.
+timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --comm nccl --deterministic --batch-size 32 \
+  --image-size 64 --num-classes 10 --steps 6 --cuda-graphs --metrics-file "$OUT/smoke_graphs.jsonl" >>"$LOG" 2>&1
+graphs_rc=$?
+if [ "$graphs_rc" -ne 0 ] || ! $PY "$B/tools/compare_losses.py" "$smoke" "$OUT/smoke_graphs.jsonl" >>"$LOG" 2>&1; then
+  status=failed
+fi
 # Out of memory: one line naming the bytes, the model and --batch-size.
 oom=$(timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet50 --device cuda --batch-size 4096 --steps 1 2>&1)
 oom_rc=$?
@@ -167,7 +175,8 @@ fi
 tier training "$status" $(( $(now) - start )) \
   "{\"summary\": ${line:-null}, \"exit\": $rc, \"oom_line\": \"$(json_string "$oom_line")\", \"oom_ok\": $oom_ok}" \
   "ddp_train ResNet-18 on the GPU through NCCL (1 rank), exit $rc: \`${line:-no summary}\`; the same on the
-cudaMalloc cache (DDP_CUDA_ALLOCATOR=caching), exit $caching_rc, losses equal: see selftest.log
+cudaMalloc cache (DDP_CUDA_ALLOCATOR=caching), exit $caching_rc, and with --cuda-graphs, exit $graphs_rc: losses
+equal bit for bit, see selftest.log
 
 Out of memory (ResNet-50, batch 4096), exit $oom_rc: \`$oom_line\`"
 
@@ -240,10 +249,14 @@ bench_md="| precision | batch | ddp_train images/s | PyTorch eager images/s | ra
 |---|---|---|---|---|---|---|"
 bench_json=""
 bench_status=passed
-for config in fp32:64 tf32:64 fp16:128 bf16:128; do
-  precision=${config%:*}; batch=${config#*:}
-  m="$OUT/bench_$precision.jsonl"
-  timeout "$(limit 60)" "$B/bin/ddp_train" --model resnet50 --device cuda --precision "$precision" \
+for config in fp32:64 tf32:64 fp16:128 bf16:128 fp16+graphs:128 bf16+graphs:128; do
+  variant=${config%:*}; batch=${config#*:}
+  precision=${variant%+graphs}
+  graphs=""
+  [ "$variant" != "$precision" ] && graphs="--cuda-graphs"
+  m="$OUT/bench_$variant.jsonl"
+  # shellcheck disable=SC2086
+  timeout "$(limit 60)" "$B/bin/ddp_train" --model resnet50 --device cuda --precision "$precision" $graphs \
     --batch-size "$batch" --image-size 224 --steps 20 --metrics-file "$m" >>"$LOG" 2>&1 || bench_status=failed
   read -r ours ours_mib <<EOF2
 $($PY -c 'import json, sys
@@ -254,22 +267,28 @@ EOF2
   # The peer: eager AMP with channels-last for 16-bit, as its users run it.
   peer_flags=""
   case "$precision" in fp16|bf16) peer_flags="--channels-last" ;; esac
-  # shellcheck disable=SC2086
-  peer=$(timeout "$(limit 60)" $PY "$B/tools/bench_resnet_gpu_pytorch.py" --precision "$precision" \
-         --batch-size "$batch" --steps 20 $peer_flags 2>>"$LOG")
-  theirs=$(printf '%s\n' "$peer" | tail -n 1)
-  theirs_mib=$(printf '%s\n' "$peer" | awk '$1 == "peak_bytes" {printf "%.0f", $2 / 1048576}')
-  case "$theirs" in ''|*[!0-9.]*) theirs=0 ;; esac
+  # With graphs, the same peer as the eager row above (measured once).
+  if [ -z "$graphs" ]; then
+    # shellcheck disable=SC2086
+    peer=$(timeout "$(limit 60)" $PY "$B/tools/bench_resnet_gpu_pytorch.py" --precision "$precision" \
+           --batch-size "$batch" --steps 20 $peer_flags 2>>"$LOG")
+    theirs=$(printf '%s\n' "$peer" | tail -n 1)
+    theirs_mib=$(printf '%s\n' "$peer" | awk '$1 == "peak_bytes" {printf "%.0f", $2 / 1048576}')
+    case "$theirs" in ''|*[!0-9.]*) theirs=0 ;; esac
+    eval "peer_$precision=\$theirs peer_mib_$precision=\${theirs_mib:-n/a}"
+  else
+    eval "theirs=\$peer_$precision theirs_mib=\$peer_mib_$precision"
+  fi
   ratio=$($PY -c "import sys; t=float(sys.argv[2]); print('%.2f' % (float(sys.argv[1]) / t) if t > 0 else 'n/a')" \
           "$ours" "$theirs")
-  say "selftest: ResNet-50 $precision batch $batch: ddp_train $ours images/s ($ours_mib MiB), PyTorch $theirs (${theirs_mib:-?} MiB), ratio $ratio"
+  say "selftest: ResNet-50 $variant batch $batch: ddp_train $ours images/s ($ours_mib MiB), PyTorch $theirs (${theirs_mib:-?} MiB), ratio $ratio"
   bench_md="$bench_md
-| $precision | $batch | $ours | $theirs | $ratio | $ours_mib | ${theirs_mib:-n/a} |"
-  bench_json="${bench_json:+$bench_json, }\"$precision\": {\"batch\": $batch, \"ddp_train\": $ours, \"pytorch\": $theirs, \"ratio\": \"$ratio\", \"ddp_train_peak_mib\": ${ours_mib:-0}, \"pytorch_peak_mib\": ${theirs_mib:-0}}"
+| $variant | $batch | $ours | $theirs | $ratio | $ours_mib | ${theirs_mib:-n/a} |"
+  bench_json="${bench_json:+$bench_json, }\"$variant\": {\"batch\": $batch, \"ddp_train\": $ours, \"pytorch\": $theirs, \"ratio\": \"$ratio\", \"ddp_train_peak_mib\": ${ours_mib:-0}, \"pytorch_peak_mib\": ${theirs_mib:-0}}"
   case "$ratio" in n/a) ;; *) $PY -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.9 else 1)" "$ratio" ||
     bench_status=failed ;; esac
 done
-tier benchmarks "$bench_status" $(( $(now) - start )) "{$bench_json}" "ResNet-50, 224x224, synthetic, 1 GPU; fp32/tf32 at batch 64 against PyTorch eager, fp16/bf16 at batch 128 against PyTorch eager AMP with channels-last (bar: ratio >= 0.9)
+tier benchmarks "$bench_status" $(( $(now) - start )) "{$bench_json}" "ResNet-50, 224x224, synthetic, 1 GPU; fp32/tf32 at batch 64 against PyTorch eager, fp16/bf16 at batch 128 against PyTorch eager AMP with channels-last, without and with --cuda-graphs (bar: ratio >= 0.9; goal 1.1)
 
 $bench_md"
 
