@@ -434,7 +434,18 @@ StatusOr<double> Trainer::ReplayMicroBatches(int64_t step) {
   if (graph_ != nullptr && graph_scale_ != scaler_->scale()) DestroyStepGraph();
   if (graph_ == nullptr) {
     cuda::TrimMemoryPools(ctx_.device().index);
-    RETURN_IF_ERROR(CaptureMicroBatches(scaler_->scale()));
+    const Status captured = CaptureMicroBatches(scaler_->scale());
+    if (distributed()) {
+      // A rank that failed to capture would leave its peers waiting inside
+      // their graphs' collectives: decided together.
+      Tensor failed = Tensor::FromVector<double>({captured.ok() ? 0.0 : 1.0}, {1});
+      RETURN_IF_ERROR(comm_->AllReduce(failed, ReduceOp::kSum)->Wait());
+      if (captured.ok() && failed.data<double>()[0] > 0.0) {
+        DestroyStepGraph();
+        return FailedPrecondition("another rank failed to capture its CUDA graph; stopping");
+      }
+    }
+    RETURN_IF_ERROR(captured);
     graph_scale_ = scaler_->scale();
     ++graph_captures_;
   }
@@ -453,24 +464,34 @@ Status Trainer::CaptureMicroBatches(double loss_scale) {
   ce.label_smoothing = options_.label_smoothing;
   const int64_t k = options_.accumulation_steps;
   void* stream = ctx_.cuda_stream();
+  // The allocator turns allocations into the graph's own when the device's
+  // current stream is being captured: it must be this one.
+  CHECK(cuda::CurrentStream(ctx_.device().index) == stream) << "capturing on a stream that is not the current one";
+  // Scratch buffers the graph's kernels use stay referenced by graph_ctx_
+  // for as long as the graph lives, whatever eager work (evaluation of a
+  // smaller last batch, say) later makes ctx_ replace.
+  graph_ctx_ = ctx_.WithOwnScratch();
+  ExecutionContext& ctx = *graph_ctx_;
   // What the eager step does, in the same order and with the same kernels
   // (so --deterministic losses match it bit for bit), but with nothing that
   // waits for the host: the losses stay on the device until read after the
   // replay.
   cuda::BeginCapture(stream);
   for (int64_t micro = 0; micro < k; ++micro) {
-    Tensor logits = model_->Forward(ctx_, graph_images_[micro]);
+    Tensor logits = model_->Forward(ctx, graph_images_[micro]);
     Tensor losses = graph_losses_.View(3 * micro, {3});
-    SoftmaxCrossEntropyForwardToDevice(ctx_, ce, logits, graph_labels_[micro], probs_, losses);
-    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, graph_labels_[micro],
+    SoftmaxCrossEntropyForwardToDevice(ctx, ce, logits, graph_labels_[micro], probs_, losses);
+    SoftmaxCrossEntropyBackward(ctx, ce, probs_, graph_labels_[micro],
                                 loss_scale / static_cast<double>(k * ranks_.world_size), dlogits_);
     if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
-    model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0);
+    model_->Backward(ctx, dlogits_, /*accumulate=*/micro > 0);
   }
   if (reducer_) {
     const StatusOr<ReduceStats> waited = reducer_->Wait();
     if (!waited.ok()) {
       cuda::AbortCapture(stream);
+      graph_ctx_.reset();
+      cuda::ReleaseMemoryHeldForCapture(ctx_.device().index);
       return waited.status();
     }
   }
@@ -482,6 +503,7 @@ void Trainer::DestroyStepGraph() {
   if (graph_ == nullptr) return;
   cuda::DestroyGraph(graph_);
   graph_ = nullptr;
+  graph_ctx_.reset();
   cuda::ReleaseMemoryHeldForCapture(ctx_.device().index);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "comm/bootstrap.h"
 #include "comm/communicator.h"
@@ -118,6 +119,7 @@ class Trainer {
   // SoftmaxCrossEntropyForwardToDevice).
   static constexpr int64_t kGraphWarmupSteps = 2;
   void* graph_ = nullptr;
+  std::optional<ExecutionContext> graph_ctx_;  // the graph's ops' context: its scratch lives as long as the graph
   double graph_scale_ = 0.0;
   int64_t graph_captures_ = 0;
   std::vector<Tensor> graph_images_, graph_labels_;

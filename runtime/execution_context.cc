@@ -24,6 +24,12 @@ Tensor ExecutionContext::Scratch(int slot, int64_t bytes) {
   return buffer.View(0, {bytes});
 }
 
+ExecutionContext ExecutionContext::WithOwnScratch() const {
+  ExecutionContext copy = *this;
+  copy.scratch_ = std::make_shared<std::vector<Tensor>>(*scratch_);
+  return copy;
+}
+
 Tensor ExecutionContext::ScratchTensor(int slot, const Shape& shape, DType dtype) {
   const int64_t bytes = NumElements(shape) * static_cast<int64_t>(DTypeSize(dtype));
   return Scratch(slot, bytes).ReinterpretAs(dtype, shape);

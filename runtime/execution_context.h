@@ -41,6 +41,12 @@ class ExecutionContext {
   // Scratch(slot) as a typed tensor of `shape`.
   Tensor ScratchTensor(int slot, const Shape& shape, DType dtype);
 
+  // A context like this one whose scratch slots start out as this one's
+  // buffers (referenced again, not copied) and grow apart from then on. A
+  // CUDA graph captured on it keeps the buffers its kernels use alive,
+  // whatever the original context replaces later.
+  ExecutionContext WithOwnScratch() const;
+
   // Slot ranges: ops use [0, kFirstLayerScratchSlot); layers use the rest, so
   // a layer's staging buffer survives the ops it calls.
   static constexpr int kFirstLayerScratchSlot = 8;

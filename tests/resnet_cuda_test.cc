@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,13 @@ struct RunResult {
   DType compute_dtype = DType::kF32;
   std::string memory_format;
   int64_t graph_captures = -1;  // the summary's, under --cuda-graphs
+  int64_t graphed_steps = 0;    // step records marked "cuda_graph"
 };
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
   options.metrics_file = TempPath("resnet_cuda_" + tag + ".jsonl");
@@ -69,6 +76,7 @@ RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
   while (std::getline(in, line)) {
     const nlohmann::json record = nlohmann::json::parse(line);
     if (record.contains("loss")) result.losses.push_back(record["loss"].get<double>());
+    if (record.contains("cuda_graph")) ++result.graphed_steps;
     if (!record.contains("summary")) continue;
     result.memory_format = record["summary"]["memory_format"].get<std::string>();
     if (record["summary"].contains("cuda_graph_captures")) {
@@ -204,11 +212,20 @@ TEST_F(ResNetCudaTest, CudaGraphsLossesEqualEagerBitForBit) {
       o.eval_data = "tensors:" + WriteImages("graphs_eval.safetensors", 24, 1000, o);
       o.eval_every = 3;
     }
+    // The graphed run first: no earlier run of this shape warmed the
+    // algorithm caches for it.
+    TrainOptions graphs = o;
+    graphs.cuda_graphs = true;
+    graphs.save_weights = TempPath("graphs_" + c.name + ".safetensors");
+    const RunResult graphed = Train(graphs, true, "graphs_" + c.name);
+    o.save_weights = TempPath("graphs_eager_" + c.name + ".safetensors");
     const RunResult eager = Train(o, true, "graphs_eager_" + c.name);
-    o.cuda_graphs = true;
-    const RunResult graphed = Train(o, true, "graphs_" + c.name);
     EXPECT_EQ(graphed.losses, eager.losses) << "replayed steps differ from the eager run";
     EXPECT_EQ(graphed.eval_accuracy, eager.eval_accuracy);
+    // Weights, batch norm statistics and counters after the last replay.
+    EXPECT_TRUE(FileBytes(graphs.save_weights) == FileBytes(o.save_weights)) << "saved weights differ";
+    EXPECT_EQ(graphed.graphed_steps, o.steps - 2);
+    EXPECT_EQ(eager.graphed_steps, 0);
     EXPECT_EQ(eager.graph_captures, -1);
     if (c.growth_interval == 2) {
       EXPECT_GE(graphed.graph_captures, 2) << "the loss scale changed; the graph should have been captured again";

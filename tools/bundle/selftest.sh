@@ -163,6 +163,17 @@ graphs_rc=$?
 if [ "$graphs_rc" -ne 0 ] || ! $PY "$B/tools/compare_losses.py" "$smoke" "$OUT/smoke_graphs.jsonl" >>"$LOG" 2>&1; then
   status=failed
 fi
+# bf16 sends bf16 gradients (--grad-compression auto): the replayed
+# all-reduce's casts to and from the wire must replay too for the losses to
+# match the eager run's.
+for g in "" --cuda-graphs; do
+  # shellcheck disable=SC2086
+  timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --comm nccl --deterministic --precision bf16 \
+    --batch-size 32 --image-size 64 --num-classes 10 --steps 6 $g --metrics-file "$OUT/smoke_bf16${g:+_graphs}.jsonl" \
+    >>"$LOG" 2>&1 || graphs_rc=1
+done
+$PY "$B/tools/compare_losses.py" "$OUT/smoke_bf16.jsonl" "$OUT/smoke_bf16_graphs.jsonl" >>"$LOG" 2>&1 || status=failed
+[ "$graphs_rc" -eq 0 ] || status=failed
 # Out of memory: one line naming the bytes, the model and --batch-size.
 oom=$(timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet50 --device cuda --batch-size 4096 --steps 1 2>&1)
 oom_rc=$?

@@ -211,6 +211,10 @@ Algo ChooseAlgo(ExecutionContext& ctx, DType data, const std::string& key, Find 
     auto it = AlgoCache().find(key);
     if (it != AlgoCache().end()) return it->second;
   }
+  // A search times kernels and waits for them: impossible inside a CUDA
+  // graph capture, whose warm-up steps should have met every shape.
+  CHECK(!cuda::IsCapturing(ctx.cuda_stream())) << "cuDNN algorithm search for " << key
+                                               << " while capturing a CUDA graph (a shape the warm-up did not run)";
   Perf perf[kCount];
   int returned = 0;
   if (ctx.deterministic()) {

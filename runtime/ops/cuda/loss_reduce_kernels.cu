@@ -138,6 +138,7 @@ double Reduce(ExecutionContext& ctx, const Tensor& x, ReduceKind kind) {
   ReduceFinalKernel<<<1, kThreads, 0, StreamOf(ctx)>>>(partial.data<double>(), blocks, result.data<double>());
   DDP_CHECK_LAUNCH("ReduceFinalKernel");
   double host = 0.0;
+  CHECK(!IsCapturing(ctx.cuda_stream())) << "a reduction read on the host while capturing a CUDA graph";
   Synchronize(ctx.cuda_stream());  // polled: a copy to pageable memory would block unwatched
   DDP_CUDA_CHECK(cudaMemcpyAsync(&host, result.raw_data(), sizeof(double), cudaMemcpyDeviceToHost, StreamOf(ctx)));
   Synchronize(ctx.cuda_stream());  // polled, through the wait watchdog
@@ -167,6 +168,7 @@ void SoftmaxCrossEntropyForwardToDevice(ExecutionContext& ctx, const CrossEntrop
 CrossEntropyResult CrossEntropyResultOf(ExecutionContext& ctx, const Tensor& result, const Tensor& labels,
                                         int64_t classes) {
   double host[3];
+  CHECK(!IsCapturing(ctx.cuda_stream())) << "the loss read on the host while capturing a CUDA graph";
   Synchronize(ctx.cuda_stream());  // polled: a copy to pageable memory would block unwatched
   DDP_CUDA_CHECK(cudaMemcpyAsync(host, result.raw_data(), sizeof(host), cudaMemcpyDeviceToHost, StreamOf(ctx)));
   Synchronize(ctx.cuda_stream());  // polled, through the wait watchdog
