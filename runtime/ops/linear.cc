@@ -70,6 +70,36 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha
             c.data<float>(), n);
 }
 
+void BatchedGemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha, const Tensor& a,
+                 const Tensor& b, float beta, Tensor& c) {
+  CheckF32(a, "batched gemm A");
+  CheckF32(b, "batched gemm B");
+  CheckF32(c, "batched gemm C");
+  CHECK(a.ndim() == 3 && b.ndim() == 3 && c.ndim() == 3 && a.dim(0) == b.dim(0) && a.dim(0) == c.dim(0))
+      << "batched gemm takes 3-D tensors of one batch: A " << a.DebugString() << ", B " << b.DebugString() << ", C "
+      << c.DebugString();
+  const int64_t m = transpose_a ? a.dim(2) : a.dim(1);
+  const int64_t k = transpose_a ? a.dim(1) : a.dim(2);
+  const int64_t kb = transpose_b ? b.dim(2) : b.dim(1);
+  const int64_t n = transpose_b ? b.dim(1) : b.dim(2);
+  CHECK(k == kb && c.dim(1) == m && c.dim(2) == n)
+      << "batched gemm shapes: A " << a.DebugString() << (transpose_a ? "^T" : "") << ", B " << b.DebugString()
+      << (transpose_b ? "^T" : "") << ", C " << c.DebugString();
+  CheckOnDevice(ctx, "BatchedGemm", {&a, &b, &c});
+  const int64_t a_stride = a.dim(1) * a.dim(2), b_stride = b.dim(1) * b.dim(2), c_stride = m * n;
+  for (int64_t i = 0; i < a.dim(0); ++i) {
+    const float* ai = a.data<float>() + i * a_stride;
+    const float* bi = b.data<float>() + i * b_stride;
+    float* ci = c.data<float>() + i * c_stride;
+    if (ctx.device().is_cuda()) {
+      DDP_ON_CUDA("BatchedGemm", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, alpha, ai, a.dim(2), bi,
+                                            b.dim(2), beta, ci, n, nullptr));
+    } else {
+      cpu::Gemm(transpose_a, transpose_b, m, n, k, alpha, ai, a.dim(2), bi, b.dim(2), beta, ci, n);
+    }
+  }
+}
+
 void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   CheckLinear(ctx, x, w, y);
   if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "linear bias " << bias->DebugString();

@@ -80,5 +80,40 @@ TEST(GemmTest, AllTransposesAgainstNaiveFloat64WithBeta) {
   }
 }
 
+// Each matrix of the batch against float64, for every transpose, with
+// alpha and beta: attention's products.
+TEST(BatchedGemmTest, EachMatrixAgainstFloat64) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(31);
+  const int64_t batch = 3, m = 4, n = 5, k = 6;
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      SCOPED_TRACE(std::string(ta ? "A^T" : "A") + (tb ? " B^T" : " B"));
+      const Vec a = RandomValues(batch * m * k, rng), b = RandomValues(batch * k * n, rng);
+      const Vec c0 = RandomValues(batch * m * n, rng);
+      Tensor c = ToF32Tensor(c0, {batch, m, n});
+      const float alpha = 0.125f, beta = 0.5f;
+      BatchedGemm(ctx, ta, tb, alpha, ToF32Tensor(a, ta ? Shape{batch, k, m} : Shape{batch, m, k}),
+                  ToF32Tensor(b, tb ? Shape{batch, n, k} : Shape{batch, k, n}), beta, c);
+      Vec expected(batch * m * n);
+      for (int64_t i = 0; i < batch; ++i) {
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t col = 0; col < n; ++col) {
+            double sum = 0.0;
+            for (int64_t x = 0; x < k; ++x) {
+              const double av = ta ? a[i * m * k + x * m + r] : a[i * m * k + r * k + x];
+              const double bv = tb ? b[i * k * n + col * k + x] : b[i * k * n + x * n + col];
+              sum += av * bv;
+            }
+            const int64_t at = i * m * n + r * n + col;
+            expected[at] = alpha * sum + beta * c0[at];
+          }
+        }
+      }
+      EXPECT_TRUE(testing::AllClose(ToDoubles(c), expected, 1e-5, 1e-6));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ddp

@@ -1,0 +1,337 @@
+#include "runtime/ops/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "runtime/ops/op_checks.h"
+#include "runtime/philox.h"
+
+namespace ddp {
+namespace {
+
+constexpr int64_t kParallelThreshold = 1 << 14;
+
+// The rows of a tensor whose last dimension is `cols`.
+int64_t RowsOf(const Tensor& t, int64_t cols) { return cols == 0 ? 0 : t.numel() / cols; }
+
+void CheckSameShapeAs(const Tensor& a, const Tensor& b, const char* op) {
+  CHECK(a.shape() == b.shape()) << op << ": " << a.DebugString() << " and " << b.DebugString() << " differ in shape";
+}
+
+}  // namespace
+
+void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor& ids, Tensor& out) {
+  CheckOnCpu(ctx, "EmbeddingForward");
+  CheckF32(weight, "embedding weight");
+  CheckF32(out, "embedding output");
+  CHECK(ids.dtype() == DType::kI64) << "embedding ids must be i64, got " << ids.DebugString();
+  CHECK(weight.ndim() == 2 && out.ndim() == 2 && out.dim(0) == ids.numel() && out.dim(1) == weight.dim(1))
+      << "embedding shapes: weight " << weight.DebugString() << ", ids " << ids.DebugString() << ", output "
+      << out.DebugString();
+  const int64_t rows = ids.numel(), vocab = weight.dim(0), hidden = weight.dim(1);
+  const int64_t* id = ids.data<int64_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    CHECK(id[r] >= 0 && id[r] < vocab) << "embedding id " << id[r] << " at position " << r << " is outside [0, "
+                                       << vocab << ")";
+  }
+  const float* w = weight.data<float>();
+  float* y = out.data<float>();
+#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * hidden, w + id[r] * hidden, hidden * sizeof(float));
+}
+
+void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight) {
+  CheckOnCpu(ctx, "EmbeddingBackward");
+  CheckF32(dout, "embedding output gradient");
+  CheckF32(dweight, "embedding weight gradient");
+  CHECK(ids.dtype() == DType::kI64 && dweight.ndim() == 2 && dout.ndim() == 2 && dout.dim(0) == ids.numel() &&
+        dout.dim(1) == dweight.dim(1))
+      << "embedding backward shapes: ids " << ids.DebugString() << ", output gradient " << dout.DebugString()
+      << ", weight gradient " << dweight.DebugString();
+  const int64_t rows = ids.numel(), vocab = dweight.dim(0), hidden = dweight.dim(1);
+  const int64_t* id = ids.data<int64_t>();
+  const float* dy = dout.data<float>();
+  float* dw = dweight.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    CHECK(id[r] >= 0 && id[r] < vocab) << "embedding id " << id[r] << " at position " << r << " is outside [0, "
+                                       << vocab << ")";
+  }
+  std::memset(dw, 0, dweight.nbytes());
+  // Threads split the columns, and each walks every row in order: repeated
+  // ids add up in the same order whatever the thread count.
+  const int64_t block = 64;
+#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
+  for (int64_t c0 = 0; c0 < hidden; c0 += block) {
+    const int64_t c1 = std::min(hidden, c0 + block);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* dst = dw + id[r] * hidden;
+      const float* src = dy + r * hidden;
+      for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
+    }
+  }
+}
+
+void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
+                      Tensor& y, Tensor& mean, Tensor& rstd) {
+  CheckOnCpu(ctx, "LayerNormForward");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &gamma, &beta, &y, &mean, &rstd}) CheckF32(*t, "layer norm tensor");
+  CheckSameShapeAs(x, y, "LayerNormForward");
+  const int64_t hidden = x.ndim() == 0 ? 0 : x.dim(x.ndim() - 1);
+  const int64_t rows = RowsOf(x, hidden);
+  CHECK(gamma.shape() == Shape{hidden} && beta.shape() == Shape{hidden} && mean.numel() == rows &&
+        rstd.numel() == rows)
+      << "layer norm shapes: x " << x.DebugString() << ", gamma " << gamma.DebugString() << ", beta "
+      << beta.DebugString() << ", mean " << mean.DebugString() << ", rstd " << rstd.DebugString();
+  const float* in = x.data<float>();
+  const float* g = gamma.data<float>();
+  const float* b = beta.data<float>();
+  float* out = y.data<float>();
+  float* m = mean.data<float>();
+  float* s = rstd.data<float>();
+#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = in + r * hidden;
+    // Two passes in double: the mean, then the centred squares.
+    double sum = 0.0;
+    for (int64_t c = 0; c < hidden; ++c) sum += xr[c];
+    const double mu = sum / static_cast<double>(hidden);
+    double squares = 0.0;
+    for (int64_t c = 0; c < hidden; ++c) {
+      const double d = xr[c] - mu;
+      squares += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(squares / static_cast<double>(hidden) + eps);
+    m[r] = static_cast<float>(mu);
+    s[r] = static_cast<float>(inv);
+    float* yr = out + r * hidden;
+    for (int64_t c = 0; c < hidden; ++c) yr[c] = static_cast<float>((xr[c] - mu) * inv * g[c] + b[c]);
+  }
+}
+
+void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                       const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  CheckOnCpu(ctx, "LayerNormBackward");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta}) CheckF32(*t, "layer norm tensor");
+  CheckSameShapeAs(x, dy, "LayerNormBackward");
+  CheckSameShapeAs(x, dx, "LayerNormBackward");
+  const int64_t hidden = x.ndim() == 0 ? 0 : x.dim(x.ndim() - 1);
+  const int64_t rows = RowsOf(x, hidden);
+  CHECK(gamma.shape() == Shape{hidden} && dgamma.shape() == Shape{hidden} && dbeta.shape() == Shape{hidden} &&
+        mean.numel() == rows && rstd.numel() == rows)
+      << "layer norm backward shapes: x " << x.DebugString() << ", gamma " << gamma.DebugString();
+  const float* in = x.data<float>();
+  const float* grad = dy.data<float>();
+  const float* g = gamma.data<float>();
+  const float* m = mean.data<float>();
+  const float* s = rstd.data<float>();
+  float* out = dx.data<float>();
+#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = in + r * hidden;
+    const float* dyr = grad + r * hidden;
+    // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
+    // dxhat = dy * gamma.
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+    for (int64_t c = 0; c < hidden; ++c) {
+      const double xhat = (xr[c] - static_cast<double>(m[r])) * s[r];
+      const double dxhat = static_cast<double>(dyr[c]) * g[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+    }
+    const double mean_dxhat = sum_dxhat / static_cast<double>(hidden);
+    const double mean_dxhat_xhat = sum_dxhat_xhat / static_cast<double>(hidden);
+    float* dxr = out + r * hidden;
+    for (int64_t c = 0; c < hidden; ++c) {
+      const double xhat = (xr[c] - static_cast<double>(m[r])) * s[r];
+      const double dxhat = static_cast<double>(dyr[c]) * g[c];
+      dxr[c] = static_cast<float>(s[r] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+    }
+  }
+  // Parameter gradients: per column, rows in order (the same sums whatever
+  // the thread count).
+  float* dg = dgamma.data<float>();
+  float* db = dbeta.data<float>();
+#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
+  for (int64_t c = 0; c < hidden; ++c) {
+    double sum_g = 0.0, sum_b = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double d = grad[r * hidden + c];
+      sum_g += d * ((in[r * hidden + c] - static_cast<double>(m[r])) * s[r]);
+      sum_b += d;
+    }
+    dg[c] = static_cast<float>(sum_g);
+    db[c] = static_cast<float>(sum_b);
+  }
+}
+
+void GeluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
+  CheckOnCpu(ctx, "GeluForward");
+  CheckF32(x, "gelu input");
+  CheckF32(y, "gelu output");
+  CheckSameShapeAs(x, y, "GeluForward");
+  const int64_t n = x.numel();
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = in[i];
+    out[i] = 0.5f * v * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2)));
+  }
+}
+
+void GeluBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dx) {
+  CheckOnCpu(ctx, "GeluBackward");
+  CheckF32(x, "gelu input");
+  CheckF32(dy, "gelu output gradient");
+  CheckF32(dx, "gelu input gradient");
+  CheckSameShapeAs(x, dy, "GeluBackward");
+  CheckSameShapeAs(x, dx, "GeluBackward");
+  const int64_t n = x.numel();
+  const float* in = x.data<float>();
+  const float* grad = dy.data<float>();
+  float* out = dx.data<float>();
+  // d/dx x Phi(x) = Phi(x) + x phi(x).
+  const float inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = in[i];
+    const float cdf = 0.5f * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2)));
+    const float pdf = inv_sqrt_2pi * std::exp(-0.5f * v * v);
+    out[i] = grad[i] * (cdf + v * pdf);
+  }
+}
+
+namespace {
+
+struct PhiloxKey {
+  uint32_t k0, k1;
+};
+
+PhiloxKey KeyOf(const DropoutKey& key) {
+  const uint64_t k = SplitMix64(key.seed ^ SplitMix64(static_cast<uint64_t>(key.site)));
+  return {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
+}
+
+Philox4x32 DropoutBits(const PhiloxKey& k, const DropoutKey& key, int64_t sample, int64_t group) {
+  const uint64_t step = static_cast<uint64_t>(key.step);
+  return Philox4x32_10(Philox4x32{{static_cast<uint32_t>(group), static_cast<uint32_t>(sample),
+                                   static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)}},
+                       k.k0, k.k1);
+}
+
+}  // namespace
+
+float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element) {
+  return UniformFromBits(DropoutBits(KeyOf(key), key, sample, element / 4).v[element % 4]);
+}
+
+void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,
+                    Tensor& y, Tensor& keep) {
+  CheckOnCpu(ctx, "DropoutForward");
+  CheckF32(x, "dropout input");
+  CheckF32(y, "dropout output");
+  CheckSameShapeAs(x, y, "DropoutForward");
+  CHECK(keep.dtype() == DType::kU8 && keep.numel() == x.numel())
+      << "dropout mask must be u8 with " << x.numel() << " elements, got " << keep.DebugString();
+  CHECK(p >= 0.0f && p < 1.0f) << "dropout probability " << p << " is outside [0, 1)";
+  CHECK(x.ndim() >= 1) << "dropout input " << x.DebugString() << " has no sample dimension";
+  const int64_t samples = x.dim(0);
+  const int64_t per_sample = samples == 0 ? 0 : x.numel() / samples;
+  CHECK_LT(per_sample, int64_t{1} << 34) << "dropout: samples of over 2^34 elements";
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
+  uint8_t* mask = keep.data<uint8_t>();
+  const PhiloxKey k = KeyOf(key);
+  const float scale = 1.0f / (1.0f - p);
+  const int64_t groups = (per_sample + 3) / 4;
+#pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelThreshold)
+  for (int64_t s = 0; s < samples; ++s) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const Philox4x32 bits = p > 0.0f ? DropoutBits(k, key, first_sample + s, g) : Philox4x32{{0, 0, 0, 0}};
+      for (int64_t lane = 0; lane < 4 && g * 4 + lane < per_sample; ++lane) {
+        const int64_t i = s * per_sample + g * 4 + lane;
+        const bool kept = p == 0.0f || UniformFromBits(bits.v[lane]) >= p;
+        mask[i] = kept ? 1 : 0;
+        out[i] = kept ? in[i] * scale : 0.0f;
+      }
+    }
+  }
+}
+
+void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx) {
+  CheckOnCpu(ctx, "DropoutBackward");
+  CheckF32(dy, "dropout output gradient");
+  CheckF32(dx, "dropout input gradient");
+  CheckSameShapeAs(dy, dx, "DropoutBackward");
+  CHECK(keep.dtype() == DType::kU8 && keep.numel() == dy.numel())
+      << "dropout mask must be u8 with " << dy.numel() << " elements, got " << keep.DebugString();
+  const int64_t n = dy.numel();
+  const float scale = 1.0f / (1.0f - p);
+  const float* grad = dy.data<float>();
+  const uint8_t* mask = keep.data<uint8_t>();
+  float* out = dx.data<float>();
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) out[i] = mask[i] ? grad[i] * scale : 0.0f;
+}
+
+void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Tensor* key_mask, Tensor& probs) {
+  CheckOnCpu(ctx, "MaskedSoftmaxForward");
+  CheckF32(scores, "attention scores");
+  CheckF32(probs, "attention probabilities");
+  CheckSameShapeAs(scores, probs, "MaskedSoftmaxForward");
+  CHECK(scores.ndim() == 4) << "attention scores must be [N, heads, Tq, Tk], got " << scores.DebugString();
+  const int64_t n = scores.dim(0), heads = scores.dim(1), tq = scores.dim(2), tk = scores.dim(3);
+  if (key_mask != nullptr) {
+    CHECK(key_mask->dtype() == DType::kI64 && key_mask->shape() == (Shape{n, tk}))
+        << "attention mask must be i64 [" << n << ", " << tk << "], got " << key_mask->DebugString();
+  }
+  const int64_t rows = n * heads * tq;
+  const float* in = scores.data<float>();
+  float* out = probs.data<float>();
+  const int64_t* mask = key_mask != nullptr ? key_mask->data<int64_t>() : nullptr;
+  const float lowest = std::numeric_limits<float>::lowest();
+#pragma omp parallel for schedule(static) if (rows * tk > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* sr = in + r * tk;
+    float* pr = out + r * tk;
+    const int64_t* mr = mask != nullptr ? mask + (r / (heads * tq)) * tk : nullptr;
+    float max = lowest;
+    for (int64_t j = 0; j < tk; ++j) {
+      pr[j] = mr != nullptr && mr[j] == 0 ? sr[j] + lowest : sr[j];
+      max = std::max(max, pr[j]);
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < tk; ++j) {
+      pr[j] = std::exp(pr[j] - max);
+      sum += pr[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < tk; ++j) pr[j] *= inv;
+  }
+}
+
+void SoftmaxBackward(ExecutionContext& ctx, const Tensor& probs, const Tensor& dprobs, Tensor& dscores) {
+  CheckOnCpu(ctx, "SoftmaxBackward");
+  CheckF32(probs, "softmax probabilities");
+  CheckF32(dprobs, "softmax output gradient");
+  CheckF32(dscores, "softmax input gradient");
+  CheckSameShapeAs(probs, dprobs, "SoftmaxBackward");
+  CheckSameShapeAs(probs, dscores, "SoftmaxBackward");
+  const int64_t cols = probs.ndim() == 0 ? 0 : probs.dim(probs.ndim() - 1);
+  const int64_t rows = RowsOf(probs, cols);
+  const float* p = probs.data<float>();
+  const float* dp = dprobs.data<float>();
+  float* ds = dscores.data<float>();
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    double dot = 0.0;
+    for (int64_t j = 0; j < cols; ++j) dot += static_cast<double>(p[r * cols + j]) * dp[r * cols + j];
+    const float d = static_cast<float>(dot);
+    for (int64_t j = 0; j < cols; ++j) ds[r * cols + j] = p[r * cols + j] * (dp[r * cols + j] - d);
+  }
+}
+
+}  // namespace ddp

@@ -1,0 +1,72 @@
+// The math of BERT's layers, forward and backward, as PyTorch computes it:
+// embedding lookup, LayerNorm, the erf form of GELU, dropout, and softmax
+// over attention scores with a padding mask (batched matrix products are
+// BatchedGemm in runtime/ops/linear.h; the losses are loss.h's
+// cross-entropy, whose ignore_index serves the MLM labels' -100).
+// f32 on the CPU (CUDA kernels follow; a CUDA tensor here is refused
+// naming the op). Shapes are given per function; "rows" are every leading
+// dimension flattened.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/execution_context.h"
+#include "runtime/tensor.h"
+
+namespace ddp {
+
+// out[r, :] = weight[ids[r], :], ids i64 of any shape with R elements,
+// weight [V, H], out [R, H]. An id outside [0, V) is fatal, naming it (the
+// data loader refuses such batches first, naming the tensor).
+void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor& ids, Tensor& out);
+// dweight = 0, then dweight[ids[r], :] += dout[r, :] for r in order:
+// repeated ids accumulate, the same way every run.
+void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight);
+
+// Over the last dimension H of x [R, H]: y = (x - mean) * rstd * gamma +
+// beta, rstd = 1 / sqrt(var + eps) with the biased variance, as
+// torch.nn.LayerNorm (BERT's eps is 1e-12). mean and rstd ([R], f32) are
+// kept for backward.
+void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
+                      Tensor& y, Tensor& mean, Tensor& rstd);
+// dx, and dgamma and dbeta (overwritten) from the forward's mean and rstd.
+void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                       const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+
+// y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))): torch's default GELU, not
+// the tanh approximation.
+void GeluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y);
+void GeluBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dx);
+
+// Which dropout mask: a pure function of the run's seed, the optimizer
+// step, the dropout site (layer) and each sample's index in the global
+// batch, never of the rank, so N ranks draw exactly the masks one rank with
+// N accumulated micro-batches draws.
+struct DropoutKey {
+  uint64_t seed = 0;
+  int64_t step = 0;
+  int64_t site = 0;
+};
+
+// x is [N, ...] (N samples, the first of which has global index
+// `first_sample`): y = x * keep / (1 - p), keep (u8, one per element) = 1
+// where element e of sample s draws u >= p, u from Philox4x32-10 with the
+// key and counter DropoutMaskBits documents. p = 0 copies x and keeps all.
+void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,
+                    Tensor& y, Tensor& keep);
+void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx);
+// The uniform draw of element `element` of global sample `sample`: Philox
+// counter {element / 4, sample, step low, step high} under the key made of
+// SplitMix64(seed ^ SplitMix64(site)); lane element % 4.
+float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element);
+
+// probs = softmax over the last dimension of scores [N, heads, Tq, Tk]
+// plus, where `key_mask` (i64 [N, Tk], 1 attend, 0 padding; may be null)
+// is 0, the lowest f32 value: Hugging Face BERT's additive mask, so a
+// padded key gets probability 0 (and a query with every key padded
+// attends uniformly, as there).
+void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Tensor* key_mask, Tensor& probs);
+// dscores = probs * (dprobs - sum(probs * dprobs)) over the last dimension.
+void SoftmaxBackward(ExecutionContext& ctx, const Tensor& probs, const Tensor& dprobs, Tensor& dscores);
+
+}  // namespace ddp
