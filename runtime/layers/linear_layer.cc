@@ -6,12 +6,20 @@
 
 namespace ddp {
 
-LinearLayer::LinearLayer(int64_t in_features, int64_t out_features, bool bias) : in_(in_features), out_(out_features) {
+LinearLayer::LinearLayer(int64_t in_features, int64_t out_features, bool bias, double init_std)
+    : in_(in_features), out_(out_features), init_std_(init_std) {
   weight_ = AddParameter("weight", {out_features, in_features}, false);
   if (bias) bias_ = AddParameter("bias", {out_features}, true);
 }
 
 void LinearLayer::ResetOwnParameters(std::mt19937_64& rng) {
+  if (init_std_ > 0.0) {
+    std::normal_distribution<double> normal(0.0, init_std_);
+    float* w = weight_->value.data<float>();
+    for (int64_t i = 0; i < weight_->value.numel(); ++i) w[i] = static_cast<float>(normal(rng));
+    if (bias_ != nullptr) bias_->value.Fill(0.0);
+    return;
+  }
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
   std::uniform_real_distribution<double> uniform(-bound, bound);
   for (Parameter* p : {weight_, bias_}) {

@@ -7,7 +7,11 @@ namespace ddp {
 
 class LinearLayer : public Layer {
  public:
-  LinearLayer(int64_t in_features, int64_t out_features, bool bias = true);
+  // `init_std` > 0: weights drawn from N(0, init_std^2) and a zero bias
+  // (Hugging Face BERT's initialization), instead of PyTorch's default.
+  LinearLayer(int64_t in_features, int64_t out_features, bool bias = true, double init_std = 0.0);
+  Parameter* weight() { return weight_; }
+  Parameter* bias() { return bias_; }
 
  protected:
   Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
@@ -17,6 +21,7 @@ class LinearLayer : public Layer {
 
  private:
   int64_t in_, out_;
+  double init_std_;
   Parameter* weight_;
   Parameter* bias_ = nullptr;
   Tensor input_;

@@ -9,6 +9,7 @@ namespace ddp {
 
 Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed)
     : name_(std::move(name)), root_(std::move(root)) {
+  loss_module_ = dynamic_cast<LossModule*>(root_.get());
   root_->AssignNames("");
   root_->CollectParameters(&parameters_);
   root_->CollectBuffers(&buffers_);
@@ -100,6 +101,17 @@ void Model::Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const 
 Tensor Model::Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate) {
   backward_state_.accumulate = accumulate;
   return root_->Backward(ctx, dy);
+}
+
+LossResult Model::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
+  CHECK(loss_module_ != nullptr) << name_ << " takes a tensor, not a batch";
+  return loss_module_->ForwardLoss(ctx, batch);
+}
+
+void Model::BackwardLoss(ExecutionContext& ctx, double loss_grad, bool accumulate) {
+  CHECK(loss_module_ != nullptr) << name_ << " has no loss of its own";
+  backward_state_.accumulate = accumulate;
+  loss_module_->BackwardLoss(ctx, loss_grad);
 }
 
 void Model::ReleaseFlatGradients() {

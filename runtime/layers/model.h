@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/layers/layer.h"
+#include "runtime/layers/loss_module.h"
 #include "runtime/status.h"
 
 namespace ddp {
@@ -35,6 +36,13 @@ class Model {
   // undefined tensor.
   Tensor Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate);
   void set_needs_input_grad(bool needs) { root_->set_needs_input_grad(needs); }
+  // Models that run their own loss (a LossModule root, as BERT): forward
+  // from a batch to the mean loss and evaluation counts, and backward from
+  // the loss gradient, gradients added to earlier micro-batches' with
+  // `accumulate`.
+  bool has_loss() const { return loss_module_ != nullptr; }
+  LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch);
+  void BackwardLoss(ExecutionContext& ctx, double loss_grad, bool accumulate);
   void SetTraining(bool training) { root_->SetTraining(training); }
   // Installs (or with null, removes) the hook fired as each gradient is final.
   void SetGradientReadyHook(GradientReadyHook* hook) { backward_state_.hook = hook; }
@@ -91,6 +99,7 @@ class Model {
  private:
   std::string name_;
   std::unique_ptr<Layer> root_;
+  LossModule* loss_module_ = nullptr;  // root_, when it is one
   std::vector<Parameter*> parameters_;
   std::vector<Buffer*> buffers_;
   // The refreshes: from the f32 master, or from a rounded `source`.

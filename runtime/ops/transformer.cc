@@ -43,7 +43,8 @@ void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor&
   for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * hidden, w + id[r] * hidden, hidden * sizeof(float));
 }
 
-void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight) {
+void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight,
+                       int64_t padding_idx) {
   CheckOnCpu(ctx, "EmbeddingBackward");
   CheckF32(dout, "embedding output gradient");
   CheckF32(dweight, "embedding weight gradient");
@@ -67,6 +68,7 @@ void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& d
   for (int64_t c0 = 0; c0 < hidden; c0 += block) {
     const int64_t c1 = std::min(hidden, c0 + block);
     for (int64_t r = 0; r < rows; ++r) {
+      if (id[r] == padding_idx) continue;
       float* dst = dw + id[r] * hidden;
       const float* src = dy + r * hidden;
       for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
@@ -167,41 +169,104 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
   }
 }
 
-void GeluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
-  CheckOnCpu(ctx, "GeluForward");
-  CheckF32(x, "gelu input");
-  CheckF32(y, "gelu output");
-  CheckSameShapeAs(x, y, "GeluForward");
+namespace {
+
+// y[i] = f(x[i]).
+template <typename F>
+void Elementwise(ExecutionContext& ctx, const char* op, const Tensor& x, Tensor& y, F f) {
+  CheckOnCpu(ctx, op);
+  CheckF32(x, op);
+  CheckF32(y, op);
+  CheckSameShapeAs(x, y, op);
   const int64_t n = x.numel();
   const float* in = x.data<float>();
   float* out = y.data<float>();
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = in[i];
-    out[i] = 0.5f * v * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2)));
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+}
+
+// dx[i] = dy[i] * f(saved[i]): the derivative from what forward kept.
+template <typename F>
+void ElementwiseGrad(ExecutionContext& ctx, const char* op, const Tensor& saved, const Tensor& dy, Tensor& dx, F f) {
+  CheckOnCpu(ctx, op);
+  CheckF32(saved, op);
+  CheckF32(dy, op);
+  CheckF32(dx, op);
+  CheckSameShapeAs(saved, dy, op);
+  CheckSameShapeAs(saved, dx, op);
+  const int64_t n = saved.numel();
+  const float* s = saved.data<float>();
+  const float* grad = dy.data<float>();
+  float* out = dx.data<float>();
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * f(s[i]);
+}
+
+float NormalCdf(float v) { return 0.5f * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2))); }
+
+}  // namespace
+
+void GeluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
+  Elementwise(ctx, "GeluForward", x, y, [](float v) { return v * NormalCdf(v); });
 }
 
 void GeluBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dx) {
-  CheckOnCpu(ctx, "GeluBackward");
-  CheckF32(x, "gelu input");
-  CheckF32(dy, "gelu output gradient");
-  CheckF32(dx, "gelu input gradient");
-  CheckSameShapeAs(x, dy, "GeluBackward");
-  CheckSameShapeAs(x, dx, "GeluBackward");
-  const int64_t n = x.numel();
-  const float* in = x.data<float>();
-  const float* grad = dy.data<float>();
-  float* out = dx.data<float>();
   // d/dx x Phi(x) = Phi(x) + x phi(x).
   const float inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = in[i];
-    const float cdf = 0.5f * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2)));
-    const float pdf = inv_sqrt_2pi * std::exp(-0.5f * v * v);
-    out[i] = grad[i] * (cdf + v * pdf);
+  ElementwiseGrad(ctx, "GeluBackward", x, dy, dx,
+                  [=](float v) { return NormalCdf(v) + v * inv_sqrt_2pi * std::exp(-0.5f * v * v); });
+}
+
+void TanhForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
+  Elementwise(ctx, "TanhForward", x, y, [](float v) { return std::tanh(v); });
+}
+
+void TanhBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  ElementwiseGrad(ctx, "TanhBackward", y, dy, dx, [](float out) { return 1.0f - out * out; });
+}
+
+namespace {
+
+// [N * T, heads * d] <-> [N * heads, T, d]: `to_heads` moves rows of x
+// into out's head-major layout, else back.
+void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out, bool to_heads, const char* op) {
+  CheckOnCpu(ctx, op);
+  CheckF32(x, op);
+  CheckF32(out, op);
+  const Tensor& rows = to_heads ? x : out;
+  const Tensor& split = to_heads ? out : x;
+  CHECK(rows.ndim() == 2 && split.ndim() == 3 && heads > 0 && rows.dim(1) % heads == 0 &&
+        split.dim(2) == rows.dim(1) / heads && split.dim(0) % heads == 0 &&
+        split.dim(0) / heads * split.dim(1) == rows.dim(0))
+      << op << ": rows " << rows.DebugString() << " and heads " << split.DebugString() << " with " << heads
+      << " heads";
+  const int64_t samples = split.dim(0) / heads, t = split.dim(1), d = split.dim(2), width = rows.dim(1);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+#pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelThreshold)
+  for (int64_t n = 0; n < samples; ++n) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < t; ++i) {
+        const int64_t row_at = (n * t + i) * width + h * d;
+        const int64_t head_at = ((n * heads + h) * t + i) * d;
+        if (to_heads) {
+          std::memcpy(dst + head_at, src + row_at, d * sizeof(float));
+        } else {
+          std::memcpy(dst + row_at, src + head_at, d * sizeof(float));
+        }
+      }
+    }
   }
+}
+
+}  // namespace
+
+void SplitHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out) {
+  PermuteHeads(ctx, x, heads, out, /*to_heads=*/true, "SplitHeads");
+}
+
+void MergeHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out) {
+  PermuteHeads(ctx, x, heads, out, /*to_heads=*/false, "MergeHeads");
 }
 
 namespace {

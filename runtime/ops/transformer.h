@@ -20,8 +20,10 @@ namespace ddp {
 // data loader refuses such batches first, naming the tensor).
 void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor& ids, Tensor& out);
 // dweight = 0, then dweight[ids[r], :] += dout[r, :] for r in order:
-// repeated ids accumulate, the same way every run.
-void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight);
+// repeated ids accumulate, the same way every run. Rows whose id is
+// `padding_idx` (>= 0) add nothing, as torch.nn.Embedding(padding_idx=...).
+void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight,
+                       int64_t padding_idx = -1);
 
 // Over the last dimension H of x [R, H]: y = (x - mean) * rstd * gamma +
 // beta, rstd = 1 / sqrt(var + eps) with the biased variance, as
@@ -37,6 +39,17 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
 // the tanh approximation.
 void GeluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y);
 void GeluBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dx);
+
+// y = tanh(x) (BERT's pooler); the backward takes the output:
+// dx = dy * (1 - y^2).
+void TanhForward(ExecutionContext& ctx, const Tensor& x, Tensor& y);
+void TanhBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
+
+// Attention's head layout. SplitHeads: x [N * T, heads * d] (rows sample-
+// major) to out [N * heads, T, d]; MergeHeads the inverse. Each is the
+// other's backward.
+void SplitHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out);
+void MergeHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out);
 
 // Which dropout mask: a pure function of the run's seed, the optimizer
 // step, the dropout site (layer) and each sample's index in the global

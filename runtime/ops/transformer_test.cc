@@ -96,6 +96,15 @@ TEST(EmbeddingTest, GathersRowsAndAccumulatesRepeatedIds) {
   EXPECT_TRUE(testing::GradientChecker().Check(reference, {weight}, dy, {ToDoubles(dweight)}));
   // Rows no id names get zero.
   for (int64_t c = 0; c < hidden; ++c) EXPECT_EQ(dweight.data<float>()[2 * hidden + c], 0.0f);
+  // A padding id's row gets none, whatever names it.
+  Tensor padded = Tensor::Empty({vocab, hidden}, DType::kF32);
+  EmbeddingBackward(ctx, Tensor::FromVector<int64_t>(ids, {8}), ToF32Tensor(dy, {8, hidden}), padded,
+                    /*padding_idx=*/3);
+  for (int64_t v = 0; v < vocab; ++v) {
+    for (int64_t c = 0; c < hidden; ++c) {
+      EXPECT_EQ(padded.data<float>()[v * hidden + c], v == 3 ? 0.0f : dweight.data<float>()[v * hidden + c]);
+    }
+  }
 }
 
 TEST(EmbeddingTest, BackwardIsTheSameForAnyThreadCount) {
@@ -178,6 +187,49 @@ TEST(GeluTest, IsTheErfFormForwardAndBackward) {
   GeluBackward(ctx, xt, ToF32Tensor(dy, {10, 20}), dx);
   auto reference = [](const std::vector<Vec>& in) { return RefGelu(in[0]); };
   EXPECT_TRUE(testing::GradientChecker().Check(reference, {x}, dy, {ToDoubles(dx)}));
+}
+
+// ------------------------------------------------------- tanh and heads
+
+TEST(TanhTest, ForwardAndBackwardFromTheOutput) {
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  std::mt19937_64 rng(11);
+  const Vec x = RandomValues(40, rng, -3.0, 3.0);
+  Tensor y = Tensor::Empty({4, 10}, DType::kF32);
+  TanhForward(ctx, ToF32Tensor(x, {4, 10}), y);
+  Vec ref(x.size());
+  for (size_t i = 0; i < x.size(); ++i) ref[i] = std::tanh(x[i]);
+  EXPECT_TRUE(testing::AllClose(ToDoubles(y), ref, 1e-6, 1e-7));
+  const Vec dy = RandomValues(40, rng);
+  Tensor dx = Tensor::Empty({4, 10}, DType::kF32);
+  TanhBackward(ctx, y, ToF32Tensor(dy, {4, 10}), dx);
+  auto reference = [](const std::vector<Vec>& in) {
+    Vec out(in[0].size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = std::tanh(in[0][i]);
+    return out;
+  };
+  EXPECT_TRUE(testing::GradientChecker().Check(reference, {x}, dy, {ToDoubles(dx)}));
+}
+
+TEST(HeadsTest, SplitPlacesEachHeadAndMergeInvertsIt) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  const int64_t n = 2, t = 3, heads = 4, d = 5;
+  Vec x(n * t * heads * d);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
+  Tensor split = Tensor::Empty({n * heads, t, d}, DType::kF32);
+  SplitHeads(ctx, ToF32Tensor(x, {n * t, heads * d}), heads, split);
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < t; ++i) {
+        for (int64_t e = 0; e < d; ++e) {
+          ASSERT_EQ(split.data<float>()[((s * heads + h) * t + i) * d + e], x[(s * t + i) * heads * d + h * d + e]);
+        }
+      }
+    }
+  }
+  Tensor merged = Tensor::Empty({n * t, heads * d}, DType::kF32);
+  MergeHeads(ctx, split, heads, merged);
+  EXPECT_EQ(ToDoubles(merged), x);
 }
 
 // --------------------------------------------------------------- dropout

@@ -1,0 +1,482 @@
+#include "models/bert.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/linear.h"
+#include "runtime/ops/loss.h"
+#include "runtime/ops/transformer.h"
+
+namespace ddp {
+
+StatusOr<BertConfig> BertConfigFor(const std::string& name) {
+  BertConfig c;
+  if (name == "bert-tiny") {
+    c.layers = 2;
+    c.hidden = 128;
+    c.heads = 2;
+    c.intermediate = 512;
+  } else if (name == "bert-base") {
+    c.layers = 12;
+    c.hidden = 768;
+    c.heads = 12;
+    c.intermediate = 3072;
+  } else if (name == "bert-large") {
+    c.layers = 24;
+    c.hidden = 1024;
+    c.heads = 16;
+    c.intermediate = 4096;
+  } else {
+    return InvalidArgument("unknown BERT model '" + name + "'; use bert-tiny, bert-base or bert-large");
+  }
+  return c;
+}
+
+namespace {
+
+Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), DType::kF32, t.device()); }
+
+// a + b into a new tensor.
+Tensor Added(ExecutionContext& ctx, const Tensor& a, const Tensor& b) {
+  Tensor out = Like(a);
+  Add(ctx, a, b, out);
+  return out;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------- dropout
+
+Tensor DropoutSite::Forward(ExecutionContext& ctx, const Tensor& x) {
+  p_ = state_->dropout;
+  keep_ = Tensor();
+  if (p_ == 0.0f) return x;
+  const int64_t samples = state_->batch;
+  CHECK(samples > 0 && x.numel() % samples == 0) << "dropout over " << x.DebugString() << " of " << samples
+                                                  << " samples";
+  Tensor y = Like(x);
+  keep_ = Tensor::Empty(x.shape(), DType::kU8, x.device());
+  const Shape per_sample = {samples, x.numel() / samples};
+  Tensor y_view = y.View(0, per_sample);
+  Tensor keep_view = keep_.View(0, per_sample);
+  DropoutForward(ctx, x.View(0, per_sample), p_, DropoutKey{state_->seed, state_->step, site_}, state_->first_sample,
+                 y_view, keep_view);
+  return y;
+}
+
+Tensor DropoutSite::Backward(ExecutionContext& ctx, const Tensor& dy) {
+  if (!keep_.defined()) return dy;
+  Tensor dx = Like(dy);
+  DropoutBackward(ctx, dy, keep_, p_, dx);
+  keep_ = Tensor();
+  return dx;
+}
+
+Tensor ModuleContainer::ForwardImpl(ExecutionContext&, const Tensor&) {
+  LOG(FATAL) << "a container module is run by its parent";
+  return Tensor();
+}
+
+Tensor ModuleContainer::BackwardImpl(ExecutionContext&, const Tensor&) {
+  LOG(FATAL) << "a container module is run by its parent";
+  return Tensor();
+}
+
+// ---------------------------------------------------------- embeddings
+
+BertEmbeddings::BertEmbeddings(const BertConfig& config, const BertStepState* state)
+    : state_(state), dropout_(state, 0) {
+  word_ = AddChild<EmbeddingLayer>("word_embeddings", config.vocab_size, config.hidden, config.initializer_range,
+                                   config.pad_token_id);
+  position_ = AddChild<EmbeddingLayer>("position_embeddings", config.max_positions, config.hidden,
+                                       config.initializer_range);
+  token_type_ = AddChild<EmbeddingLayer>("token_type_embeddings", config.type_vocab, config.hidden,
+                                         config.initializer_range);
+  layer_norm_ = AddChild<LayerNormLayer>("LayerNorm", config.hidden, config.layer_norm_eps);
+}
+
+Tensor BertEmbeddings::Forward(ExecutionContext& ctx, const Tensor& ids, const Tensor* token_types) {
+  const int64_t n = ids.dim(0), t = ids.dim(1);
+  if (!positions_.defined() || positions_.numel() != n * t || positions_.device() != ids.device()) {
+    std::vector<int64_t> positions(n * t);
+    for (int64_t i = 0; i < n * t; ++i) positions[i] = i % t;
+    positions_ = Tensor::FromVector<int64_t>(positions, {n * t}).To(ids.device());
+  }
+  Tensor types = token_types != nullptr ? *token_types : Tensor::Zeros({n, t}, DType::kI64, ids.device());
+  const Tensor words = word_->Forward(ctx, ids);
+  const Tensor summed = Added(ctx, Added(ctx, words, position_->Forward(ctx, positions_)), token_type_->Forward(ctx, types));
+  return dropout_.Forward(ctx, layer_norm_->Forward(ctx, summed));
+}
+
+void BertEmbeddings::Backward(ExecutionContext& ctx, const Tensor& dy, Tensor tied_word_gradient) {
+  const Tensor dsum = layer_norm_->Backward(ctx, dropout_.Backward(ctx, dy));
+  token_type_->Backward(ctx, dsum);
+  position_->Backward(ctx, dsum);
+  word_->AddTiedGradient(std::move(tied_word_gradient));
+  word_->Backward(ctx, dsum);
+}
+
+// ----------------------------------------------------------- attention
+
+BertSelfAttention::BertSelfAttention(const BertConfig& config, const BertStepState* state, int64_t site)
+    : state_(state), heads_(config.heads), head_dim_(config.hidden / config.heads), dropout_(state, site) {
+  CHECK_EQ(config.hidden % config.heads, 0) << "hidden " << config.hidden << " is not a multiple of " << config.heads
+                                            << " heads";
+  query_ = AddChild<LinearLayer>("query", config.hidden, config.hidden, true, config.initializer_range);
+  key_ = AddChild<LinearLayer>("key", config.hidden, config.hidden, true, config.initializer_range);
+  value_ = AddChild<LinearLayer>("value", config.hidden, config.hidden, true, config.initializer_range);
+}
+
+Tensor BertSelfAttention::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
+  const int64_t n = state_->batch, t = state_->seq;
+  const Device device = x.device();
+  auto split = [&](const Tensor& rows) {
+    Tensor out = Tensor::Empty({n * heads_, t, head_dim_}, DType::kF32, device);
+    SplitHeads(ctx, rows, heads_, out);
+    return out;
+  };
+  const Tensor q = split(query_->Forward(ctx, x));
+  const Tensor k = split(key_->Forward(ctx, x));
+  const Tensor v = split(value_->Forward(ctx, x));
+  Tensor scores = Tensor::Empty({n * heads_, t, t}, DType::kF32, device);
+  BatchedGemm(ctx, false, true, 1.0f / std::sqrt(static_cast<float>(head_dim_)), q, k, 0.0f, scores);
+  Tensor probs = Tensor::Empty({n * heads_, t, t}, DType::kF32, device);
+  Tensor probs_view = probs.View(0, {n, heads_, t, t});
+  MaskedSoftmaxForward(ctx, scores.View(0, {n, heads_, t, t}), state_->attention_mask, probs_view);
+  const Tensor dropped = dropout_.Forward(ctx, probs);
+  Tensor context = Tensor::Empty({n * heads_, t, head_dim_}, DType::kF32, device);
+  BatchedGemm(ctx, false, false, 1.0f, dropped, v, 0.0f, context);
+  Tensor out = Tensor::Empty(x.shape(), DType::kF32, device);
+  MergeHeads(ctx, context, heads_, out);
+  if (training()) {
+    q_ = q;
+    k_ = k;
+    v_ = v;
+    probs_ = probs;
+    dropped_ = dropped;
+  }
+  return out;
+}
+
+Tensor BertSelfAttention::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
+  CHECK(q_.defined()) << "attention Backward without a training Forward";
+  const Device device = dy.device();
+  Tensor dcontext = Like(q_);
+  SplitHeads(ctx, dy, heads_, dcontext);
+  Tensor ddropped = Like(probs_);
+  BatchedGemm(ctx, false, true, 1.0f, dcontext, v_, 0.0f, ddropped);
+  Tensor dv = Like(v_);
+  BatchedGemm(ctx, true, false, 1.0f, dropped_, dcontext, 0.0f, dv);
+  const Tensor dprobs = dropout_.Backward(ctx, ddropped);
+  Tensor dscores = Like(probs_);
+  SoftmaxBackward(ctx, probs_, dprobs, dscores);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  Tensor dq = Like(q_), dk = Like(k_);
+  BatchedGemm(ctx, false, false, scale, dscores, k_, 0.0f, dq);
+  BatchedGemm(ctx, true, false, scale, dscores, q_, 0.0f, dk);
+  auto merge = [&](const Tensor& split) {
+    Tensor rows = Tensor::Empty(dy.shape(), DType::kF32, device);
+    MergeHeads(ctx, split, heads_, rows);
+    return rows;
+  };
+  // Value, key, query: the reverse of their registration.
+  Tensor dx = value_->Backward(ctx, merge(dv));
+  dx = Added(ctx, dx, key_->Backward(ctx, merge(dk)));
+  dx = Added(ctx, dx, query_->Backward(ctx, merge(dq)));
+  q_ = k_ = v_ = probs_ = dropped_ = Tensor();
+  return dx;
+}
+
+BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& config, const BertStepState* state, int64_t site)
+    : dropout_(state, site) {
+  dense_ = AddChild<LinearLayer>("dense", in, config.hidden, true, config.initializer_range);
+  layer_norm_ = AddChild<LayerNormLayer>("LayerNorm", config.hidden, config.layer_norm_eps);
+}
+
+Tensor BertResidualOutput::Forward(ExecutionContext& ctx, const Tensor& x, const Tensor& residual) {
+  return layer_norm_->Forward(ctx, Added(ctx, dropout_.Forward(ctx, dense_->Forward(ctx, x)), residual));
+}
+
+Tensor BertResidualOutput::Backward(ExecutionContext& ctx, const Tensor& dy, Tensor* d_residual) {
+  *d_residual = layer_norm_->Backward(ctx, dy);
+  return dense_->Backward(ctx, dropout_.Backward(ctx, *d_residual));
+}
+
+BertAttention::BertAttention(const BertConfig& config, const BertStepState* state, int64_t first_site) {
+  self_ = AddChild<BertSelfAttention>("self", config, state, first_site);
+  output_ = AddChild<BertResidualOutput>("output", config.hidden, config, state, first_site + 1);
+}
+
+Tensor BertAttention::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
+  return output_->Forward(ctx, self_->Forward(ctx, x), x);
+}
+
+Tensor BertAttention::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
+  Tensor d_residual;
+  const Tensor dcontext = output_->Backward(ctx, dy, &d_residual);
+  return Added(ctx, self_->Backward(ctx, dcontext), d_residual);
+}
+
+// ---------------------------------------------------------------- layer
+
+namespace {
+
+// intermediate: dense (+ GELU, which BertLayer applies).
+class BertIntermediate : public ModuleContainer {
+ public:
+  explicit BertIntermediate(const BertConfig& config) {
+    dense = AddChild<LinearLayer>("dense", config.hidden, config.intermediate, true, config.initializer_range);
+  }
+  LinearLayer* dense;
+};
+
+}  // namespace
+
+BertLayer::BertLayer(const BertConfig& config, const BertStepState* state, int64_t index) {
+  // Dropout sites: 0 is the embeddings'; three per layer after it.
+  const int64_t site = 1 + 3 * index;
+  attention_ = AddChild<BertAttention>("attention", config, state, site);
+  intermediate_ = AddChild<BertIntermediate>("intermediate", config)->dense;
+  output_ = AddChild<BertResidualOutput>("output", config.intermediate, config, state, site + 2);
+}
+
+Tensor BertLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
+  const Tensor attended = attention_->Forward(ctx, x);
+  const Tensor pre_gelu = intermediate_->Forward(ctx, attended);
+  Tensor activated = Like(pre_gelu);
+  GeluForward(ctx, pre_gelu, activated);
+  if (training()) pre_gelu_ = pre_gelu;
+  return output_->Forward(ctx, activated, attended);
+}
+
+Tensor BertLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
+  CHECK(pre_gelu_.defined()) << "BertLayer Backward without a training Forward";
+  Tensor d_attended;
+  const Tensor dactivated = output_->Backward(ctx, dy, &d_attended);
+  Tensor dpre = Like(pre_gelu_);
+  GeluBackward(ctx, pre_gelu_, dactivated, dpre);
+  pre_gelu_ = Tensor();
+  d_attended = Added(ctx, d_attended, intermediate_->Backward(ctx, dpre));
+  return attention_->Backward(ctx, d_attended);
+}
+
+// --------------------------------------------------------------- pooler
+
+BertPooler::BertPooler(const BertConfig& config) {
+  dense_ = AddChild<LinearLayer>("dense", config.hidden, config.hidden, true, config.initializer_range);
+}
+
+Tensor BertPooler::Forward(ExecutionContext& ctx, const Tensor& hidden, int64_t batch, int64_t seq) {
+  const int64_t h = hidden.dim(1);
+  Tensor first = Tensor::Empty({batch, h}, DType::kF32, hidden.device());
+  for (int64_t n = 0; n < batch; ++n) {
+    Tensor row = first.View(n * h, {h});
+    Copy(ctx, hidden.View(n * seq * h, {h}), row);
+  }
+  const Tensor dense = dense_->Forward(ctx, first);
+  Tensor pooled = Like(dense);
+  TanhForward(ctx, dense, pooled);
+  if (training()) {
+    pooled_ = pooled;
+    batch_ = batch;
+    seq_ = seq;
+  }
+  return pooled;
+}
+
+Tensor BertPooler::Backward(ExecutionContext& ctx, const Tensor& dpooled) {
+  CHECK(pooled_.defined()) << "pooler Backward without a training Forward";
+  Tensor ddense = Like(pooled_);
+  TanhBackward(ctx, pooled_, dpooled, ddense);
+  const Tensor dfirst = dense_->Backward(ctx, ddense);
+  const int64_t h = dfirst.dim(1);
+  Tensor dhidden = Tensor::Zeros({batch_ * seq_, h}, DType::kF32, dpooled.device());
+  for (int64_t n = 0; n < batch_; ++n) {
+    Tensor row = dhidden.View(n * seq_ * h, {h});
+    Copy(ctx, dfirst.View(n * h, {h}), row);
+  }
+  pooled_ = Tensor();
+  return dhidden;
+}
+
+// ---------------------------------------------------------------- model
+
+namespace {
+
+class BertEncoder : public ModuleContainer {
+ public:
+  BertEncoder(const BertConfig& config, const BertStepState* state) {
+    layers = AddChild<Sequential>("layer");
+    for (int64_t i = 0; i < config.layers; ++i) layers->Append<BertLayer>(config, state, i);
+  }
+  Sequential* layers;
+};
+
+}  // namespace
+
+BertModel::BertModel(const BertConfig& config, const BertStepState* state) {
+  embeddings_ = AddChild<BertEmbeddings>("embeddings", config, state);
+  layers_ = AddChild<BertEncoder>("encoder", config, state)->layers;
+  pooler_ = AddChild<BertPooler>("pooler", config);
+}
+
+namespace {
+
+// cls.predictions.transform: dense, GELU, LayerNorm.
+class BertPredictionHeadTransform : public ModuleContainer {
+ public:
+  explicit BertPredictionHeadTransform(const BertConfig& config) {
+    dense = AddChild<LinearLayer>("dense", config.hidden, config.hidden, true, config.initializer_range);
+    layer_norm = AddChild<LayerNormLayer>("LayerNorm", config.hidden, config.layer_norm_eps);
+  }
+  LinearLayer* dense;
+  LayerNormLayer* layer_norm;
+};
+
+}  // namespace
+
+BertLMPredictionHead::BertLMPredictionHead(const BertConfig& config) {
+  bias_ = AddParameter("bias", {config.vocab_size}, true);
+  BertPredictionHeadTransform* transform = AddChild<BertPredictionHeadTransform>("transform", config);
+  dense_ = transform->dense;
+  layer_norm_ = transform->layer_norm;
+}
+
+void BertLMPredictionHead::ResetOwnParameters(std::mt19937_64&) { bias_->value.Fill(0.0); }
+
+Tensor BertLMPredictionHead::Forward(ExecutionContext& ctx, const Tensor& hidden, const Parameter& word_embeddings) {
+  PrepareForward();
+  const Tensor pre_gelu = dense_->Forward(ctx, hidden);
+  Tensor activated = Like(pre_gelu);
+  GeluForward(ctx, pre_gelu, activated);
+  const Tensor transformed = layer_norm_->Forward(ctx, activated);
+  Tensor logits = Tensor::Empty({hidden.dim(0), bias_->shape[0]}, DType::kF32, hidden.device());
+  LinearForward(ctx, transformed, word_embeddings.value, &bias_->value, logits);
+  if (training()) {
+    pre_gelu_ = pre_gelu;
+    transformed_ = transformed;
+  }
+  return logits;
+}
+
+Tensor BertLMPredictionHead::Backward(ExecutionContext& ctx, const Tensor& dlogits, const Parameter& word_embeddings,
+                                      Tensor* tied_gradient) {
+  CHECK(transformed_.defined()) << "MLM head Backward without a training Forward";
+  Tensor dtransformed = Like(transformed_);
+  LinearBackwardData(ctx, dlogits, word_embeddings.value, &dtransformed);
+  *tied_gradient = Tensor::Empty(word_embeddings.shape, DType::kF32, dlogits.device());
+  Tensor dbias = Tensor::Empty(bias_->shape, DType::kF32, dlogits.device());
+  LinearBackwardWeights(ctx, transformed_, dlogits, *tied_gradient, &dbias);
+  const Tensor dactivated = layer_norm_->Backward(ctx, dtransformed);
+  Tensor dpre = Like(pre_gelu_);
+  GeluBackward(ctx, pre_gelu_, dactivated, dpre);
+  const Tensor dhidden = dense_->Backward(ctx, dpre);
+  // The bias is registered before the transform: finished after it.
+  FinishGradient(ctx, *bias_, dbias);
+  pre_gelu_ = transformed_ = Tensor();
+  return dhidden;
+}
+
+namespace {
+
+// cls: predictions and seq_relationship.
+class BertPreTrainingHeads : public ModuleContainer {
+ public:
+  explicit BertPreTrainingHeads(const BertConfig& config) {
+    predictions = AddChild<BertLMPredictionHead>("predictions", config);
+    seq_relationship = AddChild<LinearLayer>("seq_relationship", config.hidden, 2, true, config.initializer_range);
+  }
+  BertLMPredictionHead* predictions;
+  LinearLayer* seq_relationship;
+};
+
+// Correct argmax predictions among rows whose label is not `ignore`.
+EvalCount CountCorrect(const std::string& name, const Tensor& logits, const Tensor& labels, int64_t ignore) {
+  const Tensor host_logits = logits.To(Device::Cpu()), host_labels = labels.To(Device::Cpu());
+  const int64_t rows = host_logits.dim(0), classes = host_logits.dim(1);
+  EvalCount count;
+  count.name = name;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t label = host_labels.data<int64_t>()[r];
+    if (label == ignore) continue;
+    const float* row = host_logits.data<float>() + r * classes;
+    count.correct += std::max_element(row, row + classes) - row == label;
+    ++count.counted;
+  }
+  return count;
+}
+
+}  // namespace
+
+BertForPreTraining::BertForPreTraining(const BertConfig& config) : config_(config) {
+  state_.seed = config.seed;
+  bert_ = AddChild<BertModel>("bert", config, &state_);
+  BertPreTrainingHeads* cls = AddChild<BertPreTrainingHeads>("cls", config);
+  predictions_ = cls->predictions;
+  seq_relationship_ = cls->seq_relationship;
+}
+
+LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
+  const Tensor& ids = batch.Get("input_ids");
+  CHECK(ids.dtype() == DType::kI64 && ids.ndim() == 2) << "input_ids must be i64 [N, T], got " << ids.DebugString();
+  const int64_t n = ids.dim(0), t = ids.dim(1);
+  state_.attention_mask = batch.Find("attention_mask");
+  state_.batch = n;
+  state_.seq = t;
+  state_.step = batch.step;
+  state_.first_sample = batch.first_sample;
+  state_.dropout = training() ? config_.dropout : 0.0f;
+
+  const Tensor embedded = bert_->embeddings()->Forward(ctx, ids, batch.Find("token_type_ids"));
+  const Tensor hidden = bert_->encoder_layers()->Forward(ctx, embedded);
+  const Tensor pooled = bert_->pooler()->Forward(ctx, hidden, n, t);
+  const Tensor mlm_logits =
+      predictions_->Forward(ctx, hidden, *bert_->embeddings()->word_embeddings()->weight());
+  const Tensor nsp_logits = seq_relationship_->Forward(ctx, pooled);
+
+  CrossEntropyParams ce;  // ignore_index -100, as the MLM labels use
+  const Tensor mlm_labels = batch.Get("labels").View(0, {n * t});
+  const Tensor& nsp_labels = batch.Get("next_sentence_label");
+  Tensor mlm_probs = Like(mlm_logits), nsp_probs = Like(nsp_logits);
+  const CrossEntropyResult mlm = SoftmaxCrossEntropyForward(ctx, ce, mlm_logits, mlm_labels, mlm_probs);
+  const CrossEntropyResult nsp = SoftmaxCrossEntropyForward(ctx, ce, nsp_logits, nsp_labels, nsp_probs);
+  if (training()) {
+    mlm_labels_ = mlm_labels;
+    nsp_labels_ = nsp_labels;
+    mlm_probs_ = mlm_probs;
+    nsp_probs_ = nsp_probs;
+  }
+  LossResult result;
+  result.loss = mlm.loss + nsp.loss;
+  result.counts = {CountCorrect("mlm", mlm_logits, mlm_labels, ce.ignore_index),
+                   CountCorrect("nsp", nsp_logits, nsp_labels, ce.ignore_index)};
+  state_.attention_mask = nullptr;  // the batch's, valid during this call
+  return result;
+}
+
+void BertForPreTraining::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
+  CHECK(mlm_probs_.defined()) << "BertForPreTraining: BackwardLoss without a training ForwardLoss";
+  CrossEntropyParams ce;
+  // The heads in the reverse of their registration: seq_relationship, then
+  // the MLM head, then the pooler; then the encoder and the embeddings.
+  Tensor dnsp = Like(nsp_probs_);
+  SoftmaxCrossEntropyBackward(ctx, ce, nsp_probs_, nsp_labels_, loss_grad, dnsp);
+  const Tensor dpooled = seq_relationship_->Backward(ctx, dnsp);
+  Tensor dlogits = Like(mlm_probs_);
+  SoftmaxCrossEntropyBackward(ctx, ce, mlm_probs_, mlm_labels_, loss_grad, dlogits);
+  mlm_probs_ = nsp_probs_ = Tensor();
+  const Parameter& words = *bert_->embeddings()->word_embeddings()->weight();
+  Tensor tied;
+  const Tensor dhidden_mlm = predictions_->Backward(ctx, dlogits, words, &tied);
+  dlogits = Tensor();
+  const Tensor dhidden = Added(ctx, dhidden_mlm, bert_->pooler()->Backward(ctx, dpooled));
+  const Tensor dembedded = bert_->encoder_layers()->Backward(ctx, dhidden);
+  bert_->embeddings()->Backward(ctx, dembedded, std::move(tied));
+}
+
+std::unique_ptr<Layer> BuildBertForPreTraining(const BertConfig& config) {
+  return std::make_unique<BertForPreTraining>(config);
+}
+
+}  // namespace ddp

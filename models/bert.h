@@ -1,0 +1,225 @@
+// BERT (Devlin et al., 2019) for pretraining: masked language modelling
+// plus next-sentence prediction, with Hugging Face's BertForPreTraining
+// module structure and therefore its parameter names
+// ("bert.encoder.layer.0.attention.self.query.weight",
+// "cls.predictions.transform.LayerNorm.bias", ...). The MLM decoder is tied
+// to the word embeddings (its bias is "cls.predictions.bias"), so the model
+// holds each once. Hidden states are [N * T, hidden], rows sample-major.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/layers/linear_layer.h"
+#include "runtime/layers/loss_module.h"
+#include "runtime/layers/sequential.h"
+#include "runtime/layers/transformer_layers.h"
+#include "runtime/status.h"
+
+namespace ddp {
+
+struct BertConfig {
+  int64_t vocab_size = 30522;
+  int64_t hidden = 768;
+  int64_t layers = 12;
+  int64_t heads = 12;
+  int64_t intermediate = 3072;
+  int64_t max_positions = 512;
+  int64_t type_vocab = 2;
+  double layer_norm_eps = 1e-12;
+  double initializer_range = 0.02;
+  int64_t pad_token_id = 0;
+  // Hidden and attention dropout, applied in training mode.
+  float dropout = 0.1f;
+  uint64_t seed = 1;  // dropout masks: with the step, the site and the global sample
+};
+
+// bert-tiny (2 layers, hidden 128, 2 heads, intermediate 512), bert-base
+// (12/768/12/3072) and bert-large (24/1024/16/4096); anything else is an
+// InvalidArgument naming them.
+StatusOr<BertConfig> BertConfigFor(const std::string& name);
+
+// What every layer of one forward pass reads besides its input.
+struct BertStepState {
+  const Tensor* attention_mask = nullptr;  // i64 [N, T], 1 attend, 0 padding; null: attend everywhere
+  int64_t batch = 0, seq = 0;
+  int64_t step = 0, first_sample = 0;
+  uint64_t seed = 0;
+  float dropout = 0.0f;  // the probability, 0 outside training
+};
+
+// One dropout site: a mask drawn from the step state (never a parameter).
+class DropoutSite {
+ public:
+  DropoutSite(const BertStepState* state, int64_t site) : state_(state), site_(site) {}
+  // x's leading dimension, or its rows' sample-major order, gives each
+  // element's sample: x holds state->batch samples.
+  Tensor Forward(ExecutionContext& ctx, const Tensor& x);
+  Tensor Backward(ExecutionContext& ctx, const Tensor& dy);
+
+ private:
+  const BertStepState* state_;
+  int64_t site_;
+  float p_ = 0.0f;
+  Tensor keep_;
+};
+
+// A module that only holds children, for Hugging Face's names; its parent
+// runs them.
+class ModuleContainer : public Layer {
+ protected:
+  Tensor ForwardImpl(ExecutionContext&, const Tensor&) override;
+  Tensor BackwardImpl(ExecutionContext&, const Tensor&) override;
+};
+
+class BertEmbeddings : public ModuleContainer {
+ public:
+  BertEmbeddings(const BertConfig& config, const BertStepState* state);
+  // ids and token types i64 [N, T] (types may be null: all 0).
+  Tensor Forward(ExecutionContext& ctx, const Tensor& ids, const Tensor* token_types);
+  // `tied_word_gradient` ([V, H]) is added to the word embeddings' gradient.
+  void Backward(ExecutionContext& ctx, const Tensor& dy, Tensor tied_word_gradient);
+  EmbeddingLayer* word_embeddings() { return word_; }
+
+ private:
+  const BertStepState* state_;
+  EmbeddingLayer *word_, *position_, *token_type_;
+  LayerNormLayer* layer_norm_;
+  DropoutSite dropout_;
+  Tensor positions_;  // i64 [N * T]: t for each row
+};
+
+class BertSelfAttention : public Layer {
+ public:
+  BertSelfAttention(const BertConfig& config, const BertStepState* state, int64_t site);
+
+ protected:
+  Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
+  Tensor BackwardImpl(ExecutionContext& ctx, const Tensor& dy) override;
+
+ private:
+  const BertStepState* state_;
+  int64_t heads_, head_dim_;
+  LinearLayer *query_, *key_, *value_;
+  DropoutSite dropout_;
+  Tensor q_, k_, v_, probs_, dropped_;  // [N * heads, T, d] and [N * heads, T, T]
+};
+
+// dense -> dropout -> LayerNorm(+ the residual): BertSelfOutput and
+// BertOutput.
+class BertResidualOutput : public ModuleContainer {
+ public:
+  BertResidualOutput(int64_t in, const BertConfig& config, const BertStepState* state, int64_t site);
+  Tensor Forward(ExecutionContext& ctx, const Tensor& x, const Tensor& residual);
+  // Returns the gradient of x; *d_residual gets the residual's.
+  Tensor Backward(ExecutionContext& ctx, const Tensor& dy, Tensor* d_residual);
+
+ private:
+  LinearLayer* dense_;
+  LayerNormLayer* layer_norm_;
+  DropoutSite dropout_;
+};
+
+class BertAttention : public Layer {
+ public:
+  BertAttention(const BertConfig& config, const BertStepState* state, int64_t first_site);
+
+ protected:
+  Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
+  Tensor BackwardImpl(ExecutionContext& ctx, const Tensor& dy) override;
+
+ private:
+  BertSelfAttention* self_;
+  BertResidualOutput* output_;
+};
+
+class BertLayer : public Layer {
+ public:
+  BertLayer(const BertConfig& config, const BertStepState* state, int64_t index);
+
+ protected:
+  Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
+  Tensor BackwardImpl(ExecutionContext& ctx, const Tensor& dy) override;
+
+ private:
+  BertAttention* attention_;
+  LinearLayer* intermediate_;  // intermediate.dense
+  BertResidualOutput* output_;
+  Tensor pre_gelu_;
+};
+
+// tanh(dense(first token)).
+class BertPooler : public ModuleContainer {
+ public:
+  BertPooler(const BertConfig& config);
+  Tensor Forward(ExecutionContext& ctx, const Tensor& hidden, int64_t batch, int64_t seq);
+  // The gradient of the hidden states (zero but for each first token).
+  Tensor Backward(ExecutionContext& ctx, const Tensor& dpooled);
+
+ private:
+  LinearLayer* dense_;
+  Tensor pooled_;
+  int64_t batch_ = 0, seq_ = 0;
+};
+
+class BertModel : public ModuleContainer {
+ public:
+  BertModel(const BertConfig& config, const BertStepState* state);
+  BertEmbeddings* embeddings() { return embeddings_; }
+  Sequential* encoder_layers() { return layers_; }
+  BertPooler* pooler() { return pooler_; }
+
+ private:
+  BertEmbeddings* embeddings_;
+  Sequential* layers_;  // encoder.layer
+  BertPooler* pooler_;
+};
+
+// cls.predictions: transform (dense, GELU, LayerNorm), then the decoder tied
+// to the word embeddings, with a bias of its own.
+class BertLMPredictionHead : public ModuleContainer {
+ public:
+  BertLMPredictionHead(const BertConfig& config);
+  // logits [R, V] from hidden [R, H] and the word embeddings.
+  Tensor Forward(ExecutionContext& ctx, const Tensor& hidden, const Parameter& word_embeddings);
+  // The hidden states' gradient; *tied_gradient gets the decoder weight's
+  // ([V, H]), which the word embeddings add to theirs.
+  Tensor Backward(ExecutionContext& ctx, const Tensor& dlogits, const Parameter& word_embeddings,
+                  Tensor* tied_gradient);
+
+ protected:
+  void ResetOwnParameters(std::mt19937_64& rng) override;
+
+ private:
+  Parameter* bias_;
+  LinearLayer* dense_;
+  LayerNormLayer* layer_norm_;
+  Tensor pre_gelu_, transformed_;
+};
+
+// The root: "bert" and "cls" (predictions, seq_relationship). The loss is
+// masked-LM cross-entropy (labels -100 ignored, mean over the rest) plus
+// next-sentence cross-entropy, as BertForPreTraining computes it.
+class BertForPreTraining : public LossModule {
+ public:
+  explicit BertForPreTraining(const BertConfig& config);
+  const BertConfig& config() const { return config_; }
+  // Batch tensors: input_ids, token_type_ids (optional), attention_mask
+  // (optional), labels (MLM targets), next_sentence_label. Counts:
+  // "mlm" (masked tokens predicted) and "nsp".
+  LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch) override;
+  void BackwardLoss(ExecutionContext& ctx, double loss_grad) override;
+
+ private:
+  BertConfig config_;
+  BertStepState state_;
+  BertModel* bert_;
+  BertLMPredictionHead* predictions_;
+  LinearLayer* seq_relationship_;
+  Tensor mlm_labels_, nsp_labels_, mlm_probs_, nsp_probs_;
+};
+
+std::unique_ptr<Layer> BuildBertForPreTraining(const BertConfig& config);
+
+}  // namespace ddp

@@ -1,0 +1,211 @@
+// BertForPreTraining on the CPU: Hugging Face's parameter names, order and
+// count (bert-base's 110,106,428 is BertForPreTraining's, the decoder tied to
+// the word embeddings); gradients finished in the reverse of registration
+// (the Reducer's static bucket order) with the tied decoder's gradient in
+// the word embeddings'; every parameter's gradient against central
+// differences of the loss, with padding, ignored MLM labels and dropout on;
+// and accumulation adding micro-batches' gradients.
+#include "models/bert.h"
+
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "runtime/layers/model.h"
+
+namespace ddp {
+namespace {
+
+BertConfig Small() {
+  BertConfig c;
+  c.vocab_size = 13;
+  c.hidden = 8;
+  c.layers = 2;
+  c.heads = 2;
+  c.intermediate = 16;
+  c.max_positions = 8;
+  c.initializer_range = 0.5;  // large enough that every path carries gradient
+  c.dropout = 0.0f;
+  return c;
+}
+
+Batch SmallBatch() {
+  Batch b;
+  const int64_t n = 2, t = 5;
+  b.tensors = {
+      {"input_ids", Tensor::FromVector<int64_t>({1, 5, 7, 2, 0, 3, 12, 0, 0, 0}, {n, t})},
+      {"token_type_ids", Tensor::FromVector<int64_t>({0, 0, 1, 1, 0, 0, 0, 1, 0, 0}, {n, t})},
+      {"attention_mask", Tensor::FromVector<int64_t>({1, 1, 1, 1, 0, 1, 1, 1, 0, 0}, {n, t})},
+      {"labels", Tensor::FromVector<int64_t>({-100, 4, -100, 9, -100, -100, 6, 11, -100, -100}, {n, t})},
+      {"next_sentence_label", Tensor::FromVector<int64_t>({1, 0}, {n})},
+  };
+  b.step = 3;
+  b.first_sample = 4;
+  return b;
+}
+
+std::unique_ptr<Model> MakeModel(const BertConfig& config, uint64_t seed = 7) {
+  return std::make_unique<Model>("bert", BuildBertForPreTraining(config), seed);
+}
+
+TEST(BertTest, BaseHasHuggingFaceNamesAndCount) {
+  BertConfig base = *BertConfigFor("bert-base");
+  std::unique_ptr<Model> model = MakeModel(base);
+  EXPECT_EQ(model->num_parameters(), 110106428);
+  const std::vector<Parameter*>& p = model->parameters();
+  ASSERT_EQ(p.size(), 5u + 12u * 16u + 2u + 5u + 2u);
+  EXPECT_EQ(p[0]->name, "bert.embeddings.word_embeddings.weight");
+  EXPECT_EQ(p[1]->name, "bert.embeddings.position_embeddings.weight");
+  EXPECT_EQ(p[2]->name, "bert.embeddings.token_type_embeddings.weight");
+  EXPECT_EQ(p[3]->name, "bert.embeddings.LayerNorm.weight");
+  EXPECT_EQ(p[4]->name, "bert.embeddings.LayerNorm.bias");
+  const std::vector<std::string> layer0 = {
+      "attention.self.query.weight",    "attention.self.query.bias",        "attention.self.key.weight",
+      "attention.self.key.bias",        "attention.self.value.weight",      "attention.self.value.bias",
+      "attention.output.dense.weight",  "attention.output.dense.bias",      "attention.output.LayerNorm.weight",
+      "attention.output.LayerNorm.bias", "intermediate.dense.weight",       "intermediate.dense.bias",
+      "output.dense.weight",            "output.dense.bias",                "output.LayerNorm.weight",
+      "output.LayerNorm.bias"};
+  for (size_t i = 0; i < layer0.size(); ++i) EXPECT_EQ(p[5 + i]->name, "bert.encoder.layer.0." + layer0[i]);
+  EXPECT_EQ(p[5 + 16 * 11]->name, "bert.encoder.layer.11.attention.self.query.weight");
+  const std::vector<std::string> tail = {"bert.pooler.dense.weight",
+                                         "bert.pooler.dense.bias",
+                                         "cls.predictions.bias",
+                                         "cls.predictions.transform.dense.weight",
+                                         "cls.predictions.transform.dense.bias",
+                                         "cls.predictions.transform.LayerNorm.weight",
+                                         "cls.predictions.transform.LayerNorm.bias",
+                                         "cls.seq_relationship.weight",
+                                         "cls.seq_relationship.bias"};
+  for (size_t i = 0; i < tail.size(); ++i) EXPECT_EQ(p[p.size() - tail.size() + i]->name, tail[i]);
+  EXPECT_EQ(p[0]->shape, (Shape{30522, 768}));
+  EXPECT_EQ(p.back()->shape, (Shape{2}));
+  // No decay for biases and LayerNorm weights (NVIDIA's recipe); embeddings
+  // and dense weights decay.
+  for (const Parameter* q : p) {
+    const bool norm_or_bias = q->name.find("LayerNorm") != std::string::npos ||
+                              q->name.size() >= 4 && q->name.compare(q->name.size() - 4, 4, "bias") == 0;
+    EXPECT_EQ(q->is_bias_or_norm, norm_or_bias) << q->name;
+  }
+}
+
+TEST(BertTest, ConfigsByName) {
+  EXPECT_EQ(BertConfigFor("bert-tiny")->layers, 2);
+  EXPECT_EQ(BertConfigFor("bert-tiny")->hidden, 128);
+  EXPECT_EQ(BertConfigFor("bert-large")->heads, 16);
+  EXPECT_EQ(BertConfigFor("bert-huge").status().message(),
+            "unknown BERT model 'bert-huge'; use bert-tiny, bert-base or bert-large");
+}
+
+class OrderRecorder : public GradientReadyHook {
+ public:
+  void MarkGradientReady(Parameter& param) override { order.push_back(&param); }
+  std::vector<Parameter*> order;
+};
+
+TEST(BertTest, GradientsFinishInReverseRegistrationOrder) {
+  std::unique_ptr<Model> model = MakeModel(Small());
+  OrderRecorder recorder;
+  model->SetGradientReadyHook(&recorder);
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  model->ForwardLoss(ctx, SmallBatch());
+  model->BackwardLoss(ctx, 1.0, false);
+  EXPECT_EQ(recorder.order, model->BackwardOrder());
+  model->SetGradientReadyHook(nullptr);
+}
+
+double Loss(Model& model, const Batch& batch) {
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  return model.ForwardLoss(ctx, batch).loss;
+}
+
+// Every parameter tensor: three coordinates' analytic gradients against
+// central differences of the f32 loss.
+void CheckGradients(const BertConfig& config) {
+  std::unique_ptr<Model> model = MakeModel(config);
+  const Batch batch = SmallBatch();
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  const LossResult r = model->ForwardLoss(ctx, batch);
+  ASSERT_TRUE(std::isfinite(r.loss));
+  model->BackwardLoss(ctx, 1.0, false);
+  const std::vector<float> grads(model->flat_gradients().data<float>(),
+                                 model->flat_gradients().data<float>() + model->num_parameters());
+  std::mt19937_64 rng(1);
+  int64_t offset = 0;
+  for (Parameter* p : model->parameters()) {
+    const int64_t n = p->value.numel();
+    for (int trial = 0; trial < 3; ++trial) {
+      int64_t i = static_cast<int64_t>(rng() % n);
+      // The word embeddings' padding row (id 0) gets no lookup gradient;
+      // check a used row instead, whose tied-decoder gradient adds in.
+      if (p->name == "bert.embeddings.word_embeddings.weight" && i < config.hidden) i += 5 * config.hidden;
+      float* w = p->value.data<float>() + i;
+      const float saved = *w;
+      const double h = 2e-3;  // 1e-2 meets the curvature of these large weights
+      *w = static_cast<float>(saved + h);
+      const double up = Loss(*model, batch);
+      *w = static_cast<float>(saved - h);
+      const double down = Loss(*model, batch);
+      *w = saved;
+      const double numerical = (up - down) / (2 * h);
+      const double analytic = grads[offset + i];
+      EXPECT_NEAR(analytic, numerical, 2e-3 + 3e-2 * std::fabs(numerical)) << p->name << "[" << i << "]";
+    }
+    offset += n;
+  }
+}
+
+TEST(BertTest, EveryParameterGradientMatchesFiniteDifferences) { CheckGradients(Small()); }
+
+TEST(BertTest, GradientsWithDropoutMatchFiniteDifferences) {
+  BertConfig c = Small();
+  c.dropout = 0.2f;  // the masks are a function of the step: the same at w + h and w - h
+  CheckGradients(c);
+}
+
+TEST(BertTest, DropoutMasksFollowStepAndSample) {
+  BertConfig c = Small();
+  c.dropout = 0.3f;
+  std::unique_ptr<Model> model = MakeModel(c);
+  Batch batch = SmallBatch();
+  const double first = Loss(*model, batch);
+  EXPECT_EQ(Loss(*model, batch), first);  // a pure function of the step and samples
+  batch.step = 4;
+  EXPECT_NE(Loss(*model, batch), first);
+  model->SetTraining(false);  // no dropout in evaluation
+  const double eval = Loss(*model, batch);
+  batch.step = 9;
+  EXPECT_EQ(Loss(*model, batch), eval);
+}
+
+TEST(BertTest, AccumulationAddsMicroBatchGradients) {
+  std::unique_ptr<Model> model = MakeModel(Small());
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  Batch a = SmallBatch(), b = SmallBatch();
+  b.tensors[0].second = Tensor::FromVector<int64_t>({4, 4, 8, 2, 0, 3, 1, 6, 9, 0}, {2, 5});
+  auto gradients = [&](const std::vector<const Batch*>& micro) {
+    for (size_t m = 0; m < micro.size(); ++m) {
+      model->ForwardLoss(ctx, *micro[m]);
+      model->BackwardLoss(ctx, 1.0, m > 0);
+    }
+    const float* g = model->flat_gradients().data<float>();
+    return std::vector<double>(g, g + model->num_parameters());
+  };
+  const std::vector<double> ga = gradients({&a}), gb = gradients({&b}), both = gradients({&a, &b});
+  for (size_t i = 0; i < both.size(); ++i) ASSERT_NEAR(both[i], ga[i] + gb[i], 1e-6 + 1e-5 * std::fabs(both[i])) << i;
+}
+
+TEST(BertTest, CountsMaskedTokensAndPairs) {
+  std::unique_ptr<Model> model = MakeModel(Small());
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  const LossResult r = model->ForwardLoss(ctx, SmallBatch());
+  ASSERT_EQ(r.counts.size(), 2u);
+  EXPECT_EQ(r.counts[0].name, "mlm");
+  EXPECT_EQ(r.counts[0].counted, 4);
+  EXPECT_EQ(r.counts[1].name, "nsp");
+  EXPECT_EQ(r.counts[1].counted, 2);
+}
+
+}  // namespace
+}  // namespace ddp

@@ -1,0 +1,72 @@
+// A model that runs its own loss: it takes a batch of named tensors and
+// returns the micro-batch's mean loss and its evaluation counts, and its
+// backward starts from the loss (DESIGN.md, "Models and batches"). The
+// trainer scales the loss gradient for accumulation and ranks, and never
+// asks which model runs.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/layers/layer.h"
+
+namespace ddp {
+
+// Named tensors on the rank's device (DESIGN.md's names: "images",
+// "labels"; "input_ids", "token_type_ids", "attention_mask", "labels",
+// "next_sentence_label"), and where the batch sits in the run: the
+// optimizer step and the global index of its first sample (dropout masks
+// depend on both, never on the rank).
+struct Batch {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  int64_t step = 0;
+  int64_t first_sample = 0;
+
+  // Null when absent.
+  const Tensor* Find(const std::string& name) const {
+    for (const auto& [n, t] : tensors) {
+      if (n == name) return &t;
+    }
+    return nullptr;
+  }
+  const Tensor& Get(const std::string& name) const {
+    const Tensor* t = Find(name);
+    CHECK(t != nullptr) << "the batch has no tensor '" << name << "'";
+    return *t;
+  }
+};
+
+// Correct predictions of one kind, and how many were counted (top-1 of
+// images; BERT's masked tokens and next-sentence pairs).
+struct EvalCount {
+  std::string name;
+  int64_t correct = 0;
+  int64_t counted = 0;
+};
+
+struct LossResult {
+  double loss = 0.0;  // the micro-batch's mean loss (for BERT, MLM + NSP)
+  std::vector<EvalCount> counts;
+};
+
+class LossModule : public Layer {
+ public:
+  // Forward through the model and its loss; in training mode keeps what
+  // BackwardLoss needs.
+  virtual LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch) = 0;
+  // Backward from d(total)/d(loss) = loss_grad.
+  virtual void BackwardLoss(ExecutionContext& ctx, double loss_grad) = 0;
+
+ protected:
+  Tensor ForwardImpl(ExecutionContext&, const Tensor&) override {
+    LOG(FATAL) << "a loss module runs through ForwardLoss";
+    return Tensor();
+  }
+  Tensor BackwardImpl(ExecutionContext&, const Tensor&) override {
+    LOG(FATAL) << "a loss module runs through BackwardLoss";
+    return Tensor();
+  }
+};
+
+}  // namespace ddp
