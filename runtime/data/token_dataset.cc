@@ -1,0 +1,222 @@
+#include "runtime/data/token_dataset.h"
+
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "runtime/data/sampler.h"
+#include "runtime/random.h"
+#include "runtime/safetensors.h"
+
+namespace ddp {
+namespace {
+
+constexpr int64_t kFirstContent = 1000;  // above BERT's special and unused ids
+constexpr int64_t kContentTokens = 1000;
+
+// Draws for one sample: SplitMix64 of a per-sample base plus a counter.
+class SampleDraws {
+ public:
+  SampleDraws(uint64_t seed, int64_t sample)
+      : base_(SplitMix64(seed ^ 0x62657274ull) ^ SplitMix64(static_cast<uint64_t>(sample) + 0x9e37ull)) {}
+  uint64_t Next() { return SplitMix64(base_ + counter_++); }
+  int64_t Below(int64_t n) { return static_cast<int64_t>(Next() % static_cast<uint64_t>(n)); }
+
+ private:
+  uint64_t base_;
+  uint64_t counter_ = 0;
+};
+
+class SyntheticTokens : public TokenDataset {
+ public:
+  explicit SyntheticTokens(const TokenDataOptions& options)
+      : options_(options), successor_(SeededPermutation(kContentTokens, options.seed ^ 0x5eedull)) {}
+
+  int64_t size() const override { return kEndless; }
+  int64_t seq_len() const override { return options_.seq_len; }
+
+  TokenBatch Fill(const int64_t* indices, int64_t count) const override {
+    const int64_t t = options_.seq_len;
+    std::vector<int64_t> ids(count * t, kPadToken), types(count * t, 0), mask(count * t, 0), labels(count * t, -100),
+        nsp(count);
+    for (int64_t b = 0; b < count; ++b) {
+      SampleDraws draw(options_.seed, indices[b]);
+      const int64_t length = draw.Below(4) == 0 ? t / 2 + draw.Below(t - t / 2) : t;
+      const int64_t slots = length - 3, first = slots / 2, second = slots - first;
+      int64_t* row = ids.data() + b * t;
+      int64_t at = 0;
+      row[at++] = kClsToken;
+      int64_t token = draw.Below(kContentTokens);
+      auto chain = [&](int64_t n, bool fresh) {
+        for (int64_t i = 0; i < n; ++i) {
+          if (i > 0 || !fresh) token = draw.Below(10) == 0 ? draw.Below(kContentTokens) : successor_[token];
+          row[at++] = kFirstContent + token;
+        }
+      };
+      chain(first, /*fresh=*/true);
+      row[at++] = kSepToken;
+      const bool is_next = draw.Below(2) == 0;
+      nsp[b] = is_next ? 0 : 1;
+      if (!is_next) token = draw.Below(kContentTokens);
+      const int64_t second_start = at;
+      chain(second, /*fresh=*/!is_next);
+      row[at++] = kSepToken;
+      for (int64_t i = 0; i < length; ++i) {
+        mask[b * t + i] = 1;
+        types[b * t + i] = i >= second_start ? 1 : 0;
+      }
+      // MLM: 15% of content tokens (at least one), BERT's 80/10/10.
+      bool any = false;
+      for (int64_t i = 1; i < length; ++i) {
+        const bool content = row[i] >= kFirstContent;
+        if (!content || draw.Below(100) >= 15) continue;
+        any = true;
+        Mask(draw, row, labels.data() + b * t, i);
+      }
+      if (!any) Mask(draw, row, labels.data() + b * t, 1);
+    }
+    TokenBatch batch;
+    batch.input_ids = Tensor::FromVector<int64_t>(ids, {count, t});
+    batch.token_type_ids = Tensor::FromVector<int64_t>(types, {count, t});
+    batch.attention_mask = Tensor::FromVector<int64_t>(mask, {count, t});
+    batch.labels = Tensor::FromVector<int64_t>(labels, {count, t});
+    batch.next_sentence_label = Tensor::FromVector<int64_t>(nsp, {count});
+    return batch;
+  }
+
+ private:
+  static void Mask(SampleDraws& draw, int64_t* row, int64_t* labels, int64_t i) {
+    labels[i] = row[i];
+    const int64_t choice = draw.Below(10);
+    if (choice < 8) {
+      row[i] = kMaskToken;
+    } else if (choice == 8) {
+      row[i] = kFirstContent + draw.Below(kContentTokens);
+    }
+  }
+
+  TokenDataOptions options_;
+  std::vector<int64_t> successor_;
+};
+
+// A whole set in memory.
+class TensorTokens : public TokenDataset {
+ public:
+  explicit TensorTokens(TokenBatch all) : all_(std::move(all)) {}
+  int64_t size() const override { return all_.input_ids.dim(0); }
+  int64_t seq_len() const override { return all_.input_ids.dim(1); }
+
+  TokenBatch Fill(const int64_t* indices, int64_t count) const override {
+    const int64_t t = seq_len();
+    TokenBatch batch;
+    auto gather = [&](const Tensor& from, int64_t width) {
+      Tensor out = Tensor::Empty(width == 1 ? Shape{count} : Shape{count, width}, DType::kI64);
+      for (int64_t b = 0; b < count; ++b) {
+        CHECK(indices[b] >= 0 && indices[b] < size()) << "sample " << indices[b] << " of " << size();
+        std::memcpy(out.data<int64_t>() + b * width, from.data<int64_t>() + indices[b] * width,
+                    width * sizeof(int64_t));
+      }
+      return out;
+    };
+    batch.input_ids = gather(all_.input_ids, t);
+    batch.token_type_ids = gather(all_.token_type_ids, t);
+    batch.attention_mask = gather(all_.attention_mask, t);
+    batch.labels = gather(all_.labels, t);
+    batch.next_sentence_label = gather(all_.next_sentence_label, 1);
+    return batch;
+  }
+
+ private:
+  TokenBatch all_;
+};
+
+// Every element of `t` within [lo, hi) (or equal to `except`), else one
+// line naming the file, the tensor, the element and the bound.
+Status CheckRange(const std::string& path, const std::string& name, const Tensor& t, int64_t lo, int64_t hi,
+                  const std::string& what, int64_t except = std::numeric_limits<int64_t>::min()) {
+  const int64_t width = t.ndim() == 2 ? t.dim(1) : 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int64_t v = t.data<int64_t>()[i];
+    if ((v >= lo && v < hi) || v == except) continue;
+    const std::string where = t.ndim() == 2 ? "[" + std::to_string(i / width) + ", " + std::to_string(i % width) + "]"
+                                            : "[" + std::to_string(i) + "]";
+    return InvalidArgument(path + ": tensor '" + name + "' element " + where + " is " + std::to_string(v) +
+                           ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + ") " + what);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path, const TokenDataOptions& options) {
+  ASSIGN_OR_RETURN(SafetensorsContents contents, ReadSafetensors(path));
+  const Tensor* ids = contents.Find("input_ids");
+  if (ids == nullptr) return InvalidArgument(path + ": no tensor 'input_ids' (i64 [N, T])");
+  if (ids->dtype() != DType::kI64 || ids->ndim() != 2 || ids->dim(0) == 0 || ids->dim(1) == 0) {
+    return InvalidArgument(path + ": tensor 'input_ids' must be i64 [N, T] with N, T > 0, got " +
+                           DTypeName(ids->dtype()) + ShapeToString(ids->shape()));
+  }
+  const int64_t n = ids->dim(0), t = ids->dim(1);
+  if (t > options.max_positions) {
+    return InvalidArgument(path + ": tensor 'input_ids' holds sequences of " + std::to_string(t) +
+                           " tokens, longer than " + options.model + "'s " + std::to_string(options.max_positions) +
+                           " positions");
+  }
+  TokenBatch all;
+  all.input_ids = *ids;
+  auto matrix = [&](const std::string& name, bool required, int64_t fill) -> StatusOr<Tensor> {
+    const Tensor* found = contents.Find(name);
+    if (found == nullptr) {
+      if (required) return InvalidArgument(path + ": no tensor '" + name + "' (i64 [N, T])");
+      Tensor filled = Tensor::Empty({n, t}, DType::kI64);
+      for (int64_t i = 0; i < n * t; ++i) filled.data<int64_t>()[i] = fill;
+      return filled;
+    }
+    if (found->dtype() != DType::kI64 || found->shape() != Shape{n, t}) {
+      return InvalidArgument(path + ": tensor '" + name + "' must be i64 " + ShapeToString({n, t}) +
+                             " like input_ids, got " + DTypeName(found->dtype()) + ShapeToString(found->shape()));
+    }
+    return *found;
+  };
+  ASSIGN_OR_RETURN(all.token_type_ids, matrix("token_type_ids", false, 0));
+  ASSIGN_OR_RETURN(all.attention_mask, matrix("attention_mask", false, 1));
+  ASSIGN_OR_RETURN(all.labels, matrix("labels", true, 0));
+  const Tensor* nsp = contents.Find("next_sentence_label");
+  if (nsp == nullptr) return InvalidArgument(path + ": no tensor 'next_sentence_label' (i64 [N])");
+  if (nsp->dtype() != DType::kI64 || nsp->shape() != Shape{n}) {
+    return InvalidArgument(path + ": tensor 'next_sentence_label' must be i64 [" + std::to_string(n) + "], got " +
+                           DTypeName(nsp->dtype()) + ShapeToString(nsp->shape()));
+  }
+  all.next_sentence_label = *nsp;
+  const std::string vocabulary = "for " + options.model + "'s vocabulary of " + std::to_string(options.vocab_size);
+  RETURN_IF_ERROR(CheckRange(path, "input_ids", all.input_ids, 0, options.vocab_size, vocabulary));
+  RETURN_IF_ERROR(CheckRange(path, "token_type_ids", all.token_type_ids, 0, options.type_vocab, "(token types)"));
+  RETURN_IF_ERROR(CheckRange(path, "attention_mask", all.attention_mask, 0, 2, "(1 attend, 0 padding)"));
+  RETURN_IF_ERROR(CheckRange(path, "labels", all.labels, 0, options.vocab_size, vocabulary + " (or -100)", -100));
+  RETURN_IF_ERROR(CheckRange(path, "next_sentence_label", all.next_sentence_label, 0, 2, "(0 IsNext, 1 NotNext)"));
+  return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all)));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TokenDataset>> OpenTokenDataset(const std::string& flag, const std::string& spec,
+                                                         const TokenDataOptions& options) {
+  if (spec == "synthetic") {
+    if (options.seq_len < 8 || options.seq_len > options.max_positions) {
+      return InvalidArgument("--seq-len " + std::to_string(options.seq_len) + " is outside [8, " +
+                             std::to_string(options.max_positions) + "], " + options.model + "'s positions");
+    }
+    if (options.vocab_size < kFirstContent + kContentTokens) {
+      return InvalidArgument(flag + " synthetic needs a vocabulary of at least " +
+                             std::to_string(kFirstContent + kContentTokens) + " tokens");
+    }
+    return std::unique_ptr<TokenDataset>(std::make_unique<SyntheticTokens>(options));
+  }
+  const std::string prefix = "tensors:";
+  if (spec.rfind(prefix, 0) == 0 && spec.size() > prefix.size()) {
+    StatusOr<std::unique_ptr<TokenDataset>> opened = OpenTokenTensors(spec.substr(prefix.size()), options);
+    if (!opened.ok()) return Status(opened.status().code(), flag + " " + opened.status().message());
+    return opened;
+  }
+  return InvalidArgument(flag + " '" + spec + "' is not synthetic or tensors:FILE");
+}
+
+}  // namespace ddp

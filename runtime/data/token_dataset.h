@@ -1,0 +1,56 @@
+// BERT pretraining data: samples of DESIGN.md's named tensors, input_ids,
+// token_type_ids, attention_mask (i64 [N, T]), labels (MLM targets, -100
+// where ignored, i64 [N, T]) and next_sentence_label (i64 [N]).
+//
+// `synthetic` generates a corpus with learnable structure: content tokens
+// follow a fixed random successor map (90% of steps; the rest are random),
+// so a masked token is predictable from its neighbours; segment B either
+// continues segment A's chain (IsNext, label 0) or starts a new one
+// (NotNext, label 1); a quarter of the samples are shorter than --seq-len
+// and padded; 15% of content tokens are chosen for MLM, of which 80% become
+// [MASK], 10% a random token and 10% stay, as BERT masks. `tensors:FILE`
+// holds a whole set, checked on opening: ids within the vocabulary,
+// sequences within the positions, shapes alike.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace ddp {
+
+struct TokenBatch {
+  Tensor input_ids, token_type_ids, attention_mask, labels, next_sentence_label;
+};
+
+class TokenDataset {
+ public:
+  virtual ~TokenDataset() = default;
+  static constexpr int64_t kEndless = -1;
+  virtual int64_t size() const = 0;
+  virtual int64_t seq_len() const = 0;
+  // Host tensors of `count` samples: indices[0..count).
+  virtual TokenBatch Fill(const int64_t* indices, int64_t count) const = 0;
+};
+
+struct TokenDataOptions {
+  int64_t seq_len = 128;        // synthetic only; a file has its own
+  int64_t vocab_size = 30522;   // the model's
+  int64_t max_positions = 512;  // the model's
+  int64_t type_vocab = 2;
+  std::string model = "bert";   // for messages
+  uint64_t seed = 1;
+};
+
+// BERT's special ids (bert-base-uncased's vocabulary).
+constexpr int64_t kPadToken = 0, kClsToken = 101, kSepToken = 102, kMaskToken = 103;
+
+// `spec` is "synthetic" or "tensors:FILE"; errors name `flag`, the file and
+// the tensor at fault.
+StatusOr<std::unique_ptr<TokenDataset>> OpenTokenDataset(const std::string& flag, const std::string& spec,
+                                                         const TokenDataOptions& options);
+
+}  // namespace ddp

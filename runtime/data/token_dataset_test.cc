@@ -1,0 +1,139 @@
+// BERT data: the generated corpus is deterministic per sample, shaped as
+// BERT's inputs ([CLS] A [SEP] B [SEP], padding under the mask, segment
+// types), masks about 15% of content tokens, carries both NSP labels and a
+// learnable successor structure; a tensors: file with a bad id, a sequence
+// too long or a mask of the wrong shape is refused naming the tensor.
+#include "runtime/data/token_dataset.h"
+
+#include <cstdlib>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "runtime/safetensors.h"
+
+namespace ddp {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+TEST(SyntheticTokensTest, DeterministicAndShapedAsBertInputs) {
+  TokenDataOptions options;
+  options.seq_len = 32;
+  auto data = std::move(OpenTokenDataset("--data", "synthetic", options)).value();
+  EXPECT_EQ(data->size(), TokenDataset::kEndless);
+  std::vector<int64_t> indices(400);
+  for (int64_t i = 0; i < 400; ++i) indices[i] = 1000 + i;
+  const TokenBatch b = data->Fill(indices.data(), 400);
+  const TokenBatch again = data->Fill(indices.data() + 7, 1);
+  const int64_t t = 32;
+  for (int64_t i = 0; i < t; ++i) EXPECT_EQ(again.input_ids.data<int64_t>()[i], b.input_ids.data<int64_t>()[7 * t + i]);
+
+  int64_t content = 0, chosen = 0, masked = 0, padded_samples = 0, next = 0, follows = 0, pairs = 0;
+  for (int64_t s = 0; s < 400; ++s) {
+    const int64_t* ids = b.input_ids.data<int64_t>() + s * t;
+    const int64_t* mask = b.attention_mask.data<int64_t>() + s * t;
+    const int64_t* labels = b.labels.data<int64_t>() + s * t;
+    const int64_t* types = b.token_type_ids.data<int64_t>() + s * t;
+    EXPECT_EQ(ids[0], kClsToken);
+    int64_t length = 0, seps = 0;
+    for (int64_t i = 0; i < t; ++i) {
+      length += mask[i];
+      if (mask[i] == 0) {
+        EXPECT_EQ(ids[i], kPadToken);
+        EXPECT_EQ(labels[i], -100);
+      }
+      seps += ids[i] == kSepToken;
+      if (labels[i] != -100) {
+        ++chosen;
+        EXPECT_GE(labels[i], 1000);
+        masked += ids[i] == kMaskToken;
+      }
+      content += mask[i] && ids[i] != kClsToken && ids[i] != kSepToken;
+    }
+    EXPECT_EQ(seps, 2);
+    EXPECT_EQ(ids[length - 1], kSepToken);
+    EXPECT_EQ(types[0], 0);
+    EXPECT_EQ(types[length - 1], 1);
+    padded_samples += length < t;
+    next += b.next_sentence_label.data<int64_t>()[s] == 0;
+    // Unmasked consecutive content tokens within a segment: the successor
+    // of one determines the next 90% of the time, so pairs repeat.
+    for (int64_t i = 1; i + 1 < length; ++i) {
+      if (ids[i] >= 1000 && ids[i + 1] >= 1000 && labels[i] == -100 && labels[i + 1] == -100) ++pairs;
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(chosen) / content, 0.15, 0.02);
+  EXPECT_NEAR(static_cast<double>(masked) / chosen, 0.8, 0.05);
+  EXPECT_NEAR(padded_samples / 400.0, 0.25, 0.08);
+  EXPECT_NEAR(next / 400.0, 0.5, 0.08);
+  // Learnable: how often each token's most common successor follows it.
+  std::map<int64_t, std::map<int64_t, int64_t>> successors;
+  for (int64_t s = 0; s < 400; ++s) {
+    const int64_t* ids = b.input_ids.data<int64_t>() + s * t;
+    const int64_t* labels = b.labels.data<int64_t>() + s * t;
+    for (int64_t i = 1; i + 1 < t; ++i) {
+      if (ids[i] >= 1000 && ids[i + 1] >= 1000 && labels[i] == -100 && labels[i + 1] == -100) {
+        ++successors[ids[i]][ids[i + 1]];
+      }
+    }
+  }
+  for (const auto& [token, counts] : successors) {
+    int64_t best = 0;
+    for (const auto& [next_token, count] : counts) best = std::max(best, count);
+    follows += best;
+  }
+  EXPECT_GT(static_cast<double>(follows) / pairs, 0.8);
+}
+
+void WriteTokens(const std::string& path, const std::vector<NamedTensor>& tensors) {
+  ASSERT_TRUE(WriteSafetensors(path, tensors).ok());
+}
+
+std::string OpenError(const std::string& path, int64_t max_positions = 512) {
+  TokenDataOptions options;
+  options.model = "bert-tiny";
+  options.max_positions = max_positions;
+  return OpenTokenDataset("--data", "tensors:" + path, options).status().message();
+}
+
+TEST(TensorTokensTest, ReadsAFileAndRefusesBadTensorsByName) {
+  const std::string path = TempPath("tokens.safetensors");
+  Tensor ids = Tensor::FromVector<int64_t>({101, 2000, 102, 0, 101, 3000, 4000, 102}, {2, 4});
+  Tensor labels = Tensor::FromVector<int64_t>({-100, 2001, -100, -100, -100, -100, 4001, -100}, {2, 4});
+  Tensor nsp = Tensor::FromVector<int64_t>({0, 1}, {2});
+  Tensor mask = Tensor::FromVector<int64_t>({1, 1, 1, 0, 1, 1, 1, 1}, {2, 4});
+  WriteTokens(path, {{"input_ids", ids}, {"labels", labels}, {"next_sentence_label", nsp}, {"attention_mask", mask}});
+  TokenDataOptions options;
+  auto data = std::move(OpenTokenDataset("--data", "tensors:" + path, options)).value();
+  EXPECT_EQ(data->size(), 2);
+  const int64_t second = 1;
+  const TokenBatch b = data->Fill(&second, 1);
+  EXPECT_EQ(b.input_ids.data<int64_t>()[1], 3000);
+  EXPECT_EQ(b.token_type_ids.data<int64_t>()[1], 0);  // absent: zeros
+  EXPECT_EQ(b.next_sentence_label.data<int64_t>()[0], 1);
+
+  Tensor bad_ids = Tensor::FromVector<int64_t>({101, 2000, 102, 0, 101, 30522, 4000, 102}, {2, 4});
+  WriteTokens(path, {{"input_ids", bad_ids}, {"labels", labels}, {"next_sentence_label", nsp}});
+  EXPECT_EQ(OpenError(path), "--data " + path +
+                                 ": tensor 'input_ids' element [1, 1] is 30522, outside [0, 30522) for bert-tiny's "
+                                 "vocabulary of 30522");
+  WriteTokens(path, {{"input_ids", ids}, {"labels", labels}, {"next_sentence_label", nsp}});
+  EXPECT_EQ(OpenError(path, 3), "--data " + path +
+                                    ": tensor 'input_ids' holds sequences of 4 tokens, longer than bert-tiny's 3 "
+                                    "positions");
+  WriteTokens(path, {{"input_ids", ids},
+                     {"labels", labels},
+                     {"next_sentence_label", nsp},
+                     {"attention_mask", Tensor::FromVector<int64_t>({1, 1, 1, 1}, {1, 4})}});
+  EXPECT_EQ(OpenError(path),
+            "--data " + path + ": tensor 'attention_mask' must be i64 [2, 4] like input_ids, got i64[1, 4]");
+  WriteTokens(path, {{"input_ids", ids}, {"labels", labels}});
+  EXPECT_EQ(OpenError(path), "--data " + path + ": no tensor 'next_sentence_label' (i64 [N])");
+}
+
+}  // namespace
+}  // namespace ddp
