@@ -72,6 +72,8 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--steps", std::to_string(o.steps)},
           {"--epochs", std::to_string(o.epochs)},
           {"--num-classes", std::to_string(o.num_classes)},
+          {"--seq-len", std::to_string(o.seq_len)},
+          {"--dropout", std::to_string(o.dropout)},
           {"--image-size", std::to_string(o.image_size)},
           {"--data", o.data},
           {"--eval-data", o.eval_data},

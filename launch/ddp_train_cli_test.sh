@@ -119,6 +119,10 @@ expect_error "$tmp/train.safetensors: missing tensor 'conv1.weight'" "${small[@]
 head -c 4000 "$tmp/r18.safetensors" > "$tmp/r18_truncated.safetensors"
 expect_error "malformed safetensors file" "${small[@]}" --load-weights "$tmp/r18_truncated.safetensors"
 expect_error "--metrics-file /nonexistent/m.jsonl: cannot open" "${small[@]}" --metrics-file /nonexistent/m.jsonl
+expect_error "--seq-len must be in [8, 512] (BERT's positions), got 513" --model bert-tiny --seq-len 513 --steps 1
+expect_error "--dropout must be in [0, 1), got 1" --model bert-tiny --dropout 1 --steps 1
+expect_error "$tmp/train.safetensors: no tensor 'input_ids' (i64 [N, T])" --model bert-tiny --steps 1 \
+  --data "tensors:$tmp/train.safetensors"
 expect_error "--cuda-graphs replays GPU work, and this rank trains on cpu; drop --cuda-graphs" \
   "${small[@]}" --steps 1 --cuda-graphs
 

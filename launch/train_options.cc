@@ -54,6 +54,8 @@ DEFINE_int64(eval_every, 0, "evaluate every this many steps (and at the end); 0:
 DEFINE_bool(shuffle, true, "shuffle each epoch (seed + epoch); --noshuffle keeps file order");
 DEFINE_int64(image_size, 224, "synthetic image height and width");
 DEFINE_int64(num_classes, 1000, "classes");
+DEFINE_int64(seq_len, 128, "BERT: tokens per sequence of synthetic data (at most 512)");
+DEFINE_double(dropout, 0.1, "BERT: hidden and attention dropout probability in [0, 1)");
 DEFINE_bool(zero_init_residual, false, "start each residual block's last BN at zero (torchvision's option)");
 DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters and buffers to start from");
 DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
@@ -254,6 +256,14 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.image_size = FLAGS_image_size;
   if (FLAGS_num_classes < 2) return InvalidArgument("--num-classes must be at least 2, got " + std::to_string(FLAGS_num_classes));
   o.num_classes = FLAGS_num_classes;
+  if (FLAGS_seq_len < 8 || FLAGS_seq_len > 512) {
+    return InvalidArgument("--seq-len must be in [8, 512] (BERT's positions), got " + std::to_string(FLAGS_seq_len));
+  }
+  o.seq_len = FLAGS_seq_len;
+  if (!(FLAGS_dropout >= 0.0 && FLAGS_dropout < 1.0)) {
+    return InvalidArgument("--dropout must be in [0, 1), got " + Num(FLAGS_dropout));
+  }
+  o.dropout = static_cast<float>(FLAGS_dropout);
   o.zero_init_residual = FLAGS_zero_init_residual;
   o.load_weights = FLAGS_load_weights;
   o.save_weights = FLAGS_save_weights;

@@ -53,6 +53,9 @@ struct TrainOptions {
   int64_t eval_every = 0;
   bool shuffle = true;
   int64_t image_size = 224, num_classes = 1000;
+  // BERT: --seq-len (synthetic data; a file has its own) and --dropout.
+  int64_t seq_len = 128;
+  float dropout = 0.1f;
   bool zero_init_residual = false;
 
   std::string load_weights, save_weights, metrics_file;

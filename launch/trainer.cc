@@ -9,6 +9,7 @@
 #include <limits>
 #include <thread>
 
+#include "models/bert.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/ops/conv2d.h"
@@ -36,6 +37,24 @@ int64_t PeakResidentBytes() {
 int64_t ResNetFinalSize(int64_t image) {
   for (int i = 0; i < 5; ++i) image = (image + 1) / 2;
   return image;
+}
+
+}  // namespace
+
+namespace {
+
+// Samples `indices` of `data` as a model's batch of named tensors.
+Batch TokenBatchOf(const TokenDataset& data, const std::vector<int64_t>& indices, int64_t step, int64_t first_sample) {
+  TokenBatch tokens = data.Fill(indices.data(), static_cast<int64_t>(indices.size()));
+  Batch batch;
+  batch.tensors = {{"input_ids", tokens.input_ids},
+                   {"token_type_ids", tokens.token_type_ids},
+                   {"attention_mask", tokens.attention_mask},
+                   {"labels", tokens.labels},
+                   {"next_sentence_label", tokens.next_sentence_label}};
+  batch.step = step;
+  batch.first_sample = first_sample;
+  return batch;
 }
 
 }  // namespace
@@ -94,7 +113,47 @@ Status Trainer::BroadcastInitialState() {
   return Status::Ok();
 }
 
+Status Trainer::OpenTokenData() {
+  ASSIGN_OR_RETURN(const BertConfig config, BertConfigFor(options_.model));
+  TokenDataOptions data_options;
+  data_options.seq_len = options_.seq_len;
+  data_options.vocab_size = config.vocab_size;
+  data_options.max_positions = config.max_positions;
+  data_options.type_vocab = config.type_vocab;
+  data_options.model = options_.model;
+  data_options.seed = options_.seed;
+  ASSIGN_OR_RETURN(train_tokens_, OpenTokenDataset("--data", options_.data, data_options));
+  if (!options_.eval_data.empty()) {
+    ASSIGN_OR_RETURN(eval_tokens_, OpenTokenDataset("--eval-data", options_.eval_data, data_options));
+    if (eval_tokens_->size() == TokenDataset::kEndless) {
+      return InvalidArgument("--eval-data must be a tensors:FILE dataset, not '" + options_.eval_data + "'");
+    }
+  }
+  return Status::Ok();
+}
+
 Status Trainer::Setup() {
+  bert_ = options_.model.rfind("bert-", 0) == 0;
+  if (bert_) {
+    // BERT's ops are f32 CPU kernels so far.
+    if (on_gpu()) {
+      return Unimplemented("--model " + options_.model + " on GPUs: BERT's CUDA kernels are not in this build yet; "
+                           "use --device cpu");
+    }
+    if (ComputeDType(options_.precision) != DType::kF32) {
+      return Unimplemented("--precision " + options_.precision + " with --model " + options_.model +
+                           ": BERT trains in fp32 in this build");
+    }
+    RETURN_IF_ERROR(OpenTokenData());
+  } else {
+    RETURN_IF_ERROR(OpenImageData());
+  }
+  const int64_t dataset_size = bert_ ? train_tokens_->size() : train_data_->size();
+  RETURN_IF_ERROR(SetupTraining(dataset_size));
+  return Status::Ok();
+}
+
+Status Trainer::OpenImageData() {
   ImageDataOptions data_options;
   data_options.image_size = options_.image_size;
   data_options.num_classes = options_.num_classes;
@@ -118,9 +177,12 @@ Status Trainer::Setup() {
     return InvalidArgument("--batch-size " + std::to_string(options_.batch_size) + " with " + std::to_string(image) +
                            "-pixel images leaves one value per channel in the last batch norm; use a larger batch");
   }
+  return Status::Ok();
+}
 
+Status Trainer::SetupTraining(int64_t dataset_size) {
   SamplerOptions sampler;
-  sampler.dataset_size = train_data_->size();
+  sampler.dataset_size = dataset_size;
   sampler.world_size = ranks_.world_size;
   sampler.rank = ranks_.rank;
   sampler.accumulation_steps = options_.accumulation_steps;
@@ -128,20 +190,21 @@ Status Trainer::Setup() {
   sampler.shuffle = options_.shuffle;
   sampler.seed = options_.seed;
   sampler_ = std::make_unique<GlobalBatchSampler>(sampler);
-  if (train_data_->size() != ImageDataset::kEndless && sampler_->steps_per_epoch() == 0) {
-    return InvalidArgument("--data has " + std::to_string(train_data_->size()) +
+  if (dataset_size != ImageDataset::kEndless && sampler_->steps_per_epoch() == 0) {
+    return InvalidArgument("--data has " + std::to_string(dataset_size) +
                            " samples, fewer than one global batch of " + std::to_string(sampler_->global_batch()));
   }
   if (options_.epochs > 0) {
-    if (train_data_->size() == ImageDataset::kEndless) return InvalidArgument("--epochs needs a tensors:FILE dataset");
+    if (dataset_size == ImageDataset::kEndless) return InvalidArgument("--epochs needs a tensors:FILE dataset");
     total_steps_ = options_.epochs * sampler_->steps_per_epoch();
   } else {
     total_steps_ = options_.steps;
   }
   options_.schedule.total_steps = total_steps_;
   if (options_.lr <= 0.0) {
-    // Goyal et al.'s linear scaling rule: 0.1 for a global batch of 256.
-    options_.lr = 0.1 * static_cast<double>(sampler_->global_batch()) / 256.0;
+    // Goyal et al.'s linear scaling rule: 0.1 for a global batch of 256;
+    // BERT's recipes start from 1e-4 (AdamW or LAMB).
+    options_.lr = bert_ ? 1e-4 : 0.1 * static_cast<double>(sampler_->global_batch()) / 256.0;
   }
   options_.schedule.base_lr = options_.lr;
 
@@ -150,6 +213,7 @@ Status Trainer::Setup() {
   model_options.num_classes = options_.num_classes;
   model_options.zero_init_residual = options_.zero_init_residual;
   model_options.seed = options_.seed;
+  model_options.dropout = options_.dropout;
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
   if (!options_.load_weights.empty()) {
     StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);
@@ -182,8 +246,8 @@ Status Trainer::Setup() {
                          "read a [K, R, S, C] 16-bit weight copy, which " + options_.precision +
                          " runs do not keep); use auto or contiguous");
   }
-  const bool channels_last = options_.memory_format == "channels_last" ||
-                             (options_.memory_format == "auto" && (!on_gpu() || sixteen_bit));
+  const bool channels_last = !bert_ && (options_.memory_format == "channels_last" ||
+                                        (options_.memory_format == "auto" && (!on_gpu() || sixteen_bit)));
   model_->set_channels_last(channels_last);
   if (sixteen_bit) {
     model_->EnableLowPrecision(ctx_, compute_dtype_,
@@ -241,6 +305,8 @@ Status Trainer::Setup() {
   }
 
   const int64_t b = options_.batch_size;
+  if (bert_) return Status::Ok();  // batches come from train_tokens_, on the host
+  const int64_t image = train_data_->image_size();
   if (on_gpu() && train_data_->GeneratesOnDevice()) {
     // Synthetic data is made on the GPU, in place, each micro-batch: no host
     // work, no copy (the benchmark measures training).
@@ -313,20 +379,34 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     loss_sum = mean * static_cast<double>(k);
   }
   for (int64_t micro = 0; micro < k && !result.graphed; ++micro) {
-    Tensor images, labels;
-    LoadMicroBatch(step, micro, &images, &labels);
-    Tensor logits = model_->Forward(ctx_, images);
-    loss_sum += SoftmaxCrossEntropyForward(ctx_, ce, logits, labels, probs_).loss;
     // Micro-batch losses are means; the step's gradient is their mean over
     // micro-batches and ranks. Dividing the loss gradient by K x world here
     // makes the reducer's job a plain sum, and N ranks compute exactly what
     // one rank with N micro-batches does.
     // Under loss scaling the gradient carries the scale through backward.
-    SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels,
-                                scaler_->scale() / static_cast<double>(k * ranks_.world_size), dlogits_);
-    if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
-    if (zero_) zero_->PrepareForBackward(/*sync=*/reduce_each_micro_batch || micro == k - 1, micro == 0);
-    model_->Backward(ctx_, dlogits_, /*accumulate=*/micro > 0 && !reduce_each_micro_batch);
+    const double loss_grad = scaler_->scale() / static_cast<double>(k * ranks_.world_size);
+    const bool accumulate = micro > 0 && !reduce_each_micro_batch;
+    auto prepare_reduction = [&] {
+      if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
+      if (zero_) zero_->PrepareForBackward(/*sync=*/reduce_each_micro_batch || micro == k - 1, micro == 0);
+    };
+    if (bert_) {
+      // The model runs its own loss on the batch's named tensors.
+      const Batch batch = TokenMicroBatch(step, micro);
+      const Tensor& mask = batch.Get("attention_mask");
+      for (int64_t i = 0; i < mask.numel(); ++i) result.tokens += mask.data<int64_t>()[i];
+      loss_sum += model_->ForwardLoss(ctx_, batch).loss;
+      prepare_reduction();
+      model_->BackwardLoss(ctx_, loss_grad, accumulate);
+    } else {
+      Tensor images, labels;
+      LoadMicroBatch(step, micro, &images, &labels);
+      Tensor logits = model_->Forward(ctx_, images);
+      loss_sum += SoftmaxCrossEntropyForward(ctx_, ce, logits, labels, probs_).loss;
+      SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels, loss_grad, dlogits_);
+      prepare_reduction();
+      model_->Backward(ctx_, dlogits_, accumulate);
+    }
     if (reduce_each_micro_batch && micro < k - 1) {
       ASSIGN_OR_RETURN(const ReduceStats stats, zero_->Wait());
       result.exposed_comm_seconds += stats.exposed_seconds;
@@ -364,12 +444,13 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     // rank saw non-finite gradients, decided together: no rank stops or
     // skips a step alone (under ZeRO each rank checks only its pieces).
     Tensor shared = Tensor::FromVector<double>(
-        {result.loss, local_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0}, {3});
+        {result.loss, local_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens)}, {4});
     RETURN_IF_ERROR(comm_->AllReduce(shared, ReduceOp::kSum)->Wait());
     if (!local_status.ok()) return local_status;
     if (shared.data<double>()[1] > 0.0) return FailedPrecondition("another rank failed; stopping");
     result.loss = shared.data<double>()[0] / ranks_.world_size;
     nonfinite = shared.data<double>()[2] > 0.0;
+    result.tokens = static_cast<int64_t>(shared.data<double>()[3]);
   } else if (!local_status.ok()) {
     return local_status;
   } else {
@@ -414,6 +495,16 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     model_->RefreshLowPrecision(ctx_);
   }
   return result;
+}
+
+Batch Trainer::TokenMicroBatch(int64_t step, int64_t micro) {
+  const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
+  return TokenBatchOf(*train_tokens_, indices, step,
+                      // The micro-batch's place in the global batch (the
+                      // sampler's block micro * world + rank): dropout masks
+                      // follow it, so N ranks draw what one rank with N
+                      // accumulated micro-batches draws.
+                      (micro * ranks_.world_size + ranks_.rank) * options_.batch_size);
 }
 
 StatusOr<double> Trainer::ReplayMicroBatches(int64_t step) {
@@ -545,13 +636,23 @@ StatusOr<double> Trainer::Evaluate() {
   if (zero_) RETURN_IF_ERROR(zero_->FinishParameterGather());
   model_->SetTraining(false);
   // Rank r evaluates samples r, r + world, ...; the counts are summed.
-  const int64_t n = eval_data_->size(), b = options_.batch_size, world = ranks_.world_size;
+  const int64_t n = bert_ ? eval_tokens_->size() : eval_data_->size(), b = options_.batch_size,
+                world = ranks_.world_size;
   std::vector<int64_t> mine;
   for (int64_t i = ranks_.rank; i < n; i += world) mine.push_back(i);
-  int64_t correct = 0;
+  int64_t correct = 0, counted = 0;  // top-1 of images; BERT's masked tokens
   for (int64_t start = 0; start < static_cast<int64_t>(mine.size()); start += b) {
     const int64_t count = std::min<int64_t>(b, static_cast<int64_t>(mine.size()) - start);
     std::vector<int64_t> indices(mine.begin() + start, mine.begin() + start + count);
+    if (bert_) {
+      for (const EvalCount& c : model_->ForwardLoss(ctx_, TokenBatchOf(*eval_tokens_, indices, 0, 0)).counts) {
+        if (c.name != "mlm") continue;
+        correct += c.correct;
+        counted += c.counted;
+      }
+      continue;
+    }
+    counted += count;
     Tensor images = Tensor::Empty({count, eval_data_->channels(), eval_data_->image_size(), eval_data_->image_size()},
                                   DType::kF32);
     Tensor labels = Tensor::Empty({count}, DType::kI64);
@@ -565,16 +666,28 @@ StatusOr<double> Trainer::Evaluate() {
   }
   model_->SetTraining(true);
   if (distributed()) {
-    Tensor count = Tensor::FromVector<int64_t>({correct}, {1});
+    Tensor count = Tensor::FromVector<int64_t>({correct, counted}, {2});
     RETURN_IF_ERROR(comm_->AllReduce(count, ReduceOp::kSum)->Wait());
     correct = count.data<int64_t>()[0];
+    counted = count.data<int64_t>()[1];
   }
-  return static_cast<double>(correct) / static_cast<double>(n);
+  return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(counted, 1));
 }
 
 StatusOr<TrainResult> Trainer::Run() {
   const int64_t samples_per_step = sampler_->global_batch();
-  if (is_root()) {
+  const bool has_eval = eval_data_ != nullptr || eval_tokens_ != nullptr;
+  const int64_t seq_len = bert_ ? train_tokens_->seq_len() : 0;
+  if (is_root() && bert_) {
+    std::printf("ddp_train: %s, %lld parameters, %d rank%s x %d threads on %s, batch %lld x %lld micro-batches per rank, "
+                "%lld steps, %s lr %g, sequences of %lld tokens from %s\n",
+                options_.model.c_str(), static_cast<long long>(model_->num_parameters()), ranks_.world_size,
+                ranks_.world_size == 1 ? "" : "s", ctx_.num_threads(), options_.device.c_str(),
+                static_cast<long long>(options_.batch_size),
+                static_cast<long long>(options_.accumulation_steps), static_cast<long long>(total_steps_),
+                options_.optimizer.c_str(), options_.lr, static_cast<long long>(seq_len), options_.data.c_str());
+    std::fflush(stdout);
+  } else if (is_root()) {
     std::printf("ddp_train: %s, %lld parameters, %d rank%s x %d threads on %s, batch %lld x %lld micro-batches per rank, "
                 "%lld steps, %s lr %g, %lldx%lld images from %s\n",
                 options_.model.c_str(), static_cast<long long>(model_->num_parameters()), ranks_.world_size,
@@ -589,6 +702,7 @@ StatusOr<TrainResult> Trainer::Run() {
   // --cuda-graphs the step that captures the graph as well.
   const int64_t warmup = std::min<int64_t>(options_.cuda_graphs ? kGraphWarmupSteps + 1 : 2, total_steps_ - 1);
   double timed_seconds = 0.0, timed_exposed = 0.0;
+  int64_t timed_tokens = 0;  // BERT: non-padding tokens of the timed steps
   // Everything allocated from here on is per-step working memory
   // (activations, their gradients, transient buffers).
   Allocator* memory = GetAllocator(ctx_.device());  // the rank's device: host or GPU
@@ -606,6 +720,7 @@ StatusOr<TrainResult> Trainer::Run() {
     if (step >= warmup) {
       timed_seconds += seconds;
       timed_exposed += r.exposed_comm_seconds;
+      timed_tokens += r.tokens;
     }
     result.final_loss = r.loss;
     if (r.skipped) ++skipped;
@@ -615,6 +730,11 @@ StatusOr<TrainResult> Trainer::Run() {
                                      {"lr", lr},
                                      {"step_time_s", seconds},
                                      {"samples_per_s", samples_per_step / seconds}};
+    if (bert_) {
+      // Every position of the batch, padding included; and the real ones.
+      record["tokens_per_s"] = static_cast<double>(samples_per_step * seq_len) / seconds;
+      record["real_tokens_per_s"] = static_cast<double>(r.tokens) / seconds;
+    }
     if (scaler_->enabled()) {
       record["loss_scale"] = r.loss_scale;
       record["skipped"] = r.skipped;
@@ -631,15 +751,17 @@ StatusOr<TrainResult> Trainer::Run() {
       record["buckets"] = buckets;
     }
     const bool evaluate =
-        eval_data_ && options_.eval_every > 0 && (step + 1) % options_.eval_every == 0 && step + 1 < total_steps_;
+        has_eval && options_.eval_every > 0 && (step + 1) % options_.eval_every == 0 && step + 1 < total_steps_;
     double accuracy = 0.0;
     if (evaluate) {
       ASSIGN_OR_RETURN(accuracy, Evaluate());
       record["eval_accuracy"] = accuracy;
     }
     if (is_root()) {
-      std::printf("step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f images/s", static_cast<long long>(step + 1),
-                  static_cast<long long>(total_steps_), r.loss, lr, seconds, samples_per_step / seconds);
+      std::printf("step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f %s/s", static_cast<long long>(step + 1),
+                  static_cast<long long>(total_steps_), r.loss, lr, seconds, samples_per_step / seconds,
+                  bert_ ? "sequences" : "images");
+      if (bert_) std::printf("  %.0f tokens/s", static_cast<double>(samples_per_step * seq_len) / seconds);
       if (distributed() && !r.graphed) std::printf("  exposed comm %.3f s", r.exposed_comm_seconds);
       if (r.graphed) std::printf("  cuda graph");
       if (scaler_->enabled()) std::printf("  loss scale %g", r.loss_scale);
@@ -667,7 +789,7 @@ StatusOr<TrainResult> Trainer::Run() {
   result.compute_dtype = compute_dtype_;
   result.skipped_steps = skipped;
   result.samples_per_s = timed_steps * samples_per_step / timed_seconds;
-  if (eval_data_) {
+  if (has_eval) {
     ASSIGN_OR_RETURN(result.eval_accuracy, Evaluate());
   }
   if (!options_.save_weights.empty() && is_root()) {
@@ -704,7 +826,12 @@ StatusOr<TrainResult> Trainer::Run() {
     summary["loss_scale"] = scaler_->scale();
     summary["skipped_steps"] = skipped;
   }
-  if (eval_data_) summary["eval_accuracy"] = result.eval_accuracy;
+  if (has_eval) summary["eval_accuracy"] = result.eval_accuracy;  // BERT: masked-token accuracy
+  if (bert_) {
+    summary["seq_len"] = seq_len;
+    summary["tokens_per_s"] = result.samples_per_s * static_cast<double>(seq_len);
+    summary["real_tokens_per_s"] = static_cast<double>(timed_tokens) / timed_seconds;
+  }
   summary["memory"] = {{"param_bytes", param_bytes},
                        {"grad_bytes", grad_bytes},
                        {"optimizer_bytes", optimizer_->state_bytes()},
@@ -715,13 +842,17 @@ StatusOr<TrainResult> Trainer::Run() {
                        {"reserved_bytes", memory->reserved_bytes()},
                        {"peak_resident_bytes", PeakResidentBytes()}};
   RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));
-  std::printf("summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f images/s (excluding %lld warm-up steps)",
+  std::printf("summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f %s/s (excluding %lld warm-up steps)",
               options_.model.c_str(), ranks_.world_size, ranks_.world_size == 1 ? "" : "s",
               static_cast<long long>(total_steps_), result.final_loss, result.samples_per_s,
-              static_cast<long long>(warmup));
+              bert_ ? "sequences" : "images", static_cast<long long>(warmup));
+  if (bert_) {
+    std::printf("  %.0f tokens/s (%.0f without padding)", result.samples_per_s * static_cast<double>(seq_len),
+                static_cast<double>(timed_tokens) / timed_seconds);
+  }
   if (distributed() && !options_.cuda_graphs) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
   if (options_.cuda_graphs) std::printf("  cuda graph captures %lld", static_cast<long long>(graph_captures_));
-  if (eval_data_) std::printf("  eval accuracy %.4f", result.eval_accuracy);
+  if (has_eval) std::printf("  eval %saccuracy %.4f", bert_ ? "MLM " : "", result.eval_accuracy);
   if (scaler_->enabled()) {
     std::printf("  loss scale %g  skipped steps %lld", scaler_->scale(), static_cast<long long>(skipped));
   }

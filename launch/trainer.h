@@ -14,6 +14,7 @@
 #include "models/registry.h"
 #include "runtime/data/batch_stager.h"
 #include "runtime/data/image_dataset.h"
+#include "runtime/data/token_dataset.h"
 #include "runtime/data/sampler.h"
 #include "runtime/execution_context.h"
 #include "runtime/metrics.h"
@@ -76,11 +77,18 @@ class Trainer {
   bool distributed() const { return comm_ != nullptr; }
   bool is_root() const { return ranks_.rank == 0; }
   Status Setup();
+  Status OpenImageData();
+  Status OpenTokenData();
+  // Sampler, model, optimizer, reducer and buffers, once the data is open.
+  Status SetupTraining(int64_t dataset_size);
+  // BERT: micro-batch `micro` of `step` as a batch of named tensors.
+  Batch TokenMicroBatch(int64_t step, int64_t micro);
   struct StepResult {
     double loss = 0.0;  // mean over ranks and micro-batches
     double loss_scale = 1.0;  // the scale this step's loss gradient had
     bool skipped = false;     // a rank saw non-finite gradients: no update
     bool graphed = false;     // replayed from a CUDA graph: no per-bucket timings
+    int64_t tokens = 0;       // BERT: non-padding tokens of the step, every rank's
     double exposed_comm_seconds = 0.0;
     std::vector<BucketTiming> buckets;  // per bucket: launch, finish, wait
   };
@@ -97,7 +105,9 @@ class Trainer {
   Communicator* comm_;
   RankInfo ranks_;
   ExecutionContext ctx_;
+  bool bert_ = false;  // a model that runs its own loss on token batches
   std::unique_ptr<ImageDataset> train_data_, eval_data_;
+  std::unique_ptr<TokenDataset> train_tokens_, eval_tokens_;
   std::unique_ptr<GlobalBatchSampler> sampler_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;

@@ -1,5 +1,6 @@
 #include "models/registry.h"
 
+#include "models/bert.h"
 #include "models/resnet.h"
 
 namespace ddp {
@@ -19,6 +20,7 @@ constexpr Entry kModels[] = {
 std::vector<std::string> ModelNames() {
   std::vector<std::string> names;
   for (const Entry& e : kModels) names.push_back(e.name);
+  for (const char* bert : {"bert-tiny", "bert-base", "bert-large"}) names.push_back(bert);
   return names;
 }
 
@@ -33,6 +35,14 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
     config.num_classes = options.num_classes;
     config.zero_init_residual = options.zero_init_residual;
     return std::make_unique<Model>(options.name, BuildResNet(config), options.seed);
+  }
+  if (options.name.rfind("bert-", 0) == 0) {
+    StatusOr<BertConfig> config = BertConfigFor(options.name);
+    if (config.ok()) {
+      config->dropout = options.dropout;
+      config->seed = options.seed;
+      return std::make_unique<Model>(options.name, BuildBertForPreTraining(*config), options.seed);
+    }
   }
   std::string known;
   for (const std::string& n : ModelNames()) known += (known.empty() ? "" : " ") + n;

@@ -11,9 +11,10 @@
 namespace ddp {
 
 struct ModelOptions {
-  std::string name;  // resnet18 resnet34 resnet50 resnet101 resnet152
+  std::string name;  // resnet18 resnet34 resnet50 resnet101 resnet152 bert-tiny bert-base bert-large
   int64_t num_classes = 1000;
   bool zero_init_residual = false;
+  float dropout = 0.1f;  // BERT's hidden and attention dropout
   uint64_t seed = 1;
 };
 

@@ -82,7 +82,8 @@ TEST(ResNetTest, UnknownModelListsTheKnownOnes) {
   StatusOr<std::unique_ptr<Model>> m = CreateModel(o);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().message(),
-            "--model 'resnet9000' is unknown; known models: resnet18 resnet34 resnet50 resnet101 resnet152");
+            "--model 'resnet9000' is unknown; known models: resnet18 resnet34 resnet50 resnet101 resnet152 bert-tiny "
+            "bert-base bert-large");
 }
 
 TEST(ResNetTest, ForwardBackwardShapesAndHookOrder) {

@@ -1,0 +1,47 @@
+// Writes BERT pretraining data as a `tensors:` dataset (input_ids,
+// token_type_ids, attention_mask, labels, next_sentence_label), drawn from
+// the synthetic corpus: a held-out set uses other sample indices.
+//   make_token_dataset --out eval.safetensors --samples 256 --seq-len 64 --first-sample 1000000
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include <gflags/gflags.h>
+
+#include "runtime/data/token_dataset.h"
+#include "runtime/safetensors.h"
+
+DEFINE_string(out, "", "output safetensors file");
+DEFINE_int64(samples, 256, "number of samples");
+DEFINE_int64(first_sample, 0, "index of the first generated sample");
+DEFINE_int64(seq_len, 128, "tokens per sequence");
+DEFINE_uint64(seed, 1, "the corpus's seed (ddp_train's --seed draws the same corpus)");
+
+int main(int argc, char** argv) {
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (FLAGS_out.empty() || FLAGS_samples <= 0) {
+    std::fprintf(stderr, "make_token_dataset: --out and a positive --samples are required\n");
+    return 2;
+  }
+  ddp::TokenDataOptions options;
+  options.seq_len = FLAGS_seq_len;
+  options.seed = FLAGS_seed;
+  auto data = ddp::OpenTokenDataset("--seq-len", "synthetic", options);
+  if (!data.ok()) {
+    std::fprintf(stderr, "make_token_dataset: %s\n", data.status().message().c_str());
+    return 2;
+  }
+  std::vector<int64_t> indices(FLAGS_samples);
+  std::iota(indices.begin(), indices.end(), FLAGS_first_sample);
+  const ddp::TokenBatch b = (*data)->Fill(indices.data(), FLAGS_samples);
+  const ddp::Status s = ddp::WriteSafetensors(FLAGS_out, {{"input_ids", b.input_ids},
+                                                          {"token_type_ids", b.token_type_ids},
+                                                          {"attention_mask", b.attention_mask},
+                                                          {"labels", b.labels},
+                                                          {"next_sentence_label", b.next_sentence_label}});
+  if (!s.ok()) {
+    std::fprintf(stderr, "make_token_dataset: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
