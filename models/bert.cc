@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/linear.h"
@@ -431,17 +432,39 @@ LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& b
   const Tensor embedded = bert_->embeddings()->Forward(ctx, ids, batch.Find("token_type_ids"));
   const Tensor hidden = bert_->encoder_layers()->Forward(ctx, embedded);
   const Tensor pooled = bert_->pooler()->Forward(ctx, hidden, n, t);
-  const Tensor mlm_logits =
-      predictions_->Forward(ctx, hidden, *bert_->embeddings()->word_embeddings()->weight());
-  const Tensor nsp_logits = seq_relationship_->Forward(ctx, pooled);
-
   CrossEntropyParams ce;  // ignore_index -100, as the MLM labels use
-  const Tensor mlm_labels = batch.Get("labels").View(0, {n * t});
+  // The MLM head runs on the labelled positions only (NVIDIA's BERT does
+  // so): the others' loss terms and gradients are zero, and the vocabulary
+  // projection is most of the head's cost. With none labelled, one ignored
+  // row keeps every head parameter's gradient (zero) and the loss NaN, as
+  // Hugging Face's mean over no tokens gives.
+  const Tensor all_labels = batch.Get("labels").View(0, {n * t});
+  const Tensor host_labels = all_labels.To(Device::Cpu());
+  std::vector<int64_t> positions, labelled;
+  for (int64_t i = 0; i < n * t; ++i) {
+    if (host_labels.data<int64_t>()[i] == ce.ignore_index) continue;
+    positions.push_back(i);
+    labelled.push_back(host_labels.data<int64_t>()[i]);
+  }
+  if (positions.empty()) {
+    positions.push_back(0);
+    labelled.push_back(ce.ignore_index);
+  }
+  const int64_t m = static_cast<int64_t>(positions.size());
+  const Tensor position_ids = Tensor::FromVector<int64_t>(positions, {m}).To(hidden.device());
+  Tensor gathered = Tensor::Empty({m, hidden.dim(1)}, DType::kF32, hidden.device());
+  EmbeddingForward(ctx, hidden, position_ids, gathered);
+  const Tensor mlm_logits =
+      predictions_->Forward(ctx, gathered, *bert_->embeddings()->word_embeddings()->weight());
+  const Tensor nsp_logits = seq_relationship_->Forward(ctx, pooled);
+  const Tensor mlm_labels = Tensor::FromVector<int64_t>(labelled, {m}).To(hidden.device());
   const Tensor& nsp_labels = batch.Get("next_sentence_label");
   Tensor mlm_probs = Like(mlm_logits), nsp_probs = Like(nsp_logits);
   const CrossEntropyResult mlm = SoftmaxCrossEntropyForward(ctx, ce, mlm_logits, mlm_labels, mlm_probs);
   const CrossEntropyResult nsp = SoftmaxCrossEntropyForward(ctx, ce, nsp_logits, nsp_labels, nsp_probs);
   if (training()) {
+    mlm_positions_ = position_ids;
+    hidden_rows_ = n * t;
     mlm_labels_ = mlm_labels;
     nsp_labels_ = nsp_labels;
     mlm_probs_ = mlm_probs;
@@ -468,8 +491,11 @@ void BertForPreTraining::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
   mlm_probs_ = nsp_probs_ = Tensor();
   const Parameter& words = *bert_->embeddings()->word_embeddings()->weight();
   Tensor tied;
-  const Tensor dhidden_mlm = predictions_->Backward(ctx, dlogits, words, &tied);
+  const Tensor dgathered = predictions_->Backward(ctx, dlogits, words, &tied);
   dlogits = Tensor();
+  Tensor dhidden_mlm = Tensor::Empty({hidden_rows_, dgathered.dim(1)}, DType::kF32, dgathered.device());
+  EmbeddingBackward(ctx, mlm_positions_, dgathered, dhidden_mlm);  // scattered back to their rows
+  mlm_positions_ = Tensor();
   const Tensor dhidden = Added(ctx, dhidden_mlm, bert_->pooler()->Backward(ctx, dpooled));
   const Tensor dembedded = bert_->encoder_layers()->Backward(ctx, dhidden);
   bert_->embeddings()->Backward(ctx, dembedded, std::move(tied));

@@ -217,6 +217,8 @@ class BertForPreTraining : public LossModule {
   BertModel* bert_;
   BertLMPredictionHead* predictions_;
   LinearLayer* seq_relationship_;
+  Tensor mlm_positions_;  // i64 [M]: the rows of the hidden states the MLM head ran on
+  int64_t hidden_rows_ = 0;
   Tensor mlm_labels_, nsp_labels_, mlm_probs_, nsp_probs_;
 };
 

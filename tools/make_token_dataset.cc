@@ -3,6 +3,7 @@
 // the synthetic corpus: a held-out set uses other sample indices.
 //   make_token_dataset --out eval.safetensors --samples 256 --seq-len 64 --first-sample 1000000
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <vector>
 
@@ -43,5 +44,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "make_token_dataset: %s\n", s.message().c_str());
     return 1;
   }
+  // The baseline an MLM accuracy is judged against: always predicting the
+  // most frequent masked token.
+  std::map<int64_t, int64_t> counts;
+  int64_t labelled = 0;
+  for (int64_t i = 0; i < b.labels.numel(); ++i) {
+    const int64_t label = b.labels.data<int64_t>()[i];
+    if (label == -100) continue;
+    ++counts[label];
+    ++labelled;
+  }
+  int64_t most = 0, most_id = -1;
+  for (const auto& [id, count] : counts) {
+    if (count > most) most = count, most_id = id;
+  }
+  std::printf("most frequent label: %lld, %lld of %lld masked tokens, share %.6f\n", static_cast<long long>(most_id),
+              static_cast<long long>(most), static_cast<long long>(labelled),
+              labelled > 0 ? static_cast<double>(most) / static_cast<double>(labelled) : 0.0);
   return 0;
 }

@@ -12,7 +12,8 @@ namespace ddp {
 namespace {
 
 constexpr int64_t kFirstContent = 1000;  // above BERT's special and unused ids
-constexpr int64_t kContentTokens = 1000;
+constexpr int64_t kTopics = 50, kTopicTokens = 8;
+constexpr int64_t kContentTokens = kTopics * kTopicTokens;
 
 // Draws for one sample: SplitMix64 of a per-sample base plus a counter.
 class SampleDraws {
@@ -29,8 +30,9 @@ class SampleDraws {
 
 class SyntheticTokens : public TokenDataset {
  public:
+  // Topic z's tokens: assignment_[z * kTopicTokens ...], a seeded shuffle.
   explicit SyntheticTokens(const TokenDataOptions& options)
-      : options_(options), successor_(SeededPermutation(kContentTokens, options.seed ^ 0x5eedull)) {}
+      : options_(options), assignment_(SeededPermutation(kContentTokens, options.seed ^ 0x5eedull)) {}
 
   int64_t size() const override { return kEndless; }
   int64_t seq_len() const override { return options_.seq_len; }
@@ -46,20 +48,21 @@ class SyntheticTokens : public TokenDataset {
       int64_t* row = ids.data() + b * t;
       int64_t at = 0;
       row[at++] = kClsToken;
-      int64_t token = draw.Below(kContentTokens);
-      auto chain = [&](int64_t n, bool fresh) {
+      // A segment's tokens come from its topic, 10% from anywhere.
+      auto segment = [&](int64_t n, int64_t topic) {
         for (int64_t i = 0; i < n; ++i) {
-          if (i > 0 || !fresh) token = draw.Below(10) == 0 ? draw.Below(kContentTokens) : successor_[token];
+          const int64_t token = draw.Below(10) == 0 ? draw.Below(kContentTokens)
+                                                    : assignment_[topic * kTopicTokens + draw.Below(kTopicTokens)];
           row[at++] = kFirstContent + token;
         }
       };
-      chain(first, /*fresh=*/true);
+      const int64_t topic = draw.Below(kTopics);
+      segment(first, topic);
       row[at++] = kSepToken;
       const bool is_next = draw.Below(2) == 0;
       nsp[b] = is_next ? 0 : 1;
-      if (!is_next) token = draw.Below(kContentTokens);
       const int64_t second_start = at;
-      chain(second, /*fresh=*/!is_next);
+      segment(second, is_next ? topic : (topic + 1 + draw.Below(kTopics - 1)) % kTopics);
       row[at++] = kSepToken;
       for (int64_t i = 0; i < length; ++i) {
         mask[b * t + i] = 1;
@@ -96,7 +99,7 @@ class SyntheticTokens : public TokenDataset {
   }
 
   TokenDataOptions options_;
-  std::vector<int64_t> successor_;
+  std::vector<int64_t> assignment_;
 };
 
 // A whole set in memory.

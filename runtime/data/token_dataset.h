@@ -2,13 +2,14 @@
 // token_type_ids, attention_mask (i64 [N, T]), labels (MLM targets, -100
 // where ignored, i64 [N, T]) and next_sentence_label (i64 [N]).
 //
-// `synthetic` generates a corpus with learnable structure: content tokens
-// follow a fixed random successor map (90% of steps; the rest are random),
-// so a masked token is predictable from its neighbours; segment B either
-// continues segment A's chain (IsNext, label 0) or starts a new one
-// (NotNext, label 1); a quarter of the samples are shorter than --seq-len
-// and padded; 15% of content tokens are chosen for MLM, of which 80% become
-// [MASK], 10% a random token and 10% stay, as BERT masks. `tensors:FILE`
+// `synthetic` generates a corpus with learnable structure: 400 content
+// tokens in 50 topics of 8; a segment draws its tokens from its topic (10%
+// from anywhere), so a masked token is predictable from the rest of its
+// segment (1 in 8 at best, against 1 in 400 for the most frequent token);
+// segment B shares A's topic (IsNext, label 0) or has another (NotNext,
+// label 1); a quarter of the samples are shorter than --seq-len and padded;
+// 15% of content tokens are chosen for MLM, of which 80% become [MASK], 10%
+// a random token and 10% stay, as BERT masks. `tensors:FILE`
 // holds a whole set, checked on opening: ids within the vocabulary,
 // sequences within the positions, shapes alike.
 #pragma once

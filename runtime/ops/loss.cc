@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "runtime/ops/cuda/loss_reduce_cuda.h"
 #include "runtime/ops/op_checks.h"
@@ -31,8 +32,15 @@ CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const Cross
   const float* x = logits.data<float>();
   const int64_t* y = labels.data<int64_t>();
   float* pr = probs.data<float>();
-  double total = 0.0;
-  int64_t counted = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    CHECK(y[i] == p.ignore_index || (y[i] >= 0 && y[i] < c))
+        << "cross-entropy label " << y[i] << " of sample " << i << " is outside [0, " << c << ")";
+  }
+  // Rows in parallel (a vocabulary-wide softmax is the MLM head's cost);
+  // each row's loss alone, summed in row order after: the same total for
+  // any thread count.
+  std::vector<double> row_loss(n, 0.0);
+#pragma omp parallel for schedule(static) if (n * c > (1 << 16))
   for (int64_t i = 0; i < n; ++i) {
     const float* row = x + i * c;
     float* prow = pr + i * c;
@@ -46,12 +54,16 @@ CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const Cross
     const double log_sum_exp = max + std::log(sum_exp);
     for (int64_t j = 0; j < c; ++j) prow[j] = static_cast<float>(std::exp(row[j] - log_sum_exp));
     if (y[i] == p.ignore_index) continue;
-    CHECK(y[i] >= 0 && y[i] < c) << "cross-entropy label " << y[i] << " of sample " << i << " is outside [0, " << c
-                                 << ")";
     // -log p_y weighted (1 - s), plus the uniform part: s/C * sum_j -log p_j.
     const double nll = log_sum_exp - row[y[i]];
     const double uniform = log_sum_exp - sum_logits / static_cast<double>(c);
-    total += (1.0 - p.label_smoothing) * nll + p.label_smoothing * uniform;
+    row_loss[i] = (1.0 - p.label_smoothing) * nll + p.label_smoothing * uniform;
+  }
+  double total = 0.0;
+  int64_t counted = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (y[i] == p.ignore_index) continue;
+    total += row_loss[i];
     ++counted;
   }
   CrossEntropyResult result;
