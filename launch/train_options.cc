@@ -42,7 +42,7 @@ DEFINE_bool(nesterov, false, "Nesterov momentum");
 DEFINE_double(weight_decay, 0.0, "weight decay (decoupled for adamw)");
 DEFINE_bool(decay_bn_bias, true, "apply weight decay to BN and bias parameters too");
 DEFINE_int64(warmup_steps, 0, "linear warmup steps");
-DEFINE_string(lr_schedule, "constant", "constant, cosine, step or poly after warmup");
+DEFINE_string(lr_schedule, "constant", "constant, cosine, step, poly or linear after warmup");
 DEFINE_int64(lr_step_size, 0, "step schedule: decay every this many steps (0: a third of the run)");
 DEFINE_double(lr_step_gamma, 0.1, "step schedule: decay factor");
 DEFINE_double(lr_poly_power, 2.0, "poly schedule: power");

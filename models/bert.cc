@@ -501,6 +501,22 @@ void BertForPreTraining::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
   bert_->embeddings()->Backward(ctx, dembedded, std::move(tied));
 }
 
+std::vector<StateAlias> BertForPreTraining::StateAliases() const {
+  return {{"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight",
+           "cls.predictions.transform.LayerNorm.bias"},
+          {"cls.predictions.decoder.bias", "cls.predictions.bias", "cls.predictions.decoder.weight"}};
+}
+
+std::string BertForPreTraining::CanonicalStateName(const std::string& name) const {
+  if (name == "bert.embeddings.position_ids") return "";
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends_with("LayerNorm.gamma")) return name.substr(0, name.size() - 5) + "weight";
+  if (ends_with("LayerNorm.beta")) return name.substr(0, name.size() - 4) + "bias";
+  return name;
+}
+
 std::unique_ptr<Layer> BuildBertForPreTraining(const BertConfig& config) {
   return std::make_unique<BertForPreTraining>(config);
 }

@@ -210,6 +210,12 @@ class BertForPreTraining : public LossModule {
   // "mlm" (masked tokens predicted) and "nsp".
   LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch) override;
   void BackwardLoss(ExecutionContext& ctx, double loss_grad) override;
+  // BertForPreTraining.state_dict() repeats the tied decoder:
+  // cls.predictions.decoder.weight (the word embeddings) and .bias
+  // (cls.predictions.bias). Older files spell LayerNorm's weight and bias
+  // gamma and beta, and carry the bert.embeddings.position_ids buffer.
+  std::vector<StateAlias> StateAliases() const override;
+  std::string CanonicalStateName(const std::string& name) const override;
 
  private:
   BertConfig config_;

@@ -8,9 +8,11 @@
 #include "models/bert.h"
 
 #include <cmath>
+#include <fstream>
 #include <random>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "runtime/layers/model.h"
 
@@ -85,7 +87,7 @@ TEST(BertTest, BaseHasHuggingFaceNamesAndCount) {
   // and dense weights decay.
   for (const Parameter* q : p) {
     const bool norm_or_bias = q->name.find("LayerNorm") != std::string::npos ||
-                              q->name.size() >= 4 && q->name.compare(q->name.size() - 4, 4, "bias") == 0;
+                              (q->name.size() >= 4 && q->name.compare(q->name.size() - 4, 4, "bias") == 0);
     EXPECT_EQ(q->is_bias_or_norm, norm_or_bias) << q->name;
   }
 }
@@ -205,6 +207,74 @@ TEST(BertTest, CountsMaskedTokensAndPairs) {
   EXPECT_EQ(r.counts[0].counted, 4);
   EXPECT_EQ(r.counts[1].name, "nsp");
   EXPECT_EQ(r.counts[1].counted, 2);
+}
+
+// The state dict's names, order and shapes are Hugging Face's
+// BertForPreTraining.state_dict(), tied decoder included
+// (tools/make_bert_manifest.py wrote the manifest).
+TEST(BertTest, StateDictMatchesTheHuggingFaceManifest) {
+  std::ifstream in("tests/golden/bert_state_dict_manifest.json");
+  ASSERT_TRUE(in) << "tests/golden/bert_state_dict_manifest.json missing";
+  const nlohmann::json manifest = nlohmann::json::parse(in);
+  for (const std::string name : {"bert-tiny", "bert-base"}) {
+    SCOPED_TRACE(name);
+    BertConfig config = *BertConfigFor(name);
+    std::unique_ptr<Model> model = MakeModel(config);
+    const auto state = model->StateDict();
+    const nlohmann::json& expected = manifest["models"][name];
+    ASSERT_EQ(state.size(), expected.size());
+    for (size_t i = 0; i < state.size(); ++i) {
+      EXPECT_EQ(state[i].first, expected[i][0].get<std::string>()) << i;
+      EXPECT_EQ(state[i].second.shape(), expected[i][1].get<Shape>()) << state[i].first;
+    }
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> Copies(const std::vector<std::pair<std::string, Tensor>>& state) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, t] : state) out.emplace_back(name, t.To(Device::Cpu()).Clone());
+  return out;
+}
+
+TEST(BertTest, LoadsWithOrWithoutTiedDuplicatesAndOlderNames) {
+  std::unique_ptr<Model> source = MakeModel(Small(), 1);
+  const auto saved = Copies(source->StateDict());  // with the tied decoder, as BertForPreTraining saves
+  ASSERT_EQ(saved.size(), source->parameters().size() + 2);
+  auto loaded_equals_source = [&](const std::vector<std::pair<std::string, Tensor>>& file) {
+    std::unique_ptr<Model> target = MakeModel(Small(), 2);
+    const Status s = target->LoadStateDict(file);
+    if (!s.ok()) return ::testing::AssertionFailure() << s.message();
+    const float* a = target->flat_parameters().data<float>();
+    const float* b = source->flat_parameters().data<float>();
+    for (int64_t i = 0; i < source->num_parameters(); ++i) {
+      if (a[i] != b[i]) return ::testing::AssertionFailure() << "parameter element " << i << " differs";
+    }
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(loaded_equals_source(saved));
+  // Hugging Face's safetensors files leave the tied duplicates out.
+  std::vector<std::pair<std::string, Tensor>> untied;
+  for (const auto& entry : saved) {
+    if (entry.first.rfind("cls.predictions.decoder.", 0) != 0) untied.push_back(entry);
+  }
+  EXPECT_TRUE(loaded_equals_source(untied));
+  // Older files: LayerNorm gamma/beta, and the position_ids buffer.
+  std::vector<std::pair<std::string, Tensor>> older;
+  for (auto [name, t] : untied) {
+    const size_t at = name.find("LayerNorm.");
+    if (at != std::string::npos) name = name.substr(0, at) + (name.back() == 't' ? "LayerNorm.gamma" : "LayerNorm.beta");
+    older.emplace_back(name, t);
+  }
+  older.emplace_back("bert.embeddings.position_ids", Tensor::Zeros({1, 8}, DType::kI64));
+  EXPECT_TRUE(loaded_equals_source(older));
+  // A "tied" duplicate that is not a copy is refused by name.
+  std::vector<std::pair<std::string, Tensor>> broken = saved;
+  for (auto& [name, t] : broken) {
+    if (name == "cls.predictions.decoder.bias") t.data<float>()[0] += 1.0f;
+  }
+  std::unique_ptr<Model> target = MakeModel(Small(), 2);
+  EXPECT_EQ(target->LoadStateDict(broken).message(),
+            "tensor 'cls.predictions.decoder.bias' differs from 'cls.predictions.bias', to which bert ties it");
 }
 
 }  // namespace

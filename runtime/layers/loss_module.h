@@ -50,8 +50,20 @@ struct LossResult {
   std::vector<EvalCount> counts;
 };
 
+// A second name under which a checkpoint holds one of the model's tensors
+// (a tied weight): saved under `name` after the entry `after`, and on
+// loading accepted when it equals `target`, or absent.
+struct StateAlias {
+  std::string name, target, after;
+};
+
 class LossModule : public Layer {
  public:
+  virtual std::vector<StateAlias> StateAliases() const { return {}; }
+  // A name from a checkpoint in this build's terms (older spellings), or ""
+  // for a tensor this build rebuilds rather than loads.
+  virtual std::string CanonicalStateName(const std::string& name) const { return name; }
+
   // Forward through the model and its loss; in training mode keeps what
   // BackwardLoss needs.
   virtual LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch) = 0;

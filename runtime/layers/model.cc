@@ -1,5 +1,7 @@
 #include "runtime/layers/model.h"
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -143,13 +145,50 @@ std::vector<Parameter*> Model::BackwardOrder() const {
 std::vector<std::pair<std::string, Tensor>> Model::StateDict() const {
   std::vector<std::pair<std::string, Tensor>> state;
   root_->CollectState(&state);
+  if (loss_module_ == nullptr) return state;
+  for (const StateAlias& alias : loss_module_->StateAliases()) {
+    auto find = [&](const std::string& name) {
+      return std::find_if(state.begin(), state.end(), [&](const auto& entry) { return entry.first == name; });
+    };
+    auto target = find(alias.target), after = find(alias.after);
+    CHECK(target != state.end() && after != state.end()) << "state alias " << alias.name;
+    const Tensor value = target->second;
+    state.insert(after + 1, {alias.name, value});
+  }
   return state;
 }
 
-Status Model::LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+Status Model::LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& file_tensors) {
+  // Older spellings renamed, rebuilt buffers dropped; tied duplicates
+  // checked against the tensor they repeat, then dropped.
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, t] : file_tensors) {
+    const std::string canonical = loss_module_ != nullptr ? loss_module_->CanonicalStateName(name) : name;
+    if (!canonical.empty()) tensors.emplace_back(canonical, t);
+  }
+  if (loss_module_ != nullptr) {
+    for (const StateAlias& alias : loss_module_->StateAliases()) {
+      auto named = [&](const std::string& name) {
+        return std::find_if(tensors.begin(), tensors.end(), [&](const auto& entry) { return entry.first == name; });
+      };
+      auto repeat = named(alias.name);
+      if (repeat == tensors.end()) continue;
+      auto target = named(alias.target);
+      if (target != tensors.end()) {
+        const Tensor& a = repeat->second;
+        const Tensor& b = target->second;
+        if (a.shape() != b.shape() || a.dtype() != b.dtype() || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) != 0) {
+          return InvalidArgument("tensor '" + alias.name + "' differs from '" + alias.target + "', to which " + name_ +
+                                 " ties it");
+        }
+      }
+      tensors.erase(repeat);
+    }
+  }
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : tensors) given[name] = &t;
-  const auto state = StateDict();
+  std::vector<std::pair<std::string, Tensor>> state;
+  root_->CollectState(&state);
   std::map<std::string, bool> expected;
   for (const auto& [name, t] : state) {
     expected[name] = true;

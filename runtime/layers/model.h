@@ -88,12 +88,15 @@ class Model {
   // gathers the owners' rounded pieces so).
   void RefreshLowPrecisionFrom(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor& source);
 
-  // Every parameter and buffer under its PyTorch name, in state_dict order.
-  // The tensors are the live ones, not copies.
+  // Every parameter and buffer under its PyTorch name, in state_dict order,
+  // with a loss module's tied duplicates (BERT's decoder) where PyTorch's
+  // state_dict holds them. The tensors are the live ones, not copies.
   std::vector<std::pair<std::string, Tensor>> StateDict() const;
   // Strict, like torch's load_state_dict(strict=True): every name present,
   // none extra, shapes and dtypes equal. On error nothing is changed, and the
-  // message names the first offending tensor.
+  // message names the first offending tensor. A loss module's tied
+  // duplicates may be present (equal to what they repeat) or absent, and its
+  // older spellings are accepted (LossModule::CanonicalStateName).
   Status LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& tensors);
 
  private:

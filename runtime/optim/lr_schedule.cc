@@ -17,6 +17,7 @@ double LrSchedule::At(int64_t step) const {
       return base_lr * std::pow(step_gamma, std::floor(t / static_cast<double>(every)));
     }
     case Kind::kPoly: return base_lr * std::pow(std::max(0.0, 1.0 - t / span), poly_power);
+    case Kind::kLinear: return base_lr * std::max(0.0, 1.0 - t / span);
   }
   return base_lr;
 }
@@ -26,7 +27,8 @@ StatusOr<LrSchedule::Kind> ParseLrScheduleKind(const std::string& name) {
   if (name == "cosine") return LrSchedule::Kind::kCosine;
   if (name == "step") return LrSchedule::Kind::kStep;
   if (name == "poly") return LrSchedule::Kind::kPoly;
-  return InvalidArgument("--lr-schedule '" + name + "' is unknown; use constant, cosine, step or poly");
+  if (name == "linear") return LrSchedule::Kind::kLinear;
+  return InvalidArgument("--lr-schedule '" + name + "' is unknown; use constant, cosine, step, poly or linear");
 }
 
 }  // namespace ddp

@@ -10,7 +10,7 @@
 namespace ddp {
 
 struct LrSchedule {
-  enum class Kind { kConstant, kCosine, kStep, kPoly };
+  enum class Kind { kConstant, kCosine, kStep, kPoly, kLinear };
   Kind kind = Kind::kConstant;
   double base_lr = 0.1;
   int64_t warmup_steps = 0;
@@ -22,11 +22,13 @@ struct LrSchedule {
   // The rate for 0-based `step`: base_lr * (step + 1) / warmup_steps during
   // warmup; afterwards, with t = step - warmup and T = total - warmup,
   // constant base_lr, cosine base_lr * (1 + cos(pi t / T)) / 2, step
-  // base_lr * gamma^floor(t / step_size), poly base_lr * (1 - t / T)^power.
+  // base_lr * gamma^floor(t / step_size), poly base_lr * (1 - t / T)^power,
+  // linear base_lr * (1 - t / T) (Hugging Face's linear schedule, BERT's).
   double At(int64_t step) const;
 };
 
-// "constant", "cosine", "step" or "poly"; anything else names the flag.
+// "constant", "cosine", "step", "poly" or "linear"; anything else names the
+// flag.
 StatusOr<LrSchedule::Kind> ParseLrScheduleKind(const std::string& name);
 
 }  // namespace ddp

@@ -34,13 +34,21 @@ TEST(LrScheduleTest, LinearWarmupThenEachDecay) {
   const LrSchedule poly = Make(LrSchedule::Kind::kPoly);
   EXPECT_NEAR(poly.At(54), 0.4 * 0.25, 1e-12);
   EXPECT_NEAR(poly.At(104), 0.0, 1e-12);
+  // Linear: 1 - t / T after warmup (T = 100 here), as Hugging Face's.
+  const LrSchedule linear = Make(LrSchedule::Kind::kLinear);
+  EXPECT_DOUBLE_EQ(linear.At(4), 0.4);
+  EXPECT_NEAR(linear.At(29), 0.4 * 0.75, 1e-12);
+  EXPECT_NEAR(linear.At(54), 0.4 * 0.5, 1e-12);
+  EXPECT_NEAR(linear.At(104), 0.0, 1e-12);
 }
 
 TEST(LrScheduleTest, ParseNamesTheFlag) {
   EXPECT_EQ(*ParseLrScheduleKind("cosine"), LrSchedule::Kind::kCosine);
   StatusOr<LrSchedule::Kind> bad = ParseLrScheduleKind("exponential");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "--lr-schedule 'exponential' is unknown; use constant, cosine, step or poly");
+  EXPECT_EQ(bad.status().message(),
+            "--lr-schedule 'exponential' is unknown; use constant, cosine, step, poly or linear");
+  EXPECT_EQ(*ParseLrScheduleKind("linear"), LrSchedule::Kind::kLinear);
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# BERT pretraining throughput and memory on CPU, one rank: ddp_train against
+# plain eager PyTorch (tools/bench_bert_pytorch.py: nn.Linear, nn.LayerNorm,
+# F.gelu, matmul-softmax-matmul attention, AdamW; same model, batch,
+# sequence length, threads and dropout) in the same command, interleaved so
+# both see the same machine load. Reports tokens/s (every position of the
+# batch) and peak resident memory; throughput excludes 2 warm-up steps.
+#   bash tools/bench_bert.sh [--model bert-base] [--batch-size 8] [--seq-len 128]
+#                            [--threads 2] [--steps 8] [--rounds 2]
+# PyTorch runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, so the
+# peer is at its best.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=bert-base batch=8 seq=128 threads=2 steps=8 rounds=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) model="$2"; shift 2 ;;
+    --batch-size) batch="$2"; shift 2 ;;
+    --seq-len) seq="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    *) echo "bench_bert.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+bash tools/install_deps.sh --with-pytorch
+bazel build //launch:ddp_train >/dev/null 2>&1 || bazel build //launch:ddp_train
+metrics=$(mktemp)
+results=$(mktemp)
+trap 'rm -f "$metrics" "$results"' EXIT
+for round in $(seq "$rounds"); do
+  bazel-bin/launch/ddp_train --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" \
+    --steps "$steps" --optimizer adamw --lr 1e-4 --weight-decay 0.01 --nodecay-bn-bias --metrics-file "$metrics" \
+    >/dev/null
+  ours=$(python3 -c "import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1])['summary']; print(s['tokens_per_s'], s['memory']['peak_resident_bytes'])" "$metrics")
+  theirs=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 tools/bench_bert_pytorch.py \
+    --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" --steps "$steps" |
+    awk '{v[$1]=$2} END {print v["tokens_per_s"], v["peak_resident_bytes"]}')
+  echo "ddp_train $ours" >> "$results"
+  echo "pytorch $theirs" >> "$results"
+  echo "round $round: ddp_train ${ours% *} tokens/s, PyTorch ${theirs% *} tokens/s"
+done
+python3 - "$model" "$batch" "$seq" "$threads" "$results" <<'PY'
+import collections, statistics, sys
+model, batch, seq, threads, path = sys.argv[1:6]
+runs = collections.defaultdict(list)
+for line in open(path):
+    who, speed, rss = line.split()
+    runs[who].append((float(speed), float(rss)))
+o = statistics.median(r[0] for r in runs["ddp_train"])
+t = statistics.median(r[0] for r in runs["pytorch"])
+om = max(r[1] for r in runs["ddp_train"]) / 2**20
+tm = max(r[1] for r in runs["pytorch"]) / 2**20
+print(f"{model} batch {batch} seq {seq} {threads} threads: ddp_train {o:.0f} tokens/s, PyTorch {t:.0f} tokens/s, "
+      f"ratio {o / t:.2f} (median of {len(runs['ddp_train'])})")
+print(f"peak resident memory: ddp_train {om:.0f} MiB, PyTorch {tm:.0f} MiB, ratio {om / tm:.2f}")
+PY
