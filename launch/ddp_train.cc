@@ -74,6 +74,7 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--num-classes", std::to_string(o.num_classes)},
           {"--seq-len", std::to_string(o.seq_len)},
           {"--dropout", std::to_string(o.dropout)},
+          {"--task", o.task},
           {"--image-size", std::to_string(o.image_size)},
           {"--data", o.data},
           {"--eval-data", o.eval_data},

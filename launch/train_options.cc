@@ -56,6 +56,9 @@ DEFINE_int64(image_size, 224, "synthetic image height and width");
 DEFINE_int64(num_classes, 1000, "classes");
 DEFINE_int64(seq_len, 128, "BERT: tokens per sequence of synthetic data (at most 512)");
 DEFINE_double(dropout, 0.1, "BERT: hidden and attention dropout probability in [0, 1)");
+DEFINE_string(task, "pretraining",
+              "BERT: pretraining (MLM + next-sentence prediction) or classification (a label per sequence, "
+              "--num-classes; fine-tune from pretraining weights with --load-weights)");
 DEFINE_bool(zero_init_residual, false, "start each residual block's last BN at zero (torchvision's option)");
 DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters and buffers to start from");
 DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
@@ -264,6 +267,10 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--dropout must be in [0, 1), got " + Num(FLAGS_dropout));
   }
   o.dropout = static_cast<float>(FLAGS_dropout);
+  if (FLAGS_task != "pretraining" && FLAGS_task != "classification") {
+    return InvalidArgument("--task '" + FLAGS_task + "' is unknown; use pretraining or classification");
+  }
+  o.task = FLAGS_task;
   o.zero_init_residual = FLAGS_zero_init_residual;
   o.load_weights = FLAGS_load_weights;
   o.save_weights = FLAGS_save_weights;

@@ -56,6 +56,9 @@ struct TrainOptions {
   // BERT: --seq-len (synthetic data; a file has its own) and --dropout.
   int64_t seq_len = 128;
   float dropout = 0.1f;
+  // BERT's head: "pretraining" (MLM + NSP) or "classification" (one label
+  // per sequence, --num-classes).
+  std::string task = "pretraining";
   bool zero_init_residual = false;
 
   std::string load_weights, save_weights, metrics_file;

@@ -50,8 +50,9 @@ Batch TokenBatchOf(const TokenDataset& data, const std::vector<int64_t>& indices
   batch.tensors = {{"input_ids", tokens.input_ids},
                    {"token_type_ids", tokens.token_type_ids},
                    {"attention_mask", tokens.attention_mask},
-                   {"labels", tokens.labels},
-                   {"next_sentence_label", tokens.next_sentence_label}};
+                   {"labels", tokens.labels}};
+  // Pretraining data only: classification has one label per sequence.
+  if (tokens.next_sentence_label.defined()) batch.tensors.emplace_back("next_sentence_label", tokens.next_sentence_label);
   batch.step = step;
   batch.first_sample = first_sample;
   return batch;
@@ -122,6 +123,7 @@ Status Trainer::OpenTokenData() {
   data_options.type_vocab = config.type_vocab;
   data_options.model = options_.model;
   data_options.seed = options_.seed;
+  if (options_.task == "classification") data_options.classes = options_.num_classes;
   ASSIGN_OR_RETURN(train_tokens_, OpenTokenDataset("--data", options_.data, data_options));
   if (!options_.eval_data.empty()) {
     ASSIGN_OR_RETURN(eval_tokens_, OpenTokenDataset("--eval-data", options_.eval_data, data_options));
@@ -214,14 +216,32 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   model_options.zero_init_residual = options_.zero_init_residual;
   model_options.seed = options_.seed;
   model_options.dropout = options_.dropout;
+  model_options.task = options_.task;
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
   if (!options_.load_weights.empty()) {
     StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);
     if (!weights.ok()) return Status(weights.status().code(), "--load-weights " + weights.status().message());
     std::vector<std::pair<std::string, Tensor>> named;
     for (NamedTensor& t : weights->tensors) named.emplace_back(t.name, t.tensor);
-    Status loaded = model_->LoadStateDict(named);
+    Model::LoadReport report;
+    Status loaded = model_->LoadStateDict(named, &report);
     if (!loaded.ok()) return InvalidArgument("--load-weights " + options_.load_weights + ": " + loaded.message());
+    // Fine-tuning from another head: one line each for what was left out
+    // and what starts fresh.
+    auto list = [](const std::vector<std::string>& names) {
+      std::string out;
+      for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+      return out;
+    };
+    if (is_root() && !report.dropped.empty()) {
+      std::printf("ddp_train: --load-weights %s: dropped %zu tensor%s %s does not use: %s\n",
+                  options_.load_weights.c_str(), report.dropped.size(), report.dropped.size() == 1 ? "" : "s",
+                  options_.model.c_str(), list(report.dropped).c_str());
+    }
+    if (is_root() && !report.fresh.empty()) {
+      std::printf("ddp_train: --load-weights %s: initialized %zu new tensor%s: %s\n", options_.load_weights.c_str(),
+                  report.fresh.size(), report.fresh.size() == 1 ? "" : "s", list(report.fresh).c_str());
+    }
   }
   if (on_gpu()) {
     cuda::SetOutOfMemoryContext("training " + options_.model + " at --batch-size " +
@@ -645,11 +665,11 @@ StatusOr<double> Trainer::Evaluate() {
     const int64_t count = std::min<int64_t>(b, static_cast<int64_t>(mine.size()) - start);
     std::vector<int64_t> indices(mine.begin() + start, mine.begin() + start + count);
     if (bert_) {
-      for (const EvalCount& c : model_->ForwardLoss(ctx_, TokenBatchOf(*eval_tokens_, indices, 0, 0)).counts) {
-        if (c.name != "mlm") continue;
-        correct += c.correct;
-        counted += c.counted;
-      }
+      // The model's first count: masked tokens (pretraining) or sequences
+      // (classification).
+      const EvalCount c = model_->ForwardLoss(ctx_, TokenBatchOf(*eval_tokens_, indices, 0, 0)).counts.at(0);
+      correct += c.correct;
+      counted += c.counted;
       continue;
     }
     counted += count;
@@ -852,7 +872,9 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   if (distributed() && !options_.cuda_graphs) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
   if (options_.cuda_graphs) std::printf("  cuda graph captures %lld", static_cast<long long>(graph_captures_));
-  if (has_eval) std::printf("  eval %saccuracy %.4f", bert_ ? "MLM " : "", result.eval_accuracy);
+  if (has_eval) {
+    std::printf("  eval %saccuracy %.4f", bert_ && options_.task == "pretraining" ? "MLM " : "", result.eval_accuracy);
+  }
   if (scaler_->enabled()) {
     std::printf("  loss scale %g  skipped steps %lld", scaler_->scale(), static_cast<long long>(skipped));
   }

@@ -410,15 +410,12 @@ EvalCount CountCorrect(const std::string& name, const Tensor& logits, const Tens
 
 }  // namespace
 
-BertForPreTraining::BertForPreTraining(const BertConfig& config) : config_(config) {
+BertLossModule::BertLossModule(const BertConfig& config) : config_(config) {
   state_.seed = config.seed;
   bert_ = AddChild<BertModel>("bert", config, &state_);
-  BertPreTrainingHeads* cls = AddChild<BertPreTrainingHeads>("cls", config);
-  predictions_ = cls->predictions;
-  seq_relationship_ = cls->seq_relationship;
 }
 
-LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
+void BertLossModule::Encode(ExecutionContext& ctx, const Batch& batch, Tensor* hidden, Tensor* pooled) {
   const Tensor& ids = batch.Get("input_ids");
   CHECK(ids.dtype() == DType::kI64 && ids.ndim() == 2) << "input_ids must be i64 [N, T], got " << ids.DebugString();
   const int64_t n = ids.dim(0), t = ids.dim(1);
@@ -428,10 +425,40 @@ LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& b
   state_.step = batch.step;
   state_.first_sample = batch.first_sample;
   state_.dropout = training() ? config_.dropout : 0.0f;
-
   const Tensor embedded = bert_->embeddings()->Forward(ctx, ids, batch.Find("token_type_ids"));
-  const Tensor hidden = bert_->encoder_layers()->Forward(ctx, embedded);
-  const Tensor pooled = bert_->pooler()->Forward(ctx, hidden, n, t);
+  *hidden = bert_->encoder_layers()->Forward(ctx, embedded);
+  *pooled = bert_->pooler()->Forward(ctx, *hidden, n, t);
+  state_.attention_mask = nullptr;  // the batch's, valid during this call
+}
+
+void BertLossModule::BackwardEncoder(ExecutionContext& ctx, const Tensor& dhidden, const Tensor& dpooled,
+                                     Tensor tied_word_gradient) {
+  Tensor d = bert_->pooler()->Backward(ctx, dpooled);
+  if (dhidden.defined()) d = Added(ctx, dhidden, d);
+  const Tensor dembedded = bert_->encoder_layers()->Backward(ctx, d);
+  bert_->embeddings()->Backward(ctx, dembedded, std::move(tied_word_gradient));
+}
+
+std::string BertLossModule::CanonicalStateName(const std::string& name) const {
+  if (name == "bert.embeddings.position_ids") return "";
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends_with("LayerNorm.gamma")) return name.substr(0, name.size() - 5) + "weight";
+  if (ends_with("LayerNorm.beta")) return name.substr(0, name.size() - 4) + "bias";
+  return name;
+}
+
+BertForPreTraining::BertForPreTraining(const BertConfig& config) : BertLossModule(config) {
+  BertPreTrainingHeads* cls = AddChild<BertPreTrainingHeads>("cls", config);
+  predictions_ = cls->predictions;
+  seq_relationship_ = cls->seq_relationship;
+}
+
+LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
+  Tensor hidden, pooled;
+  Encode(ctx, batch, &hidden, &pooled);
+  const int64_t n = state_.batch, t = state_.seq;
   CrossEntropyParams ce;  // ignore_index -100, as the MLM labels use
   // The MLM head runs on the labelled positions only (NVIDIA's BERT does
   // so): the others' loss terms and gradients are zero, and the vocabulary
@@ -474,7 +501,6 @@ LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& b
   result.loss = mlm.loss + nsp.loss;
   result.counts = {CountCorrect("mlm", mlm_logits, mlm_labels, ce.ignore_index),
                    CountCorrect("nsp", nsp_logits, nsp_labels, ce.ignore_index)};
-  state_.attention_mask = nullptr;  // the batch's, valid during this call
   return result;
 }
 
@@ -496,9 +522,7 @@ void BertForPreTraining::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
   Tensor dhidden_mlm = Tensor::Empty({hidden_rows_, dgathered.dim(1)}, DType::kF32, dgathered.device());
   EmbeddingBackward(ctx, mlm_positions_, dgathered, dhidden_mlm);  // scattered back to their rows
   mlm_positions_ = Tensor();
-  const Tensor dhidden = Added(ctx, dhidden_mlm, bert_->pooler()->Backward(ctx, dpooled));
-  const Tensor dembedded = bert_->encoder_layers()->Backward(ctx, dhidden);
-  bert_->embeddings()->Backward(ctx, dembedded, std::move(tied));
+  BackwardEncoder(ctx, dhidden_mlm, dpooled, std::move(tied));
 }
 
 std::vector<StateAlias> BertForPreTraining::StateAliases() const {
@@ -507,18 +531,52 @@ std::vector<StateAlias> BertForPreTraining::StateAliases() const {
           {"cls.predictions.decoder.bias", "cls.predictions.bias", "cls.predictions.decoder.weight"}};
 }
 
-std::string BertForPreTraining::CanonicalStateName(const std::string& name) const {
-  if (name == "bert.embeddings.position_ids") return "";
-  auto ends_with = [&](const std::string& suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (ends_with("LayerNorm.gamma")) return name.substr(0, name.size() - 5) + "weight";
-  if (ends_with("LayerNorm.beta")) return name.substr(0, name.size() - 4) + "bias";
-  return name;
+BertForSequenceClassification::BertForSequenceClassification(const BertConfig& config, int64_t classes)
+    : BertLossModule(config), dropout_(&state_, 1 + 3 * config.layers) {
+  classifier_ = AddChild<LinearLayer>("classifier", config.hidden, classes, true, config.initializer_range);
+}
+
+LossResult BertForSequenceClassification::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
+  Tensor hidden, pooled;
+  Encode(ctx, batch, &hidden, &pooled);
+  const Tensor logits = classifier_->Forward(ctx, dropout_.Forward(ctx, pooled));
+  const Tensor& labels = batch.Get("labels");
+  CHECK(labels.dtype() == DType::kI64 && labels.shape() == Shape{state_.batch})
+      << "sequence classification labels must be i64 [" << state_.batch << "], got " << labels.DebugString();
+  CrossEntropyParams ce;
+  Tensor probs = Like(logits);
+  const CrossEntropyResult r = SoftmaxCrossEntropyForward(ctx, ce, logits, labels, probs);
+  if (training()) {
+    labels_ = labels;
+    probs_ = probs;
+  }
+  LossResult result;
+  result.loss = r.loss;
+  result.counts = {CountCorrect("accuracy", logits, labels, ce.ignore_index)};
+  return result;
+}
+
+void BertForSequenceClassification::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
+  CHECK(probs_.defined()) << "BertForSequenceClassification: BackwardLoss without a training ForwardLoss";
+  Tensor dlogits = Like(probs_);
+  SoftmaxCrossEntropyBackward(ctx, CrossEntropyParams(), probs_, labels_, loss_grad, dlogits);
+  probs_ = labels_ = Tensor();
+  const Tensor dpooled = dropout_.Backward(ctx, classifier_->Backward(ctx, dlogits));
+  BackwardEncoder(ctx, Tensor(), dpooled, Tensor());
+}
+
+LossModule::LoadPolicy BertForSequenceClassification::PolicyOnLoad(const std::string& name) const {
+  if (name.rfind("cls.", 0) == 0) return LoadPolicy::kDropIfPresent;  // the pretraining heads
+  if (name.rfind("classifier.", 0) == 0) return LoadPolicy::kNewIfAbsent;
+  return LoadPolicy::kStrict;
 }
 
 std::unique_ptr<Layer> BuildBertForPreTraining(const BertConfig& config) {
   return std::make_unique<BertForPreTraining>(config);
+}
+
+std::unique_ptr<Layer> BuildBertForSequenceClassification(const BertConfig& config, int64_t classes) {
+  return std::make_unique<BertForSequenceClassification>(config, classes);
 }
 
 }  // namespace ddp

@@ -201,10 +201,34 @@ class BertLMPredictionHead : public ModuleContainer {
 // The root: "bert" and "cls" (predictions, seq_relationship). The loss is
 // masked-LM cross-entropy (labels -100 ignored, mean over the rest) plus
 // next-sentence cross-entropy, as BertForPreTraining computes it.
-class BertForPreTraining : public LossModule {
+// What BERT's heads share: "bert" (embeddings, encoder, pooler), the step
+// state its layers read, the older spellings of its checkpoints.
+class BertLossModule : public LossModule {
+ public:
+  const BertConfig& config() const { return config_; }
+  // Older files spell LayerNorm's weight and bias gamma and beta, and carry
+  // the bert.embeddings.position_ids buffer.
+  std::string CanonicalStateName(const std::string& name) const override;
+
+ protected:
+  explicit BertLossModule(const BertConfig& config);
+  // Embeddings, encoder and pooler over the batch: hidden [N * T, H],
+  // pooled [N, H].
+  void Encode(ExecutionContext& ctx, const Batch& batch, Tensor* hidden, Tensor* pooled);
+  // Backward from the hidden states' gradient (or none) and the pooled
+  // output's, the pooler first; the word embeddings add
+  // `tied_word_gradient` (or nothing) to theirs.
+  void BackwardEncoder(ExecutionContext& ctx, const Tensor& dhidden, const Tensor& dpooled,
+                       Tensor tied_word_gradient);
+
+  BertConfig config_;
+  BertStepState state_;
+  BertModel* bert_;
+};
+
+class BertForPreTraining : public BertLossModule {
  public:
   explicit BertForPreTraining(const BertConfig& config);
-  const BertConfig& config() const { return config_; }
   // Batch tensors: input_ids, token_type_ids (optional), attention_mask
   // (optional), labels (MLM targets), next_sentence_label. Counts:
   // "mlm" (masked tokens predicted) and "nsp".
@@ -212,15 +236,10 @@ class BertForPreTraining : public LossModule {
   void BackwardLoss(ExecutionContext& ctx, double loss_grad) override;
   // BertForPreTraining.state_dict() repeats the tied decoder:
   // cls.predictions.decoder.weight (the word embeddings) and .bias
-  // (cls.predictions.bias). Older files spell LayerNorm's weight and bias
-  // gamma and beta, and carry the bert.embeddings.position_ids buffer.
+  // (cls.predictions.bias).
   std::vector<StateAlias> StateAliases() const override;
-  std::string CanonicalStateName(const std::string& name) const override;
 
  private:
-  BertConfig config_;
-  BertStepState state_;
-  BertModel* bert_;
   BertLMPredictionHead* predictions_;
   LinearLayer* seq_relationship_;
   Tensor mlm_positions_;  // i64 [M]: the rows of the hidden states the MLM head ran on
@@ -228,6 +247,26 @@ class BertForPreTraining : public LossModule {
   Tensor mlm_labels_, nsp_labels_, mlm_probs_, nsp_probs_;
 };
 
+// BertForSequenceClassification: "bert", then dropout and "classifier"
+// (hidden -> classes) on the pooled output; cross-entropy against labels
+// i64 [N]. Fine-tuning starts from pretraining weights: the pretraining
+// heads (cls.*) are dropped on loading and the classifier starts fresh.
+class BertForSequenceClassification : public BertLossModule {
+ public:
+  BertForSequenceClassification(const BertConfig& config, int64_t classes);
+  // Batch tensors: input_ids, token_type_ids and attention_mask (optional),
+  // labels. Counts: "accuracy".
+  LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch) override;
+  void BackwardLoss(ExecutionContext& ctx, double loss_grad) override;
+  LoadPolicy PolicyOnLoad(const std::string& name) const override;
+
+ private:
+  LinearLayer* classifier_;
+  DropoutSite dropout_;
+  Tensor labels_, probs_;
+};
+
 std::unique_ptr<Layer> BuildBertForPreTraining(const BertConfig& config);
+std::unique_ptr<Layer> BuildBertForSequenceClassification(const BertConfig& config, int64_t classes);
 
 }  // namespace ddp

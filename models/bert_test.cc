@@ -8,6 +8,7 @@
 #include "models/bert.h"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <random>
 
@@ -124,9 +125,8 @@ double Loss(Model& model, const Batch& batch) {
 
 // Every parameter tensor: three coordinates' analytic gradients against
 // central differences of the f32 loss.
-void CheckGradients(const BertConfig& config) {
-  std::unique_ptr<Model> model = MakeModel(config);
-  const Batch batch = SmallBatch();
+void CheckGradients(const BertConfig& config, std::unique_ptr<Model> model = nullptr, Batch batch = SmallBatch()) {
+  if (model == nullptr) model = MakeModel(config);
   ExecutionContext ctx = ExecutionContext::Cpu(1);
   const LossResult r = model->ForwardLoss(ctx, batch);
   ASSERT_TRUE(std::isfinite(r.loss));
@@ -164,6 +164,50 @@ TEST(BertTest, GradientsWithDropoutMatchFiniteDifferences) {
   BertConfig c = Small();
   c.dropout = 0.2f;  // the masks are a function of the step: the same at w + h and w - h
   CheckGradients(c);
+}
+
+std::vector<std::pair<std::string, Tensor>> Copies(const std::vector<std::pair<std::string, Tensor>>& state) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, t] : state) out.emplace_back(name, t.To(Device::Cpu()).Clone());
+  return out;
+}
+
+Batch ClassificationBatch() {
+  Batch b = SmallBatch();
+  b.tensors.pop_back();  // no next_sentence_label
+  b.tensors.back().second = Tensor::FromVector<int64_t>({2, 0}, {2});  // a class per sequence
+  return b;
+}
+
+TEST(BertTest, ClassifierGradientsMatchFiniteDifferences) {
+  BertConfig c = Small();
+  c.dropout = 0.2f;
+  CheckGradients(c, std::make_unique<Model>("bert", BuildBertForSequenceClassification(c, 3), 7),
+                 ClassificationBatch());
+}
+
+TEST(BertTest, ClassifierFineTunesFromPretrainingWeights) {
+  std::unique_ptr<Model> pretrained = MakeModel(Small(), 1);
+  const auto file = Copies(pretrained->StateDict());
+  Model classifier("bert", BuildBertForSequenceClassification(Small(), 3), 2);
+  EXPECT_EQ(classifier.parameters().back()->name, "classifier.bias");
+  Model::LoadReport report;
+  ASSERT_TRUE(classifier.LoadStateDict(file, &report).ok());
+  EXPECT_EQ(report.fresh, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
+  ASSERT_EQ(report.dropped.size(), 9u);  // cls.predictions.* (the tied decoder too) and cls.seq_relationship.*
+  for (const std::string& name : report.dropped) EXPECT_EQ(name.rfind("cls.", 0), 0u) << name;
+  for (size_t i = 0; i + 2 < classifier.parameters().size(); ++i) {  // bert.*, as saved
+    const Parameter* p = classifier.parameters()[i];
+    EXPECT_EQ(p->name, pretrained->parameters()[i]->name);
+    EXPECT_EQ(std::memcmp(p->value.raw_data(), pretrained->parameters()[i]->value.raw_data(), p->value.nbytes()), 0)
+        << p->name;
+  }
+  // Anything else missing is still an error naming it.
+  std::vector<std::pair<std::string, Tensor>> incomplete;
+  for (const auto& entry : file) {
+    if (entry.first != "bert.pooler.dense.bias") incomplete.push_back(entry);
+  }
+  EXPECT_EQ(classifier.LoadStateDict(incomplete).message(), "missing tensor 'bert.pooler.dense.bias' that bert needs");
 }
 
 TEST(BertTest, DropoutMasksFollowStepAndSample) {
@@ -230,11 +274,6 @@ TEST(BertTest, StateDictMatchesTheHuggingFaceManifest) {
   }
 }
 
-std::vector<std::pair<std::string, Tensor>> Copies(const std::vector<std::pair<std::string, Tensor>>& state) {
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& [name, t] : state) out.emplace_back(name, t.To(Device::Cpu()).Clone());
-  return out;
-}
 
 TEST(BertTest, LoadsWithOrWithoutTiedDuplicatesAndOlderNames) {
   std::unique_ptr<Model> source = MakeModel(Small(), 1);

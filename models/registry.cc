@@ -41,6 +41,10 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
     if (config.ok()) {
       config->dropout = options.dropout;
       config->seed = options.seed;
+      if (options.task == "classification") {
+        return std::make_unique<Model>(options.name, BuildBertForSequenceClassification(*config, options.num_classes),
+                                       options.seed);
+      }
       return std::make_unique<Model>(options.name, BuildBertForPreTraining(*config), options.seed);
     }
   }

@@ -15,6 +15,7 @@ struct ModelOptions {
   int64_t num_classes = 1000;
   bool zero_init_residual = false;
   float dropout = 0.1f;  // BERT's hidden and attention dropout
+  std::string task = "pretraining";  // BERT: or "classification" (num_classes)
   uint64_t seed = 1;
 };
 

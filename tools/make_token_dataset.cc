@@ -17,6 +17,7 @@ DEFINE_int64(samples, 256, "number of samples");
 DEFINE_int64(first_sample, 0, "index of the first generated sample");
 DEFINE_int64(seq_len, 128, "tokens per sequence");
 DEFINE_uint64(seed, 1, "the corpus's seed (ddp_train's --seed draws the same corpus)");
+DEFINE_int64(classes, 0, "> 0: a sequence-classification set (labels [N], the topic modulo this), not pretraining");
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   ddp::TokenDataOptions options;
   options.seq_len = FLAGS_seq_len;
   options.seed = FLAGS_seed;
+  options.classes = FLAGS_classes;
   auto data = ddp::OpenTokenDataset("--seq-len", "synthetic", options);
   if (!data.ok()) {
     std::fprintf(stderr, "make_token_dataset: %s\n", data.status().message().c_str());
@@ -35,17 +37,18 @@ int main(int argc, char** argv) {
   std::vector<int64_t> indices(FLAGS_samples);
   std::iota(indices.begin(), indices.end(), FLAGS_first_sample);
   const ddp::TokenBatch b = (*data)->Fill(indices.data(), FLAGS_samples);
-  const ddp::Status s = ddp::WriteSafetensors(FLAGS_out, {{"input_ids", b.input_ids},
-                                                          {"token_type_ids", b.token_type_ids},
-                                                          {"attention_mask", b.attention_mask},
-                                                          {"labels", b.labels},
-                                                          {"next_sentence_label", b.next_sentence_label}});
+  std::vector<ddp::NamedTensor> tensors = {{"input_ids", b.input_ids},
+                                           {"token_type_ids", b.token_type_ids},
+                                           {"attention_mask", b.attention_mask},
+                                           {"labels", b.labels}};
+  if (b.next_sentence_label.defined()) tensors.push_back({"next_sentence_label", b.next_sentence_label});
+  const ddp::Status s = ddp::WriteSafetensors(FLAGS_out, tensors);
   if (!s.ok()) {
     std::fprintf(stderr, "make_token_dataset: %s\n", s.message().c_str());
     return 1;
   }
-  // The baseline an MLM accuracy is judged against: always predicting the
-  // most frequent masked token.
+  // The baseline an accuracy is judged against: always predicting the most
+  // frequent masked token (or class).
   std::map<int64_t, int64_t> counts;
   int64_t labelled = 0;
   for (int64_t i = 0; i < b.labels.numel(); ++i) {

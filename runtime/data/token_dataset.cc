@@ -39,8 +39,9 @@ class SyntheticTokens : public TokenDataset {
 
   TokenBatch Fill(const int64_t* indices, int64_t count) const override {
     const int64_t t = options_.seq_len;
-    std::vector<int64_t> ids(count * t, kPadToken), types(count * t, 0), mask(count * t, 0), labels(count * t, -100),
-        nsp(count);
+    const bool classify = options_.classes > 0;
+    std::vector<int64_t> ids(count * t, kPadToken), types(count * t, 0), mask(count * t, 0),
+        labels(classify ? count : count * t, -100), nsp(count);
     for (int64_t b = 0; b < count; ++b) {
       SampleDraws draw(options_.seed, indices[b]);
       const int64_t length = draw.Below(4) == 0 ? t / 2 + draw.Below(t - t / 2) : t;
@@ -59,7 +60,7 @@ class SyntheticTokens : public TokenDataset {
       const int64_t topic = draw.Below(kTopics);
       segment(first, topic);
       row[at++] = kSepToken;
-      const bool is_next = draw.Below(2) == 0;
+      const bool is_next = classify || draw.Below(2) == 0;
       nsp[b] = is_next ? 0 : 1;
       const int64_t second_start = at;
       segment(second, is_next ? topic : (topic + 1 + draw.Below(kTopics - 1)) % kTopics);
@@ -67,6 +68,10 @@ class SyntheticTokens : public TokenDataset {
       for (int64_t i = 0; i < length; ++i) {
         mask[b * t + i] = 1;
         types[b * t + i] = i >= second_start ? 1 : 0;
+      }
+      if (classify) {
+        labels[b] = topic % options_.classes;
+        continue;
       }
       // MLM: 15% of content tokens (at least one), BERT's 80/10/10.
       bool any = false;
@@ -82,6 +87,10 @@ class SyntheticTokens : public TokenDataset {
     batch.input_ids = Tensor::FromVector<int64_t>(ids, {count, t});
     batch.token_type_ids = Tensor::FromVector<int64_t>(types, {count, t});
     batch.attention_mask = Tensor::FromVector<int64_t>(mask, {count, t});
+    if (classify) {
+      batch.labels = Tensor::FromVector<int64_t>(labels, {count});
+      return batch;
+    }
     batch.labels = Tensor::FromVector<int64_t>(labels, {count, t});
     batch.next_sentence_label = Tensor::FromVector<int64_t>(nsp, {count});
     return batch;
@@ -124,8 +133,9 @@ class TensorTokens : public TokenDataset {
     batch.input_ids = gather(all_.input_ids, t);
     batch.token_type_ids = gather(all_.token_type_ids, t);
     batch.attention_mask = gather(all_.attention_mask, t);
-    batch.labels = gather(all_.labels, t);
-    batch.next_sentence_label = gather(all_.next_sentence_label, 1);
+    const bool classify = all_.labels.ndim() == 1;
+    batch.labels = gather(all_.labels, classify ? 1 : t);
+    if (!classify) batch.next_sentence_label = gather(all_.next_sentence_label, 1);
     return batch;
   }
 
@@ -181,6 +191,24 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path
   };
   ASSIGN_OR_RETURN(all.token_type_ids, matrix("token_type_ids", false, 0));
   ASSIGN_OR_RETURN(all.attention_mask, matrix("attention_mask", false, 1));
+  const std::string vocabulary = "for " + options.model + "'s vocabulary of " + std::to_string(options.vocab_size);
+  RETURN_IF_ERROR(CheckRange(path, "input_ids", all.input_ids, 0, options.vocab_size, vocabulary));
+  RETURN_IF_ERROR(CheckRange(path, "token_type_ids", all.token_type_ids, 0, options.type_vocab, "(token types)"));
+  RETURN_IF_ERROR(CheckRange(path, "attention_mask", all.attention_mask, 0, 2, "(1 attend, 0 padding)"));
+  if (options.classes > 0) {
+    // Sequence classification: a label per sequence.
+    const Tensor* labels = contents.Find("labels");
+    if (labels == nullptr) return InvalidArgument(path + ": no tensor 'labels' (i64 [N])");
+    if (labels->dtype() != DType::kI64 || labels->shape() != Shape{n}) {
+      return InvalidArgument(path + ": tensor 'labels' must be i64 [" + std::to_string(n) +
+                             "] (a class per sequence), got " + DTypeName(labels->dtype()) +
+                             ShapeToString(labels->shape()));
+    }
+    all.labels = *labels;
+    RETURN_IF_ERROR(CheckRange(path, "labels", all.labels, 0, options.classes,
+                               "for --num-classes " + std::to_string(options.classes)));
+    return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all)));
+  }
   ASSIGN_OR_RETURN(all.labels, matrix("labels", true, 0));
   const Tensor* nsp = contents.Find("next_sentence_label");
   if (nsp == nullptr) return InvalidArgument(path + ": no tensor 'next_sentence_label' (i64 [N])");
@@ -189,10 +217,6 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path
                            DTypeName(nsp->dtype()) + ShapeToString(nsp->shape()));
   }
   all.next_sentence_label = *nsp;
-  const std::string vocabulary = "for " + options.model + "'s vocabulary of " + std::to_string(options.vocab_size);
-  RETURN_IF_ERROR(CheckRange(path, "input_ids", all.input_ids, 0, options.vocab_size, vocabulary));
-  RETURN_IF_ERROR(CheckRange(path, "token_type_ids", all.token_type_ids, 0, options.type_vocab, "(token types)"));
-  RETURN_IF_ERROR(CheckRange(path, "attention_mask", all.attention_mask, 0, 2, "(1 attend, 0 padding)"));
   RETURN_IF_ERROR(CheckRange(path, "labels", all.labels, 0, options.vocab_size, vocabulary + " (or -100)", -100));
   RETURN_IF_ERROR(CheckRange(path, "next_sentence_label", all.next_sentence_label, 0, 2, "(0 IsNext, 1 NotNext)"));
   return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all)));

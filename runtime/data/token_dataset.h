@@ -44,6 +44,10 @@ struct TokenDataOptions {
   int64_t type_vocab = 2;
   std::string model = "bert";   // for messages
   uint64_t seed = 1;
+  // > 0: sequence classification, labels i64 [N] in [0, classes) and no
+  // next_sentence_label. Generated: both segments share a topic, nothing is
+  // masked, and the label is the topic modulo `classes`.
+  int64_t classes = 0;
 };
 
 // BERT's special ids (bert-base-uncased's vocabulary).

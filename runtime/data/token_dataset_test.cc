@@ -135,6 +135,35 @@ TEST(TensorTokensTest, ReadsAFileAndRefusesBadTensorsByName) {
             "--data " + path + ": tensor 'attention_mask' must be i64 [2, 4] like input_ids, got i64[1, 4]");
   WriteTokens(path, {{"input_ids", ids}, {"labels", labels}});
   EXPECT_EQ(OpenError(path), "--data " + path + ": no tensor 'next_sentence_label' (i64 [N])");
+  // Classification: a label per sequence, within the classes.
+  TokenDataOptions classes;
+  classes.classes = 3;
+  WriteTokens(path, {{"input_ids", ids}, {"labels", Tensor::FromVector<int64_t>({2, 3}, {2})}});
+  EXPECT_EQ(OpenTokenDataset("--data", "tensors:" + path, classes).status().message(),
+            "--data " + path + ": tensor 'labels' element [1] is 3, outside [0, 3) for --num-classes 3");
+  WriteTokens(path, {{"input_ids", ids}, {"labels", labels}});
+  EXPECT_EQ(OpenTokenDataset("--data", "tensors:" + path, classes).status().message(),
+            "--data " + path + ": tensor 'labels' must be i64 [2] (a class per sequence), got i64[2, 4]");
+  WriteTokens(path, {{"input_ids", ids}, {"labels", Tensor::FromVector<int64_t>({2, 0}, {2})}});
+  auto ok = std::move(OpenTokenDataset("--data", "tensors:" + path, classes)).value();
+  const int64_t first = 0;
+  EXPECT_EQ(ok->Fill(&first, 1).labels.data<int64_t>()[0], 2);
+}
+
+TEST(SyntheticTokensTest, ClassificationLabelsAreTheTopicClass) {
+  TokenDataOptions options;
+  options.seq_len = 32;
+  options.classes = 4;
+  auto data = std::move(OpenTokenDataset("--data", "synthetic", options)).value();
+  std::vector<int64_t> indices = {0, 1, 2, 3, 4, 5, 6, 7};
+  const TokenBatch b = data->Fill(indices.data(), 8);
+  EXPECT_EQ(b.labels.shape(), (Shape{8}));
+  EXPECT_FALSE(b.next_sentence_label.defined());
+  for (int64_t i = 0; i < 8; ++i) {
+    EXPECT_GE(b.labels.data<int64_t>()[i], 0);
+    EXPECT_LT(b.labels.data<int64_t>()[i], 4);
+  }
+  for (int64_t i = 0; i < 8 * 32; ++i) EXPECT_NE(b.input_ids.data<int64_t>()[i], kMaskToken);  // nothing masked
 }
 
 }  // namespace

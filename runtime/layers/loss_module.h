@@ -63,6 +63,15 @@ class LossModule : public Layer {
   // A name from a checkpoint in this build's terms (older spellings), or ""
   // for a tensor this build rebuilds rather than loads.
   virtual std::string CanonicalStateName(const std::string& name) const { return name; }
+  // Loading another model's checkpoint (fine-tuning from pretraining): a
+  // tensor the file has and this model lacks may be dropped, one this
+  // model has and the file lacks may keep its fresh initialization;
+  // anything else missing or extra is an error.
+  enum class LoadPolicy { kStrict, kDropIfPresent, kNewIfAbsent };
+  virtual LoadPolicy PolicyOnLoad(const std::string& name) const {
+    (void)name;
+    return LoadPolicy::kStrict;
+  }
 
   // Forward through the model and its loss; in training mode keeps what
   // BackwardLoss needs.

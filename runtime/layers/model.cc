@@ -158,7 +158,12 @@ std::vector<std::pair<std::string, Tensor>> Model::StateDict() const {
   return state;
 }
 
-Status Model::LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& file_tensors) {
+Status Model::LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& file_tensors, LoadReport* report) {
+  LoadReport local;
+  LoadReport& r = report != nullptr ? *report : local;
+  auto policy = [&](const std::string& name) {
+    return loss_module_ != nullptr ? loss_module_->PolicyOnLoad(name) : LossModule::LoadPolicy::kStrict;
+  };
   // Older spellings renamed, rebuilt buffers dropped; tied duplicates
   // checked against the tensor they repeat, then dropped.
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -190,9 +195,15 @@ Status Model::LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& f
   std::vector<std::pair<std::string, Tensor>> state;
   root_->CollectState(&state);
   std::map<std::string, bool> expected;
+  r.dropped.clear();
+  r.fresh.clear();
   for (const auto& [name, t] : state) {
     expected[name] = true;
     auto it = given.find(name);
+    if (it == given.end() && policy(name) == LossModule::LoadPolicy::kNewIfAbsent) {
+      r.fresh.push_back(name);
+      continue;
+    }
     if (it == given.end()) return InvalidArgument("missing tensor '" + name + "' that " + name_ + " needs");
     const Tensor& src = *it->second;
     if (src.shape() != t.shape() || src.dtype() != t.dtype()) {
@@ -201,9 +212,14 @@ Status Model::LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& f
     }
   }
   for (const auto& [name, t] : tensors) {
-    if (!expected.count(name)) return InvalidArgument("unexpected tensor '" + name + "' that " + name_ + " lacks");
+    if (expected.count(name)) continue;
+    if (policy(name) != LossModule::LoadPolicy::kDropIfPresent) {
+      return InvalidArgument("unexpected tensor '" + name + "' that " + name_ + " lacks");
+    }
+    r.dropped.push_back(name);
   }
   for (const auto& [name, t] : state) {
+    if (!given.count(name)) continue;  // fresh
     Tensor dst = t;
     dst.CopyFrom(*given[name]);
   }

@@ -97,7 +97,13 @@ class Model {
   // message names the first offending tensor. A loss module's tied
   // duplicates may be present (equal to what they repeat) or absent, and its
   // older spellings are accepted (LossModule::CanonicalStateName).
-  Status LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& tensors);
+  // A loss module may also let tensors of another model's checkpoint be
+  // dropped and its own new ones keep their initialization (fine-tuning):
+  // `report` lists both.
+  struct LoadReport {
+    std::vector<std::string> dropped, fresh;
+  };
+  Status LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& tensors, LoadReport* report = nullptr);
 
  private:
   std::string name_;
