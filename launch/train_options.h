@@ -59,6 +59,8 @@ struct TrainOptions {
   // BERT's head: "pretraining" (MLM + NSP) or "classification" (one label
   // per sequence, --num-classes).
   std::string task = "pretraining";
+  // Encoder layers recompute their activations in backward.
+  bool activation_checkpointing = false;
   bool zero_init_residual = false;
 
   std::string load_weights, save_weights, metrics_file;

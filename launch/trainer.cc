@@ -148,6 +148,10 @@ Status Trainer::Setup() {
     }
     RETURN_IF_ERROR(OpenTokenData());
   } else {
+    if (options_.activation_checkpointing) {
+      return Unimplemented("--activation-checkpointing recomputes BERT's encoder layers; for " + options_.model +
+                           " (ResNet stages) it is not in this build yet");
+    }
     RETURN_IF_ERROR(OpenImageData());
   }
   const int64_t dataset_size = bert_ ? train_tokens_->size() : train_data_->size();
@@ -217,6 +221,7 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   model_options.seed = options_.seed;
   model_options.dropout = options_.dropout;
   model_options.task = options_.task;
+  model_options.activation_checkpointing = options_.activation_checkpointing;
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
   if (!options_.load_weights.empty()) {
     StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);

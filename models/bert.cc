@@ -49,7 +49,7 @@ Tensor Added(ExecutionContext& ctx, const Tensor& a, const Tensor& b) {
 
 // ------------------------------------------------------------- dropout
 
-Tensor DropoutSite::Forward(ExecutionContext& ctx, const Tensor& x) {
+Tensor DropoutSite::Forward(ExecutionContext& ctx, const Tensor& x, bool keep_mask) {
   p_ = state_->dropout;
   keep_ = Tensor();
   if (p_ == 0.0f) return x;
@@ -63,6 +63,7 @@ Tensor DropoutSite::Forward(ExecutionContext& ctx, const Tensor& x) {
   Tensor keep_view = keep_.View(0, per_sample);
   DropoutForward(ctx, x.View(0, per_sample), p_, DropoutKey{state_->seed, state_->step, site_}, state_->first_sample,
                  y_view, keep_view);
+  if (!keep_mask) keep_ = Tensor();
   return y;
 }
 
@@ -144,8 +145,9 @@ Tensor BertSelfAttention::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   BatchedGemm(ctx, false, true, 1.0f / std::sqrt(static_cast<float>(head_dim_)), q, k, 0.0f, scores);
   Tensor probs = Tensor::Empty({n * heads_, t, t}, DType::kF32, device);
   Tensor probs_view = probs.View(0, {n, heads_, t, t});
-  MaskedSoftmaxForward(ctx, scores.View(0, {n, heads_, t, t}), state_->attention_mask, probs_view);
-  const Tensor dropped = dropout_.Forward(ctx, probs);
+  MaskedSoftmaxForward(ctx, scores.View(0, {n, heads_, t, t}),
+                       state_->attention_mask.defined() ? &state_->attention_mask : nullptr, probs_view);
+  const Tensor dropped = dropout_.Forward(ctx, probs, training());
   Tensor context = Tensor::Empty({n * heads_, t, head_dim_}, DType::kF32, device);
   BatchedGemm(ctx, false, false, 1.0f, dropped, v, 0.0f, context);
   Tensor out = Tensor::Empty(x.shape(), DType::kF32, device);
@@ -196,7 +198,7 @@ BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& config, con
 }
 
 Tensor BertResidualOutput::Forward(ExecutionContext& ctx, const Tensor& x, const Tensor& residual) {
-  return layer_norm_->Forward(ctx, Added(ctx, dropout_.Forward(ctx, dense_->Forward(ctx, x)), residual));
+  return layer_norm_->Forward(ctx, Added(ctx, dropout_.Forward(ctx, dense_->Forward(ctx, x), training()), residual));
 }
 
 Tensor BertResidualOutput::Backward(ExecutionContext& ctx, const Tensor& dy, Tensor* d_residual) {
@@ -234,7 +236,8 @@ class BertIntermediate : public ModuleContainer {
 
 }  // namespace
 
-BertLayer::BertLayer(const BertConfig& config, const BertStepState* state, int64_t index) {
+BertLayer::BertLayer(const BertConfig& config, const BertStepState* state, int64_t index)
+    : checkpointing_(config.activation_checkpointing) {
   // Dropout sites: 0 is the embeddings'; three per layer after it.
   const int64_t site = 1 + 3 * index;
   attention_ = AddChild<BertAttention>("attention", config, state, site);
@@ -242,16 +245,39 @@ BertLayer::BertLayer(const BertConfig& config, const BertStepState* state, int64
   output_ = AddChild<BertResidualOutput>("output", config.intermediate, config, state, site + 2);
 }
 
+void BertLayer::SetChildrenTraining(bool training) {
+  attention_->SetTraining(training);
+  intermediate_->SetTraining(training);
+  output_->SetTraining(training);
+}
+
 Tensor BertLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
+  if (!checkpointing_ || !training()) return Run(ctx, x);
+  // Keep the input only: the children run as in evaluation (nothing kept),
+  // with the training step's dropout.
+  checkpoint_input_ = x;
+  SetChildrenTraining(false);
+  Tensor y = Run(ctx, x);
+  SetChildrenTraining(true);
+  return y;
+}
+
+Tensor BertLayer::Run(ExecutionContext& ctx, const Tensor& x) {
   const Tensor attended = attention_->Forward(ctx, x);
   const Tensor pre_gelu = intermediate_->Forward(ctx, attended);
   Tensor activated = Like(pre_gelu);
   GeluForward(ctx, pre_gelu, activated);
-  if (training()) pre_gelu_ = pre_gelu;
+  if (intermediate_->training()) pre_gelu_ = pre_gelu;
   return output_->Forward(ctx, activated, attended);
 }
 
 Tensor BertLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
+  if (checkpointing_) {
+    // Recompute, keeping activations this time.
+    CHECK(checkpoint_input_.defined()) << "BertLayer Backward without a training Forward";
+    Run(ctx, checkpoint_input_);
+    checkpoint_input_ = Tensor();
+  }
   CHECK(pre_gelu_.defined()) << "BertLayer Backward without a training Forward";
   Tensor d_attended;
   const Tensor dactivated = output_->Backward(ctx, dy, &d_attended);
@@ -419,7 +445,8 @@ void BertLossModule::Encode(ExecutionContext& ctx, const Batch& batch, Tensor* h
   const Tensor& ids = batch.Get("input_ids");
   CHECK(ids.dtype() == DType::kI64 && ids.ndim() == 2) << "input_ids must be i64 [N, T], got " << ids.DebugString();
   const int64_t n = ids.dim(0), t = ids.dim(1);
-  state_.attention_mask = batch.Find("attention_mask");
+  const Tensor* mask = batch.Find("attention_mask");
+  state_.attention_mask = mask != nullptr ? *mask : Tensor();
   state_.batch = n;
   state_.seq = t;
   state_.step = batch.step;
@@ -428,7 +455,6 @@ void BertLossModule::Encode(ExecutionContext& ctx, const Batch& batch, Tensor* h
   const Tensor embedded = bert_->embeddings()->Forward(ctx, ids, batch.Find("token_type_ids"));
   *hidden = bert_->encoder_layers()->Forward(ctx, embedded);
   *pooled = bert_->pooler()->Forward(ctx, *hidden, n, t);
-  state_.attention_mask = nullptr;  // the batch's, valid during this call
 }
 
 void BertLossModule::BackwardEncoder(ExecutionContext& ctx, const Tensor& dhidden, const Tensor& dpooled,

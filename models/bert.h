@@ -32,6 +32,10 @@ struct BertConfig {
   int64_t pad_token_id = 0;
   // Hidden and attention dropout, applied in training mode.
   float dropout = 0.1f;
+  // Each encoder layer keeps only its input in forward and recomputes its
+  // activations in backward (the same dropout masks: they are a function of
+  // the step, the site and the samples).
+  bool activation_checkpointing = false;
   uint64_t seed = 1;  // dropout masks: with the step, the site and the global sample
 };
 
@@ -42,7 +46,9 @@ StatusOr<BertConfig> BertConfigFor(const std::string& name);
 
 // What every layer of one forward pass reads besides its input.
 struct BertStepState {
-  const Tensor* attention_mask = nullptr;  // i64 [N, T], 1 attend, 0 padding; null: attend everywhere
+  // i64 [N, T], 1 attend, 0 padding; undefined: attend everywhere. Held
+  // until the next forward (checkpointed layers recompute in backward).
+  Tensor attention_mask;
   int64_t batch = 0, seq = 0;
   int64_t step = 0, first_sample = 0;
   uint64_t seed = 0;
@@ -55,7 +61,9 @@ class DropoutSite {
   DropoutSite(const BertStepState* state, int64_t site) : state_(state), site_(site) {}
   // x's leading dimension, or its rows' sample-major order, gives each
   // element's sample: x holds state->batch samples.
-  Tensor Forward(ExecutionContext& ctx, const Tensor& x);
+  // Without `keep_mask` (a forward whose backward recomputes), nothing is
+  // kept.
+  Tensor Forward(ExecutionContext& ctx, const Tensor& x, bool keep_mask = true);
   Tensor Backward(ExecutionContext& ctx, const Tensor& dy);
 
  private:
@@ -143,6 +151,12 @@ class BertLayer : public Layer {
   Tensor BackwardImpl(ExecutionContext& ctx, const Tensor& dy) override;
 
  private:
+  // The layer's computation; its children keep what backward needs when
+  // they are in training mode.
+  Tensor Run(ExecutionContext& ctx, const Tensor& x);
+  void SetChildrenTraining(bool training);
+  bool checkpointing_;
+  Tensor checkpoint_input_;
   BertAttention* attention_;
   LinearLayer* intermediate_;  // intermediate.dense
   BertResidualOutput* output_;

@@ -41,6 +41,7 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
     if (config.ok()) {
       config->dropout = options.dropout;
       config->seed = options.seed;
+      config->activation_checkpointing = options.activation_checkpointing;
       if (options.task == "classification") {
         return std::make_unique<Model>(options.name, BuildBertForSequenceClassification(*config, options.num_classes),
                                        options.seed);

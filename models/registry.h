@@ -16,6 +16,7 @@ struct ModelOptions {
   bool zero_init_residual = false;
   float dropout = 0.1f;  // BERT's hidden and attention dropout
   std::string task = "pretraining";  // BERT: or "classification" (num_classes)
+  bool activation_checkpointing = false;  // BERT's encoder layers
   uint64_t seed = 1;
 };
 
