@@ -254,6 +254,22 @@ timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --precis
 tier mixed_precision "$mp_status" $(( $(now) - start )) "{\"fp16_skip\": \"$(json_string "$mp_check")\"}" \
   "fp16 with dynamic loss scaling, a non-finite gradient injected at step 3: $mp_check; bf16 run: see selftest.log"
 
+# ------------------------------------------------------------ BERT interop
+# Where the machine's Python has transformers: a bert-tiny file saved by
+# ddp_train loads into BertForPreTraining (strict) with the same loss, one
+# saved from transformers loads into ddp_train with the same loss, and the
+# checked-in state dict manifest matches the library's.
+start=$(now)
+interop=$(timeout "$(limit 120)" $PY "$B/tools/check_bert_interop.py" --ddp-train "$B/bin/ddp_train" \
+          --out "$OUT/bert_interop" --manifest "$B/tools/bert_state_dict_manifest.json" 2>&1)
+interop_rc=$?
+printf '%s\n' "$interop" >> "$LOG"
+case "$interop_rc" in 0) interop_status=passed ;; 3) interop_status=skipped ;; *) interop_status=failed ;; esac
+tier bert_interop "$interop_status" $(( $(now) - start )) "{\"output\": \"$(json_string "$interop")\"}" \
+  "\`\`\`
+$interop
+\`\`\`"
+
 # -------------------------------------------------------------- benchmarks
 start=$(now)
 bench_md="| precision | batch | ddp_train images/s | PyTorch eager images/s | ratio | ddp_train peak MiB | PyTorch peak MiB |
