@@ -122,8 +122,6 @@ expect_error "--metrics-file /nonexistent/m.jsonl: cannot open" "${small[@]}" --
 expect_error "--seq-len must be in [8, 512] (BERT's positions), got 513" --model bert-tiny --seq-len 513 --steps 1
 expect_error "--dropout must be in [0, 1), got 1" --model bert-tiny --dropout 1 --steps 1
 expect_error "--task 'ner' is unknown; use pretraining or classification" --model bert-tiny --task ner --steps 1
-expect_error "--activation-checkpointing recomputes BERT's encoder layers; for resnet18 (ResNet stages) it is not in" \
-  "${small[@]}" --steps 1 --activation-checkpointing
 expect_error "$tmp/train.safetensors: no tensor 'input_ids' (i64 [N, T])" --model bert-tiny --steps 1 \
   --data "tensors:$tmp/train.safetensors"
 expect_error "--cuda-graphs replays GPU work, and this rank trains on cpu; drop --cuda-graphs" \

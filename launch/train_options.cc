@@ -57,8 +57,8 @@ DEFINE_int64(num_classes, 1000, "classes");
 DEFINE_int64(seq_len, 128, "BERT: tokens per sequence of synthetic data (at most 512)");
 DEFINE_double(dropout, 0.1, "BERT: hidden and attention dropout probability in [0, 1)");
 DEFINE_bool(activation_checkpointing, false,
-            "BERT: each encoder layer keeps only its input in forward and recomputes in backward (less memory, "
-            "about a third more compute; gradients bit for bit the same)");
+            "each BERT encoder layer, or ResNet stage, keeps only its input in forward and recomputes in backward "
+            "(less memory, more compute; gradients bit for bit the same)");
 DEFINE_string(task, "pretraining",
               "BERT: pretraining (MLM + next-sentence prediction) or classification (a label per sequence, "
               "--num-classes; fine-tune from pretraining weights with --load-weights)");

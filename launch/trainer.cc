@@ -148,10 +148,6 @@ Status Trainer::Setup() {
     }
     RETURN_IF_ERROR(OpenTokenData());
   } else {
-    if (options_.activation_checkpointing) {
-      return Unimplemented("--activation-checkpointing recomputes BERT's encoder layers; for " + options_.model +
-                           " (ResNet stages) it is not in this build yet");
-    }
     RETURN_IF_ERROR(OpenImageData());
   }
   const int64_t dataset_size = bert_ ? train_tokens_->size() : train_data_->size();

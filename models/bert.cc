@@ -147,12 +147,12 @@ Tensor BertSelfAttention::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   Tensor probs_view = probs.View(0, {n, heads_, t, t});
   MaskedSoftmaxForward(ctx, scores.View(0, {n, heads_, t, t}),
                        state_->attention_mask.defined() ? &state_->attention_mask : nullptr, probs_view);
-  const Tensor dropped = dropout_.Forward(ctx, probs, training());
+  const Tensor dropped = dropout_.Forward(ctx, probs, keeps_for_backward());
   Tensor context = Tensor::Empty({n * heads_, t, head_dim_}, DType::kF32, device);
   BatchedGemm(ctx, false, false, 1.0f, dropped, v, 0.0f, context);
   Tensor out = Tensor::Empty(x.shape(), DType::kF32, device);
   MergeHeads(ctx, context, heads_, out);
-  if (training()) {
+  if (keeps_for_backward()) {
     q_ = q;
     k_ = k;
     v_ = v;
@@ -198,7 +198,7 @@ BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& config, con
 }
 
 Tensor BertResidualOutput::Forward(ExecutionContext& ctx, const Tensor& x, const Tensor& residual) {
-  return layer_norm_->Forward(ctx, Added(ctx, dropout_.Forward(ctx, dense_->Forward(ctx, x), training()), residual));
+  return layer_norm_->Forward(ctx, Added(ctx, dropout_.Forward(ctx, dense_->Forward(ctx, x), keeps_for_backward()), residual));
 }
 
 Tensor BertResidualOutput::Backward(ExecutionContext& ctx, const Tensor& dy, Tensor* d_residual) {
@@ -245,20 +245,18 @@ BertLayer::BertLayer(const BertConfig& config, const BertStepState* state, int64
   output_ = AddChild<BertResidualOutput>("output", config.intermediate, config, state, site + 2);
 }
 
-void BertLayer::SetChildrenTraining(bool training) {
-  attention_->SetTraining(training);
-  intermediate_->SetTraining(training);
-  output_->SetTraining(training);
-}
 
 Tensor BertLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
-  if (!checkpointing_ || !training()) return Run(ctx, x);
-  // Keep the input only: the children run as in evaluation (nothing kept),
-  // with the training step's dropout.
+  if (!checkpointing_ || !keeps_for_backward()) return Run(ctx, x);
+  // Keep the input only: the children keep nothing, with the training
+  // step's dropout.
   checkpoint_input_ = x;
-  SetChildrenTraining(false);
+  for (Layer* child : {static_cast<Layer*>(attention_), static_cast<Layer*>(intermediate_),
+                       static_cast<Layer*>(output_)}) {
+    child->SetCheckpointMode(/*keep_for_backward=*/false, /*recomputing=*/false);
+  }
   Tensor y = Run(ctx, x);
-  SetChildrenTraining(true);
+  SetCheckpointMode(true, false);
   return y;
 }
 
@@ -267,7 +265,7 @@ Tensor BertLayer::Run(ExecutionContext& ctx, const Tensor& x) {
   const Tensor pre_gelu = intermediate_->Forward(ctx, attended);
   Tensor activated = Like(pre_gelu);
   GeluForward(ctx, pre_gelu, activated);
-  if (intermediate_->training()) pre_gelu_ = pre_gelu;
+  if (intermediate_->keeps_for_backward()) pre_gelu_ = pre_gelu;
   return output_->Forward(ctx, activated, attended);
 }
 
@@ -304,7 +302,7 @@ Tensor BertPooler::Forward(ExecutionContext& ctx, const Tensor& hidden, int64_t 
   const Tensor dense = dense_->Forward(ctx, first);
   Tensor pooled = Like(dense);
   TanhForward(ctx, dense, pooled);
-  if (training()) {
+  if (keeps_for_backward()) {
     pooled_ = pooled;
     batch_ = batch;
     seq_ = seq;
@@ -380,7 +378,7 @@ Tensor BertLMPredictionHead::Forward(ExecutionContext& ctx, const Tensor& hidden
   const Tensor transformed = layer_norm_->Forward(ctx, activated);
   Tensor logits = Tensor::Empty({hidden.dim(0), bias_->shape[0]}, DType::kF32, hidden.device());
   LinearForward(ctx, transformed, word_embeddings.value, &bias_->value, logits);
-  if (training()) {
+  if (keeps_for_backward()) {
     pre_gelu_ = pre_gelu;
     transformed_ = transformed;
   }
@@ -515,7 +513,7 @@ LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& b
   Tensor mlm_probs = Like(mlm_logits), nsp_probs = Like(nsp_logits);
   const CrossEntropyResult mlm = SoftmaxCrossEntropyForward(ctx, ce, mlm_logits, mlm_labels, mlm_probs);
   const CrossEntropyResult nsp = SoftmaxCrossEntropyForward(ctx, ce, nsp_logits, nsp_labels, nsp_probs);
-  if (training()) {
+  if (keeps_for_backward()) {
     mlm_positions_ = position_ids;
     hidden_rows_ = n * t;
     mlm_labels_ = mlm_labels;
@@ -572,7 +570,7 @@ LossResult BertForSequenceClassification::ForwardLoss(ExecutionContext& ctx, con
   CrossEntropyParams ce;
   Tensor probs = Like(logits);
   const CrossEntropyResult r = SoftmaxCrossEntropyForward(ctx, ce, logits, labels, probs);
-  if (training()) {
+  if (keeps_for_backward()) {
     labels_ = labels;
     probs_ = probs;
   }

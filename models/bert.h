@@ -154,7 +154,6 @@ class BertLayer : public Layer {
   // The layer's computation; its children keep what backward needs when
   // they are in training mode.
   Tensor Run(ExecutionContext& ctx, const Tensor& x);
-  void SetChildrenTraining(bool training);
   bool checkpointing_;
   Tensor checkpoint_input_;
   BertAttention* attention_;

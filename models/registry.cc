@@ -34,6 +34,7 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
     config.depth = e.resnet_depth;
     config.num_classes = options.num_classes;
     config.zero_init_residual = options.zero_init_residual;
+    config.checkpoint_stages = options.activation_checkpointing;
     return std::make_unique<Model>(options.name, BuildResNet(config), options.seed);
   }
   if (options.name.rfind("bert-", 0) == 0) {

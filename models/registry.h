@@ -16,7 +16,7 @@ struct ModelOptions {
   bool zero_init_residual = false;
   float dropout = 0.1f;  // BERT's hidden and attention dropout
   std::string task = "pretraining";  // BERT: or "classification" (num_classes)
-  bool activation_checkpointing = false;  // BERT's encoder layers
+  bool activation_checkpointing = false;  // BERT's encoder layers, ResNet's stages
   uint64_t seed = 1;
 };
 

@@ -97,6 +97,7 @@ ResNet::ResNet(const ResNetConfig& config) {
   int64_t channels = 64;
   for (int s = 0; s < 4; ++s) {
     Sequential* stage = AppendNamed<Sequential>("layer" + std::to_string(s + 1));
+    stage->set_checkpointing(config.checkpoint_stages);
     const int64_t planes = int64_t{64} << s;
     for (int b = 0; b < stages.blocks[s]; ++b) {
       ResidualBlock* block = stage->Append<ResidualBlock>(channels, planes, (s > 0 && b == 0) ? 2 : 1,

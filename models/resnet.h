@@ -21,6 +21,9 @@ struct ResNetConfig {
   // torchvision's zero_init_residual: the last BN of each residual block
   // starts at zero, so every block starts as the identity.
   bool zero_init_residual = false;
+  // Each stage (layer1..layer4) keeps only its input in forward and
+  // recomputes in backward; batch norm updates its running statistics once.
+  bool checkpoint_stages = false;
 };
 
 // conv-bn-relu twice (ResNet-18/34), or three times with a 4x wider output

@@ -37,11 +37,23 @@ Tensor BatchNormLayer::Normalize(ExecutionContext& ctx, const Tensor& x, const T
                               running_var_->value, y, epilogue);
     return y;
   }
-  saved_mean_ = Tensor::Empty({channels_}, DType::kF32, x.device());
-  saved_invstd_ = Tensor::Empty({channels_}, DType::kF32, x.device());
-  BatchNormForwardTraining(ctx, params_, x, weight_->value, bias_->value, y, saved_mean_, saved_invstd_,
-                           running_mean_->value, running_var_->value, epilogue);
-  Increment(ctx, num_batches_tracked_->value);
+  Tensor saved_mean = Tensor::Empty({channels_}, DType::kF32, x.device());
+  Tensor saved_invstd = Tensor::Empty({channels_}, DType::kF32, x.device());
+  // A checkpointed stage's second forward: the same batch statistics, but
+  // the running ones were updated by the first.
+  Tensor running_mean = running_mean_->value, running_var = running_var_->value;
+  if (recomputing()) {
+    running_mean = Tensor::Empty(running_mean.shape(), DType::kF32, x.device());
+    running_var = Tensor::Empty(running_var.shape(), DType::kF32, x.device());
+    Copy(ctx, running_mean_->value, running_mean);
+    Copy(ctx, running_var_->value, running_var);
+  }
+  BatchNormForwardTraining(ctx, params_, x, weight_->value, bias_->value, y, saved_mean, saved_invstd, running_mean,
+                           running_var, epilogue);
+  if (!recomputing()) Increment(ctx, num_batches_tracked_->value);
+  if (!keeps_for_backward()) return y;
+  saved_mean_ = saved_mean;
+  saved_invstd_ = saved_invstd;
   input_ = x;
   // The ReLU's backward masks by the output. Nothing writes y in place
   // afterwards (the fused layers replace the in-place ReLU), so a

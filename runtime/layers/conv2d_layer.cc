@@ -28,7 +28,7 @@ void Conv2dLayer::ResetOwnParameters(std::mt19937_64& rng) {
 Tensor Conv2dLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   Tensor y = Tensor::Empty(Conv2dOutputShape(x.shape(), weight_->shape, params_), x.dtype(), x.device(), x.format());
   Conv2dForward(ctx, params_, x, WeightsFor(*weight_, x), bias_ ? &bias_->value : nullptr, y);
-  if (training()) input_ = x;
+  if (keeps_for_backward()) input_ = x;
   return y;
 }
 

@@ -32,6 +32,12 @@ void Layer::SetTraining(bool training) {
   for (Named& c : children_) c.layer->SetTraining(training);
 }
 
+void Layer::SetCheckpointMode(bool keep_for_backward, bool recomputing) {
+  keep_for_backward_ = keep_for_backward;
+  recomputing_ = recomputing;
+  for (Named& c : children_) c.layer->SetCheckpointMode(keep_for_backward, recomputing);
+}
+
 void Layer::CollectParameters(std::vector<Parameter*>* out) {
   for (OwnParameter& p : params_) out->push_back(p.param.get());
   for (Named& c : children_) c.layer->CollectParameters(out);

@@ -34,6 +34,15 @@ class Layer {
   // Training mode (batch statistics) or evaluation mode, for the whole subtree.
   void SetTraining(bool training);
   bool training() const { return training_; }
+  // Activation checkpointing, for the whole subtree: without
+  // `keep_for_backward` a training forward keeps nothing for backward (a
+  // checkpointed container recomputes it before its backward);
+  // `recomputing` is that second forward, in which batch norm leaves its
+  // running statistics as the first one left them.
+  void SetCheckpointMode(bool keep_for_backward, bool recomputing);
+  // Whether this forward keeps what backward needs.
+  bool keeps_for_backward() const { return training_ && keep_for_backward_; }
+  bool recomputing() const { return recomputing_; }
   // Whether Backward must produce the input gradient (false for the first
   // layer of a model, whose input is data).
   void set_needs_input_grad(bool needs) { needs_input_grad_ = needs; }
@@ -102,6 +111,8 @@ class Layer {
   std::vector<OwnBuffer> buffers_;
   std::vector<Named> children_;
   bool training_ = true;
+  bool keep_for_backward_ = true;
+  bool recomputing_ = false;
   bool needs_input_grad_ = true;
   BackwardState* backward_state_ = nullptr;
 };

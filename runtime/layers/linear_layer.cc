@@ -33,7 +33,7 @@ Tensor LinearLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   // f32 output whatever the input: logits go to the loss in f32.
   Tensor y = Tensor::Empty({x.dim(0), out_}, DType::kF32, x.device());
   LinearForward(ctx, x, WeightsFor(*weight_, x), bias_ ? &bias_->value : nullptr, y);
-  if (training()) input_ = x;
+  if (keeps_for_backward()) input_ = x;
   return y;
 }
 

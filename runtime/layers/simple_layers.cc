@@ -7,7 +7,7 @@ namespace ddp {
 Tensor ReluLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   Tensor y = x;
   ReluForward(ctx, x, y);
-  if (training()) output_ = y;
+  if (keeps_for_backward()) output_ = y;
   return y;
 }
 
@@ -33,7 +33,7 @@ Tensor MaxPoolLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   Tensor y = Tensor::Empty(ys, x.dtype(), x.device(), x.format());
   Tensor argmax = Tensor::Empty(ys, DType::kI32, x.device());
   MaxPool2dForward(ctx, params_, x, y, argmax);
-  if (training()) {
+  if (keeps_for_backward()) {
     argmax_ = argmax;
     input_shape_ = x.shape();
   }

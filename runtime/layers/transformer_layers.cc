@@ -22,7 +22,7 @@ Tensor LayerNormLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   Tensor mean = Tensor::Empty({x.dim(0)}, DType::kF32, x.device());
   Tensor rstd = Tensor::Empty({x.dim(0)}, DType::kF32, x.device());
   LayerNormForward(ctx, x, weight_->value, bias_->value, eps_, y, mean, rstd);
-  if (training()) {
+  if (keeps_for_backward()) {
     input_ = x;
     mean_ = mean;
     rstd_ = rstd;
@@ -57,7 +57,7 @@ void EmbeddingLayer::ResetOwnParameters(std::mt19937_64& rng) {
 Tensor EmbeddingLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& ids) {
   Tensor out = Tensor::Empty({ids.numel(), dim_}, DType::kF32, ids.device());
   EmbeddingForward(ctx, weight_->value, ids, out);
-  if (training()) ids_ = ids;
+  if (keeps_for_backward()) ids_ = ids;
   return out;
 }
 
