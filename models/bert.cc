@@ -236,46 +236,25 @@ class BertIntermediate : public ModuleContainer {
 
 }  // namespace
 
-BertLayer::BertLayer(const BertConfig& config, const BertStepState* state, int64_t index)
-    : checkpointing_(config.activation_checkpointing) {
+BertLayer::BertLayer(const BertConfig& config, const BertStepState* state, int64_t index) {
   // Dropout sites: 0 is the embeddings'; three per layer after it.
   const int64_t site = 1 + 3 * index;
   attention_ = AddChild<BertAttention>("attention", config, state, site);
   intermediate_ = AddChild<BertIntermediate>("intermediate", config)->dense;
   output_ = AddChild<BertResidualOutput>("output", config.intermediate, config, state, site + 2);
+  set_checkpointing(config.activation_checkpointing);
 }
-
 
 Tensor BertLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
-  if (!checkpointing_ || !keeps_for_backward()) return Run(ctx, x);
-  // Keep the input only: the children keep nothing, with the training
-  // step's dropout.
-  checkpoint_input_ = x;
-  for (Layer* child : {static_cast<Layer*>(attention_), static_cast<Layer*>(intermediate_),
-                       static_cast<Layer*>(output_)}) {
-    child->SetCheckpointMode(/*keep_for_backward=*/false, /*recomputing=*/false);
-  }
-  Tensor y = Run(ctx, x);
-  SetCheckpointMode(true, false);
-  return y;
-}
-
-Tensor BertLayer::Run(ExecutionContext& ctx, const Tensor& x) {
   const Tensor attended = attention_->Forward(ctx, x);
   const Tensor pre_gelu = intermediate_->Forward(ctx, attended);
   Tensor activated = Like(pre_gelu);
   GeluForward(ctx, pre_gelu, activated);
-  if (intermediate_->keeps_for_backward()) pre_gelu_ = pre_gelu;
+  if (keeps_for_backward()) pre_gelu_ = pre_gelu;
   return output_->Forward(ctx, activated, attended);
 }
 
 Tensor BertLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
-  if (checkpointing_) {
-    // Recompute, keeping activations this time.
-    CHECK(checkpoint_input_.defined()) << "BertLayer Backward without a training Forward";
-    Run(ctx, checkpoint_input_);
-    checkpoint_input_ = Tensor();
-  }
   CHECK(pre_gelu_.defined()) << "BertLayer Backward without a training Forward";
   Tensor d_attended;
   const Tensor dactivated = output_->Backward(ctx, dy, &d_attended);

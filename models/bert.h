@@ -151,11 +151,6 @@ class BertLayer : public Layer {
   Tensor BackwardImpl(ExecutionContext& ctx, const Tensor& dy) override;
 
  private:
-  // The layer's computation; its children keep what backward needs when
-  // they are in training mode.
-  Tensor Run(ExecutionContext& ctx, const Tensor& x);
-  bool checkpointing_;
-  Tensor checkpoint_input_;
   BertAttention* attention_;
   LinearLayer* intermediate_;  // intermediate.dense
   BertResidualOutput* output_;

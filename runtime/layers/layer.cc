@@ -12,7 +12,15 @@ constexpr int kGradientStagingSlot = ExecutionContext::kFirstLayerScratchSlot;
 Tensor Layer::Forward(ExecutionContext& ctx, const Tensor& x) {
   CHECK(x.defined()) << "Forward of an undefined tensor";
   PrepareForward();
-  return ForwardImpl(ctx, x);
+  if (!checkpointing_ || !keeps_for_backward()) return ForwardImpl(ctx, x);
+  // Keep the input only; inside an outer layer's recomputation this stays
+  // a recomputation (no running statistics updated twice).
+  const bool recomputing = recomputing_;
+  checkpoint_input_ = x;
+  SetCheckpointMode(/*keep_for_backward=*/false, recomputing);
+  Tensor y = ForwardImpl(ctx, x);
+  SetCheckpointMode(/*keep_for_backward=*/true, recomputing);
+  return y;
 }
 
 void Layer::PrepareForward() {
@@ -24,6 +32,14 @@ void Layer::PrepareForward() {
 Tensor Layer::Backward(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(training_) << "Backward in evaluation mode";
   CHECK(dy.defined()) << "Backward of an undefined gradient";
+  if (checkpointing_) {
+    CHECK(checkpoint_input_.defined()) << "checkpointed layer: Backward without a training Forward";
+    SetCheckpointMode(/*keep_for_backward=*/true, /*recomputing=*/true);
+    PrepareForward();
+    ForwardImpl(ctx, checkpoint_input_);
+    SetCheckpointMode(true, false);
+    checkpoint_input_ = Tensor();
+  }
   return BackwardImpl(ctx, dy);
 }
 

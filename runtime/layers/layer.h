@@ -34,11 +34,16 @@ class Layer {
   // Training mode (batch statistics) or evaluation mode, for the whole subtree.
   void SetTraining(bool training);
   bool training() const { return training_; }
-  // Activation checkpointing, for the whole subtree: without
-  // `keep_for_backward` a training forward keeps nothing for backward (a
-  // checkpointed container recomputes it before its backward);
-  // `recomputing` is that second forward, in which batch norm leaves its
-  // running statistics as the first one left them.
+  // Activation checkpointing: a checkpointed layer keeps only its input in
+  // a training forward (nothing in its subtree keeps anything) and
+  // recomputes its forward, keeping activations, before its backward.
+  // Dropout masks and batch statistics come out the same; batch norm
+  // updates its running statistics once.
+  void set_checkpointing(bool checkpointing) { checkpointing_ = checkpointing; }
+  // For the whole subtree: without `keep_for_backward` a training forward
+  // keeps nothing for backward; `recomputing` is a checkpointed layer's
+  // second forward, in which batch norm leaves its running statistics as
+  // the first one left them.
   void SetCheckpointMode(bool keep_for_backward, bool recomputing);
   // Whether this forward keeps what backward needs.
   bool keeps_for_backward() const { return training_ && keep_for_backward_; }
@@ -113,6 +118,8 @@ class Layer {
   bool training_ = true;
   bool keep_for_backward_ = true;
   bool recomputing_ = false;
+  bool checkpointing_ = false;
+  Tensor checkpoint_input_;
   bool needs_input_grad_ = true;
   BackwardState* backward_state_ = nullptr;
 };

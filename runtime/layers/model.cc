@@ -8,6 +8,15 @@
 #include "runtime/ops/elementwise.h"
 
 namespace ddp {
+namespace {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+NamedTensors::iterator FindNamed(NamedTensors& tensors, const std::string& name) {
+  return std::find_if(tensors.begin(), tensors.end(), [&](const auto& entry) { return entry.first == name; });
+}
+
+}  // namespace
 
 Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed)
     : name_(std::move(name)), root_(std::move(root)) {
@@ -147,10 +156,7 @@ std::vector<std::pair<std::string, Tensor>> Model::StateDict() const {
   root_->CollectState(&state);
   if (loss_module_ == nullptr) return state;
   for (const StateAlias& alias : loss_module_->StateAliases()) {
-    auto find = [&](const std::string& name) {
-      return std::find_if(state.begin(), state.end(), [&](const auto& entry) { return entry.first == name; });
-    };
-    auto target = find(alias.target), after = find(alias.after);
+    auto target = FindNamed(state, alias.target), after = FindNamed(state, alias.after);
     CHECK(target != state.end() && after != state.end()) << "state alias " << alias.name;
     const Tensor value = target->second;
     state.insert(after + 1, {alias.name, value});
@@ -173,12 +179,9 @@ Status Model::LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& f
   }
   if (loss_module_ != nullptr) {
     for (const StateAlias& alias : loss_module_->StateAliases()) {
-      auto named = [&](const std::string& name) {
-        return std::find_if(tensors.begin(), tensors.end(), [&](const auto& entry) { return entry.first == name; });
-      };
-      auto repeat = named(alias.name);
+      auto repeat = FindNamed(tensors, alias.name);
       if (repeat == tensors.end()) continue;
-      auto target = named(alias.target);
+      auto target = FindNamed(tensors, alias.target);
       if (target != tensors.end()) {
         const Tensor& a = repeat->second;
         const Tensor& b = target->second;

@@ -22,11 +22,6 @@ class Sequential : public Layer {
   }
   size_t size() const { return layers_.size(); }
   Layer* at(size_t i) { return layers_.at(i); }
-  // Activation checkpointing: in training, keep only the input in forward
-  // and recompute the children's activations before backward (dropout and
-  // batch statistics come out the same; batch norm updates its running
-  // statistics once).
-  void set_checkpointing(bool checkpointing) { checkpointing_ = checkpointing; }
 
  protected:
   Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
@@ -34,9 +29,6 @@ class Sequential : public Layer {
 
  private:
   std::vector<Layer*> layers_;
-  bool checkpointing_ = false;
-  Tensor checkpoint_input_;
-  Tensor RunChildren(ExecutionContext& ctx, const Tensor& x);
 };
 
 }  // namespace ddp
