@@ -1,4 +1,4 @@
-// ddp_train: data-parallel training of ResNet (and, later, BERT). One rank
+// ddp_train: data-parallel training of ResNet and BERT. One rank
 // per process, under mpirun, srun --mpi=pmix, or alone. See DESIGN.md for
 // the command-line contract.
 #include <cstdio>

@@ -9,12 +9,10 @@
 #include <limits>
 #include <thread>
 
-#include "models/bert.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/ops/conv2d.h"
 #include "runtime/ops/elementwise.h"
-#include "runtime/ops/loss.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/safetensors.h"
 
@@ -32,32 +30,6 @@ int64_t PeakResidentBytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
 }
 
-// Spatial size after ResNet's five halvings (stem conv, max pool, three
-// strided stages), each rounding up.
-int64_t ResNetFinalSize(int64_t image) {
-  for (int i = 0; i < 5; ++i) image = (image + 1) / 2;
-  return image;
-}
-
-}  // namespace
-
-namespace {
-
-// Samples `indices` of `data` as a model's batch of named tensors.
-Batch TokenBatchOf(const TokenDataset& data, const std::vector<int64_t>& indices, int64_t step, int64_t first_sample) {
-  TokenBatch tokens = data.Fill(indices.data(), static_cast<int64_t>(indices.size()));
-  Batch batch;
-  batch.tensors = {{"input_ids", tokens.input_ids},
-                   {"token_type_ids", tokens.token_type_ids},
-                   {"attention_mask", tokens.attention_mask},
-                   {"labels", tokens.labels}};
-  // Pretraining data only: classification has one label per sequence.
-  if (tokens.next_sentence_label.defined()) batch.tensors.emplace_back("next_sentence_label", tokens.next_sentence_label);
-  batch.step = step;
-  batch.first_sample = first_sample;
-  return batch;
-}
-
 }  // namespace
 
 // The machine's cores divided among the ranks on this node.
@@ -65,10 +37,6 @@ int ThreadsFor(const TrainOptions& options, const RankInfo& ranks) {
   if (options.threads > 0) return options.threads;
   return std::max(1, DefaultThreads() / std::max(1, ranks.local_size));
 }
-
-namespace {
-
-}  // namespace
 
 void FallBackFromCpuBf16(TrainOptions* options, bool announce) {
   if (announce) {
@@ -114,72 +82,9 @@ Status Trainer::BroadcastInitialState() {
   return Status::Ok();
 }
 
-Status Trainer::OpenTokenData() {
-  ASSIGN_OR_RETURN(const BertConfig config, BertConfigFor(options_.model));
-  TokenDataOptions data_options;
-  data_options.seq_len = options_.seq_len;
-  data_options.vocab_size = config.vocab_size;
-  data_options.max_positions = config.max_positions;
-  data_options.type_vocab = config.type_vocab;
-  data_options.model = options_.model;
-  data_options.seed = options_.seed;
-  if (options_.task == "classification") data_options.classes = options_.num_classes;
-  ASSIGN_OR_RETURN(train_tokens_, OpenTokenDataset("--data", options_.data, data_options));
-  if (!options_.eval_data.empty()) {
-    ASSIGN_OR_RETURN(eval_tokens_, OpenTokenDataset("--eval-data", options_.eval_data, data_options));
-    if (eval_tokens_->size() == TokenDataset::kEndless) {
-      return InvalidArgument("--eval-data must be a tensors:FILE dataset, not '" + options_.eval_data + "'");
-    }
-  }
-  return Status::Ok();
-}
-
 Status Trainer::Setup() {
-  bert_ = options_.model.rfind("bert-", 0) == 0;
-  if (bert_) {
-    // BERT's ops are f32 CPU kernels so far.
-    if (on_gpu()) {
-      return Unimplemented("--model " + options_.model + " on GPUs: BERT's CUDA kernels are not in this build yet; "
-                           "use --device cpu");
-    }
-    if (ComputeDType(options_.precision) != DType::kF32) {
-      return Unimplemented("--precision " + options_.precision + " with --model " + options_.model +
-                           ": BERT trains in fp32 in this build");
-    }
-    RETURN_IF_ERROR(OpenTokenData());
-  } else {
-    RETURN_IF_ERROR(OpenImageData());
-  }
-  const int64_t dataset_size = bert_ ? train_tokens_->size() : train_data_->size();
-  RETURN_IF_ERROR(SetupTraining(dataset_size));
-  return Status::Ok();
-}
-
-Status Trainer::OpenImageData() {
-  ImageDataOptions data_options;
-  data_options.image_size = options_.image_size;
-  data_options.num_classes = options_.num_classes;
-  data_options.seed = options_.seed;
-  ASSIGN_OR_RETURN(train_data_, OpenImageDataset("--data", options_.data, data_options));
-  if (!options_.eval_data.empty()) {
-    // Held-out synthetic data: other samples of the same classes.
-    data_options.seed = options_.seed;
-    ASSIGN_OR_RETURN(eval_data_, OpenImageDataset("--eval-data", options_.eval_data, data_options));
-    if (eval_data_->size() == ImageDataset::kEndless) {
-      return InvalidArgument("--eval-data must be a tensors:FILE dataset, not '" + options_.eval_data + "'");
-    }
-    if (eval_data_->image_size() != train_data_->image_size()) {
-      return InvalidArgument("--eval-data images are " + std::to_string(eval_data_->image_size()) +
-                             " pixels square, the training data's " + std::to_string(train_data_->image_size()));
-    }
-  }
-  const int64_t image = train_data_->image_size();
-  const int64_t last = ResNetFinalSize(image);
-  if (options_.batch_size * last * last < 2) {
-    return InvalidArgument("--batch-size " + std::to_string(options_.batch_size) + " with " + std::to_string(image) +
-                           "-pixel images leaves one value per channel in the last batch norm; use a larger batch");
-  }
-  return Status::Ok();
+  ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
+  return SetupTraining(data_.train->size());
 }
 
 Status Trainer::SetupTraining(int64_t dataset_size) {
@@ -192,23 +97,28 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   sampler.shuffle = options_.shuffle;
   sampler.seed = options_.seed;
   sampler_ = std::make_unique<GlobalBatchSampler>(sampler);
-  if (dataset_size != ImageDataset::kEndless && sampler_->steps_per_epoch() == 0) {
+  if (dataset_size != BatchSource::kEndless && sampler_->steps_per_epoch() == 0) {
     return InvalidArgument("--data has " + std::to_string(dataset_size) +
                            " samples, fewer than one global batch of " + std::to_string(sampler_->global_batch()));
   }
   if (options_.epochs > 0) {
-    if (dataset_size == ImageDataset::kEndless) return InvalidArgument("--epochs needs a tensors:FILE dataset");
+    if (dataset_size == BatchSource::kEndless) return InvalidArgument("--epochs needs a tensors:FILE dataset");
     total_steps_ = options_.epochs * sampler_->steps_per_epoch();
   } else {
     total_steps_ = options_.steps;
   }
   options_.schedule.total_steps = total_steps_;
-  if (options_.lr <= 0.0) {
-    // Goyal et al.'s linear scaling rule: 0.1 for a global batch of 256;
-    // BERT's recipes start from 1e-4 (AdamW or LAMB).
-    options_.lr = bert_ ? 1e-4 : 0.1 * static_cast<double>(sampler_->global_batch()) / 256.0;
-  }
+  if (options_.lr <= 0.0) options_.lr = DefaultLearningRate(options_.model, sampler_->global_batch());
   options_.schedule.base_lr = options_.lr;
+
+  compute_dtype_ = ComputeDType(options_.precision);
+  if (compute_dtype_ == DType::kF16 && !on_gpu()) {
+    return InvalidArgument("--precision fp16 is for GPUs; on the CPU use --precision bf16");
+  }
+  if (compute_dtype_ == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
+    FallBackFromCpuBf16(&options_, is_root());  // ddp_train has done this already, alike on every rank
+    compute_dtype_ = ComputeDType(options_.precision);
+  }
 
   ModelOptions model_options;
   model_options.name = options_.model;
@@ -218,6 +128,8 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   model_options.dropout = options_.dropout;
   model_options.task = options_.task;
   model_options.activation_checkpointing = options_.activation_checkpointing;
+  model_options.label_smoothing = options_.label_smoothing;
+  model_options.compute_dtype = compute_dtype_;
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
   if (!options_.load_weights.empty()) {
     StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);
@@ -249,14 +161,6 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
                                 std::to_string(options_.batch_size));
     model_->MoveTo(ctx_.device());
   }
-  compute_dtype_ = ComputeDType(options_.precision);
-  if (compute_dtype_ == DType::kF16 && !on_gpu()) {
-    return InvalidArgument("--precision fp16 is for GPUs; on the CPU use --precision bf16");
-  }
-  if (compute_dtype_ == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
-    FallBackFromCpuBf16(&options_, is_root());  // ddp_train has done this already, alike on every rank
-    compute_dtype_ = ComputeDType(options_.precision);
-  }
   // Channels-last: always on the CPU (oneDNN's NHWC kernels need no
   // reorders); on GPUs for 16-bit training, where cuDNN's tensor-core
   // kernels want NHWC, reading a [K, R, S, C] copy of the weights that the
@@ -267,7 +171,10 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
                          "read a [K, R, S, C] 16-bit weight copy, which " + options_.precision +
                          " runs do not keep); use auto or contiguous");
   }
-  const bool channels_last = !bert_ && (options_.memory_format == "channels_last" ||
+  // Only where the batch has images (4-D tensors) to convert.
+  bool images = false;
+  for (const TensorSpec& spec : data_.train->Specs(1)) images = images || spec.shape.size() == 4;
+  const bool channels_last = images && (options_.memory_format == "channels_last" ||
                                         (options_.memory_format == "auto" && (!on_gpu() || sixteen_bit)));
   model_->set_channels_last(channels_last);
   if (sixteen_bit) {
@@ -326,21 +233,15 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   }
 
   const int64_t b = options_.batch_size;
-  if (bert_) return Status::Ok();  // batches come from train_tokens_, on the host
-  const int64_t image = train_data_->image_size();
-  if (on_gpu() && train_data_->GeneratesOnDevice()) {
+  if (on_gpu() && data_.train->GeneratesOnDevice()) {
     // Synthetic data is made on the GPU, in place, each micro-batch: no host
     // work, no copy (the benchmark measures training).
-    images_ = Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32, ctx_.device());
-    labels_ = Tensor::Empty({b}, DType::kI64, ctx_.device());
+    batch_ = AllocateBatch(*data_.train, b, ctx_.device());
   } else if (on_gpu()) {
-    stager_ = std::make_unique<BatchStager>(train_data_.get(), b, ctx_.device().index, ctx_.cuda_stream());
+    stager_ = std::make_unique<BatchStager>(data_.train.get(), b, ctx_.device().index, ctx_.cuda_stream());
   } else {
-    images_ = Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32);
-    labels_ = Tensor::Empty({b}, DType::kI64);
+    batch_ = AllocateBatch(*data_.train, b, Device::Cpu());
   }
-  probs_ = Tensor::Empty({b, options_.num_classes}, DType::kF32, ctx_.device());
-  dlogits_ = Tensor::Empty({b, options_.num_classes}, DType::kF32, ctx_.device());
   if (options_.cuda_graphs) {
     // ddp_train has refused CPU ranks, MPI between several ranks, and ZeRO.
     CHECK(on_gpu() && !zero_) << "--cuda-graphs on " << options_.device << (zero_ ? " with ZeRO" : "");
@@ -348,46 +249,55 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
       return FailedPrecondition("--cuda-graphs needs CUDA's stream-ordered memory pool (cudaMallocAsync), which " +
                                 options_.device + " lacks or DDP_CUDA_ALLOCATOR=caching turned off");
     }
-    for (int64_t micro = 0; micro < options_.accumulation_steps; ++micro) {
-      graph_images_.push_back(Tensor::Empty({b, train_data_->channels(), image, image}, DType::kF32, ctx_.device()));
-      graph_labels_.push_back(Tensor::Empty({b}, DType::kI64, ctx_.device()));
+    if (model_->loss_stats_size() == 0) {
+      return Unimplemented("--cuda-graphs with --model " + options_.model +
+                           ": its loss is read on the host within the step; use eager steps");
     }
-    graph_losses_ = Tensor::Empty({options_.accumulation_steps, 3}, DType::kF64, ctx_.device());
+    for (int64_t micro = 0; micro < options_.accumulation_steps; ++micro) {
+      graph_batches_.push_back(AllocateBatch(*data_.train, b, ctx_.device()));
+    }
+    graph_losses_ = Tensor::Empty({options_.accumulation_steps, model_->loss_stats_size()}, DType::kF64,
+                                  ctx_.device());
   }
   return Status::Ok();
 }
 
-void Trainer::LoadMicroBatch(int64_t step, int64_t micro, Tensor* images, Tensor* labels) {
+int64_t Trainer::FirstSample(int64_t micro) const {
+  return (micro * ranks_.world_size + ranks_.rank) * options_.batch_size;
+}
+
+Batch Trainer::LoadMicroBatch(int64_t step, int64_t micro) {
   const int64_t k = options_.accumulation_steps;
+  Batch batch;
   if (!stager_) {
     const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
-    if (images_.device().is_cuda()) {
+    if (batch_.tensors.front().second.device().is_cuda()) {
       // Generated data: the sampler's indices are consecutive.
-      train_data_->FillRangeOnDevice(ctx_, indices.front(), images_, labels_);
+      data_.train->FillRangeOnDevice(ctx_, indices.front(), batch_);
     } else {
-      train_data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), images_, labels_);
+      data_.train->Fill(indices.data(), static_cast<int64_t>(indices.size()), batch_);
     }
-    *images = images_;
-    *labels = labels_;
-    return;
+    batch = batch_;
+  } else {
+    // Micro-batches are consumed in run order, so the stager's queue always
+    // starts at this one: keep it as full as it goes, within the run.
+    CHECK_EQ(prefetched_ - stager_->queued(), step * k + micro) << "micro-batches out of order";
+    auto top_up = [&] {
+      while (prefetched_ < total_steps_ * k && stager_->queued() < BatchStager::kDepth - 1) {
+        stager_->Prefetch(sampler_->MicroBatch(prefetched_ / k, prefetched_ % k));
+        ++prefetched_;
+      }
+    };
+    top_up();
+    batch = stager_->Next();
+    top_up();
   }
-  // Micro-batches are consumed in run order, so the stager's queue always
-  // starts at this one: keep it as full as it goes, within the run.
-  CHECK_EQ(prefetched_ - stager_->queued(), step * k + micro) << "micro-batches out of order";
-  auto top_up = [&] {
-    while (prefetched_ < total_steps_ * k && stager_->queued() < BatchStager::kDepth - 1) {
-      stager_->Prefetch(sampler_->MicroBatch(prefetched_ / k, prefetched_ % k));
-      ++prefetched_;
-    }
-  };
-  top_up();
-  stager_->Next(images, labels);
-  top_up();
+  batch.step = step;
+  batch.first_sample = FirstSample(micro);
+  return batch;
 }
 
 StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const Status& local_status) {
-  CrossEntropyParams ce;
-  ce.label_smoothing = options_.label_smoothing;
   const int64_t k = options_.accumulation_steps;
   double loss_sum = 0.0;
   StepResult result;
@@ -411,23 +321,12 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
       if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
       if (zero_) zero_->PrepareForBackward(/*sync=*/reduce_each_micro_batch || micro == k - 1, micro == 0);
     };
-    if (bert_) {
-      // The model runs its own loss on the batch's named tensors.
-      const Batch batch = TokenMicroBatch(step, micro);
-      const Tensor& mask = batch.Get("attention_mask");
-      for (int64_t i = 0; i < mask.numel(); ++i) result.tokens += mask.data<int64_t>()[i];
-      loss_sum += model_->ForwardLoss(ctx_, batch).loss;
-      prepare_reduction();
-      model_->BackwardLoss(ctx_, loss_grad, accumulate);
-    } else {
-      Tensor images, labels;
-      LoadMicroBatch(step, micro, &images, &labels);
-      Tensor logits = model_->Forward(ctx_, images);
-      loss_sum += SoftmaxCrossEntropyForward(ctx_, ce, logits, labels, probs_).loss;
-      SoftmaxCrossEntropyBackward(ctx_, ce, probs_, labels, loss_grad, dlogits_);
-      prepare_reduction();
-      model_->Backward(ctx_, dlogits_, accumulate);
-    }
+    // The model runs its loss on the batch's named tensors.
+    const Batch batch = LoadMicroBatch(step, micro);
+    result.tokens += batch.real_tokens;
+    loss_sum += model_->ForwardLoss(ctx_, batch).loss;
+    prepare_reduction();
+    model_->BackwardLoss(ctx_, loss_grad, accumulate);
     if (reduce_each_micro_batch && micro < k - 1) {
       ASSIGN_OR_RETURN(const ReduceStats stats, zero_->Wait());
       result.exposed_comm_seconds += stats.exposed_seconds;
@@ -518,29 +417,18 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   return result;
 }
 
-Batch Trainer::TokenMicroBatch(int64_t step, int64_t micro) {
-  const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
-  return TokenBatchOf(*train_tokens_, indices, step,
-                      // The micro-batch's place in the global batch (the
-                      // sampler's block micro * world + rank): dropout masks
-                      // follow it, so N ranks draw what one rank with N
-                      // accumulated micro-batches draws.
-                      (micro * ranks_.world_size + ranks_.rank) * options_.batch_size);
-}
-
 StatusOr<double> Trainer::ReplayMicroBatches(int64_t step) {
   const int64_t k = options_.accumulation_steps;
   void* stream = ctx_.cuda_stream();
   for (int64_t micro = 0; micro < k; ++micro) {
+    Batch& inputs = graph_batches_[micro];
     if (stager_) {
-      Tensor images, labels;
-      LoadMicroBatch(step, micro, &images, &labels);
-      Copy(ctx_, images, graph_images_[micro]);
-      Copy(ctx_, labels, graph_labels_[micro]);
+      CopyBatch(ctx_, LoadMicroBatch(step, micro), inputs);
     } else {
       // Generated on the device: the sampler's indices are consecutive.
-      train_data_->FillRangeOnDevice(ctx_, sampler_->MicroBatch(step, micro).front(), graph_images_[micro],
-                                     graph_labels_[micro]);
+      data_.train->FillRangeOnDevice(ctx_, sampler_->MicroBatch(step, micro).front(), inputs);
+      inputs.step = step;
+      inputs.first_sample = FirstSample(micro);
     }
   }
   if (graph_ != nullptr && graph_scale_ != scaler_->scale()) DestroyStepGraph();
@@ -563,17 +451,14 @@ StatusOr<double> Trainer::ReplayMicroBatches(int64_t step) {
   }
   cuda::LaunchGraph(graph_, stream);
   double loss_sum = 0.0;
+  const int64_t n = model_->loss_stats_size();
   for (int64_t micro = 0; micro < k; ++micro) {
-    loss_sum +=
-        CrossEntropyResultOf(ctx_, graph_losses_.View(3 * micro, {3}), graph_labels_[micro], options_.num_classes)
-            .loss;
+    loss_sum += model_->ReadLoss(ctx_, graph_losses_.View(n * micro, {n}), graph_batches_[micro]).loss;
   }
   return loss_sum / static_cast<double>(k);
 }
 
 Status Trainer::CaptureMicroBatches(double loss_scale) {
-  CrossEntropyParams ce;
-  ce.label_smoothing = options_.label_smoothing;
   const int64_t k = options_.accumulation_steps;
   void* stream = ctx_.cuda_stream();
   // The allocator turns allocations into the graph's own when the device's
@@ -589,14 +474,12 @@ Status Trainer::CaptureMicroBatches(double loss_scale) {
   // waits for the host: the losses stay on the device until read after the
   // replay.
   cuda::BeginCapture(stream);
+  const int64_t n = model_->loss_stats_size();
   for (int64_t micro = 0; micro < k; ++micro) {
-    Tensor logits = model_->Forward(ctx, graph_images_[micro]);
-    Tensor losses = graph_losses_.View(3 * micro, {3});
-    SoftmaxCrossEntropyForwardToDevice(ctx, ce, logits, graph_labels_[micro], probs_, losses);
-    SoftmaxCrossEntropyBackward(ctx, ce, probs_, graph_labels_[micro],
-                                loss_scale / static_cast<double>(k * ranks_.world_size), dlogits_);
+    Tensor stats = graph_losses_.View(n * micro, {n});
+    model_->ForwardLossToDevice(ctx, graph_batches_[micro], stats);
     if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
-    model_->Backward(ctx, dlogits_, /*accumulate=*/micro > 0);
+    model_->BackwardLoss(ctx, loss_scale / static_cast<double>(k * ranks_.world_size), /*accumulate=*/micro > 0);
   }
   if (reducer_) {
     const StatusOr<ReduceStats> waited = reducer_->Wait();
@@ -657,33 +540,19 @@ StatusOr<double> Trainer::Evaluate() {
   if (zero_) RETURN_IF_ERROR(zero_->FinishParameterGather());
   model_->SetTraining(false);
   // Rank r evaluates samples r, r + world, ...; the counts are summed.
-  const int64_t n = bert_ ? eval_tokens_->size() : eval_data_->size(), b = options_.batch_size,
-                world = ranks_.world_size;
+  const int64_t n = data_.eval->size(), b = options_.batch_size, world = ranks_.world_size;
   std::vector<int64_t> mine;
   for (int64_t i = ranks_.rank; i < n; i += world) mine.push_back(i);
-  int64_t correct = 0, counted = 0;  // top-1 of images; BERT's masked tokens
+  // The model's first count: top-1 of images, masked tokens (pretraining)
+  // or sequences (classification).
+  int64_t correct = 0, counted = 0;
   for (int64_t start = 0; start < static_cast<int64_t>(mine.size()); start += b) {
     const int64_t count = std::min<int64_t>(b, static_cast<int64_t>(mine.size()) - start);
-    std::vector<int64_t> indices(mine.begin() + start, mine.begin() + start + count);
-    if (bert_) {
-      // The model's first count: masked tokens (pretraining) or sequences
-      // (classification).
-      const EvalCount c = model_->ForwardLoss(ctx_, TokenBatchOf(*eval_tokens_, indices, 0, 0)).counts.at(0);
-      correct += c.correct;
-      counted += c.counted;
-      continue;
-    }
-    counted += count;
-    Tensor images = Tensor::Empty({count, eval_data_->channels(), eval_data_->image_size(), eval_data_->image_size()},
-                                  DType::kF32);
-    Tensor labels = Tensor::Empty({count}, DType::kI64);
-    eval_data_->Fill(indices.data(), count, images, labels);
-    const Tensor logits = model_->Forward(ctx_, images.To(ctx_.device())).To(Device::Cpu());
-    const int64_t c = logits.dim(1);
-    for (int64_t i = 0; i < count; ++i) {
-      const float* row = logits.data<float>() + i * c;
-      correct += std::max_element(row, row + c) - row == labels.data<int64_t>()[i];
-    }
+    const std::vector<int64_t> indices(mine.begin() + start, mine.begin() + start + count);
+    const EvalCount c = model_->ForwardLoss(ctx_, LoadBatch(*data_.eval, indices, ctx_.device())).counts.at(0);
+    correct += c.correct;
+    counted += c.counted;
+    eval_label_ = c.label;
   }
   model_->SetTraining(true);
   if (distributed()) {
@@ -697,33 +566,25 @@ StatusOr<double> Trainer::Evaluate() {
 
 StatusOr<TrainResult> Trainer::Run() {
   const int64_t samples_per_step = sampler_->global_batch();
-  const bool has_eval = eval_data_ != nullptr || eval_tokens_ != nullptr;
-  const int64_t seq_len = bert_ ? train_tokens_->seq_len() : 0;
-  if (is_root() && bert_) {
+  const bool has_eval = data_.eval != nullptr;
+  // Token data: positions per sample (tokens/s counts padding too); 0 for images.
+  const int64_t seq_len = data_.train->tokens_per_sample();
+  const char* noun = data_.train->sample_noun();
+  if (is_root()) {
     std::printf("ddp_train: %s, %lld parameters, %d rank%s x %d threads on %s, batch %lld x %lld micro-batches per rank, "
-                "%lld steps, %s lr %g, sequences of %lld tokens from %s\n",
+                "%lld steps, %s lr %g, %s\n",
                 options_.model.c_str(), static_cast<long long>(model_->num_parameters()), ranks_.world_size,
                 ranks_.world_size == 1 ? "" : "s", ctx_.num_threads(), options_.device.c_str(),
                 static_cast<long long>(options_.batch_size),
                 static_cast<long long>(options_.accumulation_steps), static_cast<long long>(total_steps_),
-                options_.optimizer.c_str(), options_.lr, static_cast<long long>(seq_len), options_.data.c_str());
-    std::fflush(stdout);
-  } else if (is_root()) {
-    std::printf("ddp_train: %s, %lld parameters, %d rank%s x %d threads on %s, batch %lld x %lld micro-batches per rank, "
-                "%lld steps, %s lr %g, %lldx%lld images from %s\n",
-                options_.model.c_str(), static_cast<long long>(model_->num_parameters()), ranks_.world_size,
-                ranks_.world_size == 1 ? "" : "s", ctx_.num_threads(), options_.device.c_str(),
-                static_cast<long long>(options_.batch_size),
-                static_cast<long long>(options_.accumulation_steps), static_cast<long long>(total_steps_),
-                options_.optimizer.c_str(), options_.lr, static_cast<long long>(train_data_->image_size()),
-                static_cast<long long>(train_data_->image_size()), options_.data.c_str());
+                options_.optimizer.c_str(), options_.lr, data_.train->Describe().c_str());
     std::fflush(stdout);
   }
   // Untimed: two eager steps (allocation, algorithm search), and under
   // --cuda-graphs the step that captures the graph as well.
   const int64_t warmup = std::min<int64_t>(options_.cuda_graphs ? kGraphWarmupSteps + 1 : 2, total_steps_ - 1);
   double timed_seconds = 0.0, timed_exposed = 0.0;
-  int64_t timed_tokens = 0;  // BERT: non-padding tokens of the timed steps
+  int64_t timed_tokens = 0;  // token data: non-padding tokens of the timed steps
   // Everything allocated from here on is per-step working memory
   // (activations, their gradients, transient buffers).
   Allocator* memory = GetAllocator(ctx_.device());  // the rank's device: host or GPU
@@ -751,7 +612,7 @@ StatusOr<TrainResult> Trainer::Run() {
                                      {"lr", lr},
                                      {"step_time_s", seconds},
                                      {"samples_per_s", samples_per_step / seconds}};
-    if (bert_) {
+    if (seq_len > 0) {
       // Every position of the batch, padding included; and the real ones.
       record["tokens_per_s"] = static_cast<double>(samples_per_step * seq_len) / seconds;
       record["real_tokens_per_s"] = static_cast<double>(r.tokens) / seconds;
@@ -781,13 +642,13 @@ StatusOr<TrainResult> Trainer::Run() {
     if (is_root()) {
       std::printf("step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f %s/s", static_cast<long long>(step + 1),
                   static_cast<long long>(total_steps_), r.loss, lr, seconds, samples_per_step / seconds,
-                  bert_ ? "sequences" : "images");
-      if (bert_) std::printf("  %.0f tokens/s", static_cast<double>(samples_per_step * seq_len) / seconds);
+                  noun);
+      if (seq_len > 0) std::printf("  %.0f tokens/s", static_cast<double>(samples_per_step * seq_len) / seconds);
       if (distributed() && !r.graphed) std::printf("  exposed comm %.3f s", r.exposed_comm_seconds);
       if (r.graphed) std::printf("  cuda graph");
       if (scaler_->enabled()) std::printf("  loss scale %g", r.loss_scale);
       if (r.skipped) std::printf("  skipped: non-finite gradients");
-      if (evaluate) std::printf("  eval accuracy %.4f", accuracy);
+      if (evaluate) std::printf("  eval %s %.4f", eval_label_.c_str(), accuracy);
       std::printf("\n");
       std::fflush(stdout);
       local = metrics_.Write(record);
@@ -847,8 +708,8 @@ StatusOr<TrainResult> Trainer::Run() {
     summary["loss_scale"] = scaler_->scale();
     summary["skipped_steps"] = skipped;
   }
-  if (has_eval) summary["eval_accuracy"] = result.eval_accuracy;  // BERT: masked-token accuracy
-  if (bert_) {
+  if (has_eval) summary["eval_accuracy"] = result.eval_accuracy;  // the model's first count: BERT's masked tokens
+  if (seq_len > 0) {
     summary["seq_len"] = seq_len;
     summary["tokens_per_s"] = result.samples_per_s * static_cast<double>(seq_len);
     summary["real_tokens_per_s"] = static_cast<double>(timed_tokens) / timed_seconds;
@@ -866,15 +727,15 @@ StatusOr<TrainResult> Trainer::Run() {
   std::printf("summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f %s/s (excluding %lld warm-up steps)",
               options_.model.c_str(), ranks_.world_size, ranks_.world_size == 1 ? "" : "s",
               static_cast<long long>(total_steps_), result.final_loss, result.samples_per_s,
-              bert_ ? "sequences" : "images", static_cast<long long>(warmup));
-  if (bert_) {
+              noun, static_cast<long long>(warmup));
+  if (seq_len > 0) {
     std::printf("  %.0f tokens/s (%.0f without padding)", result.samples_per_s * static_cast<double>(seq_len),
                 static_cast<double>(timed_tokens) / timed_seconds);
   }
   if (distributed() && !options_.cuda_graphs) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
   if (options_.cuda_graphs) std::printf("  cuda graph captures %lld", static_cast<long long>(graph_captures_));
   if (has_eval) {
-    std::printf("  eval %saccuracy %.4f", bert_ && options_.task == "pretraining" ? "MLM " : "", result.eval_accuracy);
+    std::printf("  eval %s %.4f", eval_label_.c_str(), result.eval_accuracy);
   }
   if (scaler_->enabled()) {
     std::printf("  loss scale %g  skipped steps %lld", scaler_->scale(), static_cast<long long>(skipped));

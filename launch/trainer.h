@@ -11,10 +11,9 @@
 #include "comm/reducer.h"
 #include "comm/zero_reducer.h"
 #include "launch/train_options.h"
+#include "launch/training_data.h"
 #include "models/registry.h"
 #include "runtime/data/batch_stager.h"
-#include "runtime/data/image_dataset.h"
-#include "runtime/data/token_dataset.h"
 #include "runtime/data/sampler.h"
 #include "runtime/execution_context.h"
 #include "runtime/metrics.h"
@@ -62,8 +61,13 @@ class Trainer {
   Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream);
   bool on_gpu() const { return ctx_.device().is_cuda(); }
   // Micro-batch `micro` of `step` on the rank's device: from the stager on
-  // a GPU (queuing the next ones), else filled in place on the host.
-  void LoadMicroBatch(int64_t step, int64_t micro, Tensor* images, Tensor* labels);
+  // a GPU (queuing the next ones), generated in place on the device, or
+  // filled in place on the host. Valid until the next call.
+  Batch LoadMicroBatch(int64_t step, int64_t micro);
+  // The global index of micro-batch `micro`'s first sample on this rank
+  // (the sampler's block micro * world + rank): dropout masks follow it, so
+  // N ranks draw what one rank with N accumulated micro-batches draws.
+  int64_t FirstSample(int64_t micro) const;
   // --cuda-graphs: the micro-batches of `step` (forward, loss, backward and,
   // with a reducer, the gradient all-reduces and their wait) replayed from
   // the captured graph, captured first where there is none yet or the loss
@@ -77,18 +81,14 @@ class Trainer {
   bool distributed() const { return comm_ != nullptr; }
   bool is_root() const { return ranks_.rank == 0; }
   Status Setup();
-  Status OpenImageData();
-  Status OpenTokenData();
   // Sampler, model, optimizer, reducer and buffers, once the data is open.
   Status SetupTraining(int64_t dataset_size);
-  // BERT: micro-batch `micro` of `step` as a batch of named tensors.
-  Batch TokenMicroBatch(int64_t step, int64_t micro);
   struct StepResult {
     double loss = 0.0;  // mean over ranks and micro-batches
     double loss_scale = 1.0;  // the scale this step's loss gradient had
     bool skipped = false;     // a rank saw non-finite gradients: no update
     bool graphed = false;     // replayed from a CUDA graph: no per-bucket timings
-    int64_t tokens = 0;       // BERT: non-padding tokens of the step, every rank's
+    int64_t tokens = 0;       // token data: non-padding tokens of the step, every rank's
     double exposed_comm_seconds = 0.0;
     std::vector<BucketTiming> buckets;  // per bucket: launch, finish, wait
   };
@@ -105,9 +105,8 @@ class Trainer {
   Communicator* comm_;
   RankInfo ranks_;
   ExecutionContext ctx_;
-  bool bert_ = false;  // a model that runs its own loss on token batches
-  std::unique_ptr<ImageDataset> train_data_, eval_data_;
-  std::unique_ptr<TokenDataset> train_tokens_, eval_tokens_;
+  TrainingData data_;
+  std::string eval_label_ = "accuracy";  // the model's first evaluation count, for people
   std::unique_ptr<GlobalBatchSampler> sampler_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -119,20 +118,20 @@ class Trainer {
   std::vector<Tensor> grads_;
   MetricsWriter metrics_;
   int64_t total_steps_ = 0;
-  Tensor images_, labels_, probs_, dlogits_;
-  std::unique_ptr<BatchStager> stager_;  // GPU ranks
+  Batch batch_;  // a CPU rank's host buffers, or a GPU rank's for data generated on the device
+  std::unique_ptr<BatchStager> stager_;  // GPU ranks reading host data
   int64_t prefetched_ = 0;               // micro-batches handed to the stager, counted over the run
   // --cuda-graphs: after kGraphWarmupSteps eager steps (algorithm search,
   // the bucket-order check, lazily sized buffers), the executable graph of a
   // step's micro-batches, the loss scale it was captured at, its inputs (one
-  // pair per micro-batch) and its losses (f64 [K, 3], see
-  // SoftmaxCrossEntropyForwardToDevice).
+  // batch per micro-batch) and its losses' figures (f64 [K, S], see
+  // Model::ForwardLossToDevice).
   static constexpr int64_t kGraphWarmupSteps = 2;
   void* graph_ = nullptr;
   std::optional<ExecutionContext> graph_ctx_;  // the graph's ops' context: its scratch lives as long as the graph
   double graph_scale_ = 0.0;
   int64_t graph_captures_ = 0;
-  std::vector<Tensor> graph_images_, graph_labels_;
+  std::vector<Batch> graph_batches_;
   Tensor graph_losses_;
 };
 

@@ -395,20 +395,10 @@ class BertPreTrainingHeads : public ModuleContainer {
   LinearLayer* seq_relationship;
 };
 
-// Correct argmax predictions among rows whose label is not `ignore`.
-EvalCount CountCorrect(const std::string& name, const Tensor& logits, const Tensor& labels, int64_t ignore) {
-  const Tensor host_logits = logits.To(Device::Cpu()), host_labels = labels.To(Device::Cpu());
-  const int64_t rows = host_logits.dim(0), classes = host_logits.dim(1);
-  EvalCount count;
-  count.name = name;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t label = host_labels.data<int64_t>()[r];
-    if (label == ignore) continue;
-    const float* row = host_logits.data<float>() + r * classes;
-    count.correct += std::max_element(row, row + classes) - row == label;
-    ++count.counted;
-  }
-  return count;
+EvalCount EvalCountOf(const std::string& name, const std::string& label, const Tensor& logits, const Tensor& labels,
+                      int64_t ignore) {
+  const CorrectCount c = CountCorrect(logits, labels, ignore);
+  return EvalCount{name, label, c.correct, c.counted};
 }
 
 }  // namespace
@@ -502,8 +492,11 @@ LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& b
   }
   LossResult result;
   result.loss = mlm.loss + nsp.loss;
-  result.counts = {CountCorrect("mlm", mlm_logits, mlm_labels, ce.ignore_index),
-                   CountCorrect("nsp", nsp_logits, nsp_labels, ce.ignore_index)};
+  // Counted in evaluation only: they read the logits on the host.
+  if (!training()) {
+    result.counts = {EvalCountOf("mlm", "MLM accuracy", mlm_logits, mlm_labels, ce.ignore_index),
+                     EvalCountOf("nsp", "NSP accuracy", nsp_logits, nsp_labels, ce.ignore_index)};
+  }
   return result;
 }
 
@@ -555,7 +548,7 @@ LossResult BertForSequenceClassification::ForwardLoss(ExecutionContext& ctx, con
   }
   LossResult result;
   result.loss = r.loss;
-  result.counts = {CountCorrect("accuracy", logits, labels, ce.ignore_index)};
+  if (!training()) result.counts = {EvalCountOf("accuracy", "accuracy", logits, labels, ce.ignore_index)};
   return result;
 }
 

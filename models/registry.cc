@@ -2,6 +2,7 @@
 
 #include "models/bert.h"
 #include "models/resnet.h"
+#include "runtime/layers/classification_loss.h"
 
 namespace ddp {
 namespace {
@@ -35,11 +36,18 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
     config.num_classes = options.num_classes;
     config.zero_init_residual = options.zero_init_residual;
     config.checkpoint_stages = options.activation_checkpointing;
-    return std::make_unique<Model>(options.name, BuildResNet(config), options.seed);
+    auto model = std::make_unique<Model>(options.name, BuildResNet(config), options.seed);
+    model->set_output_loss(std::make_unique<SoftmaxClassificationLoss>(options.label_smoothing));
+    return model;
   }
-  if (options.name.rfind("bert-", 0) == 0) {
+  if (InputOf(options.name) == ModelInput::kTokens) {
     StatusOr<BertConfig> config = BertConfigFor(options.name);
     if (config.ok()) {
+      // BERT's kernels are f32 so far (CPU and CUDA).
+      if (options.compute_dtype != DType::kF32) {
+        return Unimplemented(std::string("--precision ") + (options.compute_dtype == DType::kF16 ? "fp16" : "bf16") +
+                             " with --model " + options.name + ": BERT trains in fp32 in this build");
+      }
       config->dropout = options.dropout;
       config->seed = options.seed;
       config->activation_checkpointing = options.activation_checkpointing;
@@ -53,6 +61,15 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
   std::string known;
   for (const std::string& n : ModelNames()) known += (known.empty() ? "" : " ") + n;
   return InvalidArgument("--model '" + options.name + "' is unknown; known models: " + known);
+}
+
+ModelInput InputOf(const std::string& model) {
+  return model.rfind("bert-", 0) == 0 ? ModelInput::kTokens : ModelInput::kImages;
+}
+
+double DefaultLearningRate(const std::string& model, int64_t global_batch) {
+  if (InputOf(model) == ModelInput::kTokens) return 1e-4;
+  return 0.1 * static_cast<double>(global_batch) / 256.0;
 }
 
 }  // namespace ddp

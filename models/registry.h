@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dtype.h"
 #include "runtime/layers/model.h"
 #include "runtime/status.h"
 
@@ -17,12 +18,26 @@ struct ModelOptions {
   float dropout = 0.1f;  // BERT's hidden and attention dropout
   std::string task = "pretraining";  // BERT: or "classification" (num_classes)
   bool activation_checkpointing = false;  // BERT's encoder layers, ResNet's stages
+  double label_smoothing = 0.0;  // image classifiers' cross-entropy
   uint64_t seed = 1;
+  // What it will train in: a model whose kernels that dtype lacks is
+  // refused, naming the flag.
+  DType compute_dtype = DType::kF32;
 };
 
 // Every name CreateModel accepts.
 std::vector<std::string> ModelNames();
-// An unknown name is an InvalidArgument listing the known ones.
+// An unknown name is an InvalidArgument listing the known ones. The model
+// comes with its loss (Model::ForwardLoss works).
 StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options);
+
+// What a model reads: images and labels, or BERT's token tensors.
+enum class ModelInput { kImages, kTokens };
+ModelInput InputOf(const std::string& model);
+
+// --lr's default for `model` at a global batch of `global_batch` samples:
+// Goyal et al.'s linear scaling rule for image classifiers (0.1 at 256);
+// 1e-4 for BERT, as its AdamW and LAMB recipes start.
+double DefaultLearningRate(const std::string& model, int64_t global_batch);
 
 }  // namespace ddp

@@ -8,7 +8,9 @@
 // --deterministic; and --cuda-graphs: the replayed steps' losses (fp32 and
 // fp16, generated and staged data, with accumulation, re-captures when the
 // loss scale changes, evaluation after replays) equal the eager run's bit
-// for bit under --deterministic. Reports SKIPPED without a GPU.
+// for bit under --deterministic. BERT (bert-tiny, MLM + NSP, dropout on,
+// padded sequences through the batch stager) follows the CPU's losses and
+// repeats itself bit for bit. Reports SKIPPED without a GPU.
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -186,6 +188,32 @@ std::string WriteImages(const std::string& name, int64_t samples, int64_t first,
   const std::string path = TempPath(name);
   CHECK(WriteSafetensors(path, {{"images", images}, {"labels", labels}}).ok()) << path;
   return path;
+}
+
+// bert-tiny pretraining on the GPU against the CPU: the same weights,
+// batches and dropout masks (Philox, keyed by step and global sample), so
+// the per-step losses agree within float rounding; AdamW, 4 steps,
+// accumulation 2; the GPU run repeats itself bit for bit.
+TEST_F(ResNetCudaTest, BertTinyFollowsCpuLossesAndRepeats) {
+  TrainOptions o;
+  o.model = "bert-tiny";
+  o.data = "synthetic";
+  o.seq_len = 32;
+  o.batch_size = 4;
+  o.accumulation_steps = 2;
+  o.steps = 4;
+  o.optimizer = "adamw";
+  o.lr = 1e-3;
+  o.schedule.base_lr = o.lr;
+  o.dropout = 0.1f;
+  o.threads = 2;
+  o.deterministic = true;
+  o.precision = "fp32";
+  const RunResult cpu = Train(o, false, "bert_cpu");
+  const RunResult gpu = Train(o, true, "bert_gpu");
+  ExpectLossesClose(gpu.losses, cpu.losses, 1e-3);
+  const RunResult again = Train(o, true, "bert_gpu_again");
+  EXPECT_EQ(again.losses, gpu.losses) << "--deterministic runs differ";
 }
 
 TEST_F(ResNetCudaTest, CudaGraphsLossesEqualEagerBitForBit) {

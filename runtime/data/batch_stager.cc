@@ -4,14 +4,11 @@
 
 namespace ddp {
 
-BatchStager::BatchStager(const ImageDataset* data, int64_t batch, int device, void* compute_stream)
+BatchStager::BatchStager(const BatchSource* data, int64_t batch, int device, void* compute_stream)
     : data_(data), batch_(batch), device_(device), compute_(compute_stream), copy_stream_(cuda::CreateStream()), slots_(kDepth) {
-  const int64_t c = data->channels(), s = data->image_size();
   for (Slot& slot : slots_) {
-    slot.host_images = Tensor::EmptyFrom(cuda::PinnedHostAllocator(), {batch, c, s, s}, DType::kF32);
-    slot.host_labels = Tensor::EmptyFrom(cuda::PinnedHostAllocator(), {batch}, DType::kI64);
-    slot.images = Tensor::Empty({batch, c, s, s}, DType::kF32, Device::Cuda(device));
-    slot.labels = Tensor::Empty({batch}, DType::kI64, Device::Cuda(device));
+    slot.host = AllocateBatch(*data, batch, Device::Cpu(), cuda::PinnedHostAllocator());
+    slot.device = AllocateBatch(*data, batch, Device::Cuda(device));
     slot.copied = cuda::CreateEvent();
     slot.released = cuda::CreateEvent();
     cuda::RecordEvent(slot.copied, copy_stream_);
@@ -50,7 +47,7 @@ void BatchStager::Prefetch(std::vector<int64_t> indices) {
   cv_.notify_all();
 }
 
-void BatchStager::Next(Tensor* images, Tensor* labels) {
+const Batch& BatchStager::Next() {
   CHECK(!pending_.empty()) << "BatchStager::Next without a Prefetch";
   // The batch handed out before is done with once the work enqueued so far
   // has run: its device buffers may be refilled after that.
@@ -63,13 +60,14 @@ void BatchStager::Next(Tensor* images, Tensor* labels) {
     cv_.wait(lock, [&] { return slot.filled; });
   }
   cuda::StreamWaitEvent(copy_stream_, slot.released);
-  cuda::CopyTensorAsync(slot.host_images, slot.images, copy_stream_);
-  cuda::CopyTensorAsync(slot.host_labels, slot.labels, copy_stream_);
+  for (size_t i = 0; i < slot.host.tensors.size(); ++i) {
+    cuda::CopyTensorAsync(slot.host.tensors[i].second, slot.device.tensors[i].second, copy_stream_);
+  }
+  slot.device.real_tokens = slot.host.real_tokens;
   cuda::RecordEvent(slot.copied, copy_stream_);
   cuda::StreamWaitEvent(compute_, slot.copied);
   held_ = k;
-  *images = slot.images;
-  *labels = slot.labels;
+  return slot.device;
 }
 
 void BatchStager::Worker() {
@@ -88,7 +86,7 @@ void BatchStager::Worker() {
     Slot& slot = slots_[job.first];
     // The pinned buffers are rewritten only once their last copy out landed.
     cuda::EventSynchronize(slot.copied);
-    data_->Fill(job.second.data(), batch_, slot.host_images, slot.host_labels);
+    data_->Fill(job.second.data(), batch_, slot.host);
     {
       std::lock_guard<std::mutex> lock(mu_);
       slot.filled = true;

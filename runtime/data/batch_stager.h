@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/data/image_dataset.h"
+#include "runtime/data/batch_source.h"
 #include "runtime/tensor.h"
 
 namespace ddp {
@@ -22,7 +22,7 @@ class BatchStager {
  public:
   // Batches of `batch` samples of `data` (which must outlive this), for
   // CUDA device `device` whose compute stream is `compute_stream`.
-  BatchStager(const ImageDataset* data, int64_t batch, int device, void* compute_stream);
+  BatchStager(const BatchSource* data, int64_t batch, int device, void* compute_stream);
   ~BatchStager();
   BatchStager(const BatchStager&) = delete;
   BatchStager& operator=(const BatchStager&) = delete;
@@ -32,21 +32,21 @@ class BatchStager {
   void Prefetch(std::vector<int64_t> indices);
   // The oldest queued batch, on the device: valid for work enqueued on the
   // compute stream before the next Next() (which marks it released).
-  void Next(Tensor* images, Tensor* labels);
+  const Batch& Next();
   int queued() const { return static_cast<int>(pending_.size()); }
 
   static constexpr int kDepth = 3;
 
  private:
   struct Slot {
-    Tensor host_images, host_labels, images, labels;
+    Batch host, device;  // the same tensors: pinned host, and device
     void* copied = nullptr;    // on the copy stream: the device buffers hold the batch
     void* released = nullptr;  // on the compute stream: the last use of the device buffers
     bool filled = false;
   };
   void Worker();
 
-  const ImageDataset* data_;
+  const BatchSource* data_;
   int64_t batch_;
   int device_;
   void* compute_;

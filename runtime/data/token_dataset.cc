@@ -36,6 +36,7 @@ class SyntheticTokens : public TokenDataset {
 
   int64_t size() const override { return kEndless; }
   int64_t seq_len() const override { return options_.seq_len; }
+  bool classification() const override { return options_.classes > 0; }
 
   TokenBatch Fill(const int64_t* indices, int64_t count) const override {
     const int64_t t = options_.seq_len;
@@ -117,6 +118,7 @@ class TensorTokens : public TokenDataset {
   explicit TensorTokens(TokenBatch all) : all_(std::move(all)) {}
   int64_t size() const override { return all_.input_ids.dim(0); }
   int64_t seq_len() const override { return all_.input_ids.dim(1); }
+  bool classification() const override { return all_.labels.ndim() == 1; }
 
   TokenBatch Fill(const int64_t* indices, int64_t count) const override {
     const int64_t t = seq_len();
@@ -133,7 +135,7 @@ class TensorTokens : public TokenDataset {
     batch.input_ids = gather(all_.input_ids, t);
     batch.token_type_ids = gather(all_.token_type_ids, t);
     batch.attention_mask = gather(all_.attention_mask, t);
-    const bool classify = all_.labels.ndim() == 1;
+    const bool classify = classification();
     batch.labels = gather(all_.labels, classify ? 1 : t);
     if (!classify) batch.next_sentence_label = gather(all_.next_sentence_label, 1);
     return batch;

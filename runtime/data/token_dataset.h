@@ -33,6 +33,8 @@ class TokenDataset {
   static constexpr int64_t kEndless = -1;
   virtual int64_t size() const = 0;
   virtual int64_t seq_len() const = 0;
+  // Sequence classification data: labels i64 [N], no next_sentence_label.
+  virtual bool classification() const = 0;
   // Host tensors of `count` samples: indices[0..count).
   virtual TokenBatch Fill(const int64_t* indices, int64_t count) const = 0;
 };

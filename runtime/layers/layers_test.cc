@@ -3,11 +3,14 @@
 // ops; backward order, the gradient-ready hook, accumulation, state dicts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/loss.h"
 
 #include "runtime/layers/batch_norm_layer.h"
+#include "runtime/layers/classification_loss.h"
 #include "runtime/layers/conv2d_layer.h"
 #include "runtime/layers/linear_layer.h"
 #include "runtime/layers/model.h"
@@ -156,6 +159,55 @@ TEST(LayersTest, AccumulationAddsMicroBatchGradients) {
   Vec expected(single[0].size());
   for (size_t i = 0; i < expected.size(); ++i) expected[i] = single[0][i] + single[1][i];
   EXPECT_TRUE(testing::AllClose(testing::ToDoubles(model->flat_gradients()), expected, 1e-6, 1e-7));
+}
+
+// A plain network with an output loss, through the model's batch
+// interface (what the trainer calls): the same loss and gradients, bit for
+// bit, as its forward, cross-entropy and backward run by hand; the
+// device-side variant (a CUDA graph's) gives the same loss; evaluation
+// counts top-1 from the same logits.
+TEST(LayersTest, OutputLossRunsTheNetworkOnTheBatch) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::unique_ptr<Model> model = SmallNet(), by_hand = SmallNet();
+  model->set_output_loss(std::make_unique<SoftmaxClassificationLoss>(0.1));
+  EXPECT_EQ(model->loss_stats_size(), 3);
+  std::mt19937_64 rng(3);
+  const Tensor x = testing::ToF32Tensor(testing::RandomValues(NumElements(kInput), rng), kInput);
+  const Tensor labels = Tensor::FromVector<int64_t>({1, 4, 0}, {3});
+  Batch batch;
+  batch.tensors = {{"images", x}, {"labels", labels}};
+
+  const double loss = model->ForwardLoss(ctx, batch).loss;
+  model->BackwardLoss(ctx, 0.25, /*accumulate=*/false);
+
+  CrossEntropyParams ce;
+  ce.label_smoothing = 0.1;
+  const Tensor logits = by_hand->Forward(ctx, x);
+  Tensor probs = Tensor::Empty({3, 5}, DType::kF32), dlogits = Tensor::Empty({3, 5}, DType::kF32);
+  const double want = SoftmaxCrossEntropyForward(ctx, ce, logits, labels, probs).loss;
+  SoftmaxCrossEntropyBackward(ctx, ce, probs, labels, 0.25, dlogits);
+  by_hand->Backward(ctx, dlogits, false);
+  EXPECT_EQ(loss, want);
+  EXPECT_EQ(testing::ToDoubles(model->flat_gradients()), testing::ToDoubles(by_hand->flat_gradients()));
+
+  Tensor stats = Tensor::Zeros({3}, DType::kF64);
+  model->ForwardLossToDevice(ctx, batch, stats);
+  EXPECT_EQ(model->ReadLoss(ctx, stats, batch).loss, want);
+
+  by_hand->Forward(ctx, x);  // the running statistics' second update, as ForwardLossToDevice made
+  model->SetTraining(false);
+  by_hand->SetTraining(false);
+  const LossResult eval = model->ForwardLoss(ctx, batch);
+  const Tensor eval_logits = by_hand->Forward(ctx, x);
+  int64_t correct = 0;
+  for (int64_t i = 0; i < 3; ++i) {
+    const float* row = eval_logits.data<float>() + 5 * i;
+    correct += std::max_element(row, row + 5) - row == labels.data<int64_t>()[i];
+  }
+  ASSERT_EQ(eval.counts.size(), 1u);
+  EXPECT_EQ(eval.counts[0].counted, 3);
+  EXPECT_EQ(eval.counts[0].correct, correct);
+  EXPECT_EQ(eval.counts[0].label, "accuracy");
 }
 
 TEST(LayersTest, LoadStateDictIsStrictAndNamesTheTensor) {

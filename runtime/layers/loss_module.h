@@ -9,38 +9,16 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/batch.h"
 #include "runtime/layers/layer.h"
 
 namespace ddp {
-
-// Named tensors on the rank's device (DESIGN.md's names: "images",
-// "labels"; "input_ids", "token_type_ids", "attention_mask", "labels",
-// "next_sentence_label"), and where the batch sits in the run: the
-// optimizer step and the global index of its first sample (dropout masks
-// depend on both, never on the rank).
-struct Batch {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  int64_t step = 0;
-  int64_t first_sample = 0;
-
-  // Null when absent.
-  const Tensor* Find(const std::string& name) const {
-    for (const auto& [n, t] : tensors) {
-      if (n == name) return &t;
-    }
-    return nullptr;
-  }
-  const Tensor& Get(const std::string& name) const {
-    const Tensor* t = Find(name);
-    CHECK(t != nullptr) << "the batch has no tensor '" << name << "'";
-    return *t;
-  }
-};
 
 // Correct predictions of one kind, and how many were counted (top-1 of
 // images; BERT's masked tokens and next-sentence pairs).
 struct EvalCount {
   std::string name;
+  std::string label;  // for people: "accuracy", "MLM accuracy"
   int64_t correct = 0;
   int64_t counted = 0;
 };
@@ -74,10 +52,26 @@ class LossModule : public Layer {
   }
 
   // Forward through the model and its loss; in training mode keeps what
-  // BackwardLoss needs.
+  // BackwardLoss needs, in evaluation mode returns the counts (training
+  // leaves them out: they cost a copy to the host).
   virtual LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch) = 0;
   // Backward from d(total)/d(loss) = loss_grad.
   virtual void BackwardLoss(ExecutionContext& ctx, double loss_grad) = 0;
+
+  // A step that must not wait for the host (a CUDA graph) runs the loss
+  // with its figures left on the device: ForwardLossToDevice writes them to
+  // `stats` (f64 [loss_stats_size()] on ctx's device), and ReadLoss turns
+  // them into the LossResult later, on the host. 0: not supported.
+  virtual int64_t loss_stats_size() const { return 0; }
+  virtual void ForwardLossToDevice(ExecutionContext& ctx, const Batch& batch, Tensor& stats) {
+    (void)ctx, (void)batch, (void)stats;
+    LOG(FATAL) << "this model's loss runs on the host";
+  }
+  virtual LossResult ReadLoss(ExecutionContext& ctx, const Tensor& stats, const Batch& batch) {
+    (void)ctx, (void)stats, (void)batch;
+    LOG(FATAL) << "this model's loss runs on the host";
+    return LossResult();
+  }
 
  protected:
   Tensor ForwardImpl(ExecutionContext&, const Tensor&) override {
@@ -88,6 +82,26 @@ class LossModule : public Layer {
     LOG(FATAL) << "a loss module runs through BackwardLoss";
     return Tensor();
   }
+};
+
+// The loss of a network whose root is a plain layer (an image classifier:
+// images in, logits out): the model runs the root on the batch's
+// input_name() tensor, and this turns the output and the batch into the
+// loss and, backward, the output's gradient. The same device-side variant
+// as LossModule's.
+class OutputLoss {
+ public:
+  virtual ~OutputLoss() = default;
+  virtual const char* input_name() const = 0;
+  // In training mode keeps what Backward needs; evaluation counts may be
+  // left out in training (they would cost a copy to the host).
+  virtual LossResult Forward(ExecutionContext& ctx, const Tensor& output, const Batch& batch, bool training) = 0;
+  virtual int64_t stats_size() const = 0;
+  virtual void ForwardToDevice(ExecutionContext& ctx, const Tensor& output, const Batch& batch, Tensor& stats) = 0;
+  virtual LossResult Read(ExecutionContext& ctx, const Tensor& stats, const Batch& batch) = 0;
+  // loss_grad * d(loss)/d(output), from the last training Forward; valid
+  // until the next one.
+  virtual const Tensor& Backward(ExecutionContext& ctx, double loss_grad) = 0;
 };
 
 }  // namespace ddp

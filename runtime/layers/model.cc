@@ -115,14 +115,42 @@ Tensor Model::Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate)
 }
 
 LossResult Model::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
-  CHECK(loss_module_ != nullptr) << name_ << " takes a tensor, not a batch";
-  return loss_module_->ForwardLoss(ctx, batch);
+  if (loss_module_ != nullptr) return loss_module_->ForwardLoss(ctx, batch);
+  CHECK(output_loss_ != nullptr) << name_ << " has no loss: set_output_loss";
+  const Tensor output = Forward(ctx, batch.Get(output_loss_->input_name()));
+  return output_loss_->Forward(ctx, output, batch, root_->training());
 }
 
 void Model::BackwardLoss(ExecutionContext& ctx, double loss_grad, bool accumulate) {
-  CHECK(loss_module_ != nullptr) << name_ << " has no loss of its own";
-  backward_state_.accumulate = accumulate;
-  loss_module_->BackwardLoss(ctx, loss_grad);
+  if (loss_module_ != nullptr) {
+    backward_state_.accumulate = accumulate;
+    loss_module_->BackwardLoss(ctx, loss_grad);
+    return;
+  }
+  CHECK(output_loss_ != nullptr) << name_ << " has no loss: set_output_loss";
+  Backward(ctx, output_loss_->Backward(ctx, loss_grad), accumulate);
+}
+
+int64_t Model::loss_stats_size() const {
+  if (loss_module_ != nullptr) return loss_module_->loss_stats_size();
+  return output_loss_ != nullptr ? output_loss_->stats_size() : 0;
+}
+
+void Model::ForwardLossToDevice(ExecutionContext& ctx, const Batch& batch, Tensor& stats) {
+  CHECK(loss_stats_size() > 0 && stats.numel() == loss_stats_size() && stats.dtype() == DType::kF64)
+      << name_ << ": loss statistics " << stats.DebugString() << " for " << loss_stats_size() << " values";
+  if (loss_module_ != nullptr) {
+    loss_module_->ForwardLossToDevice(ctx, batch, stats);
+    return;
+  }
+  const Tensor output = Forward(ctx, batch.Get(output_loss_->input_name()));
+  output_loss_->ForwardToDevice(ctx, output, batch, stats);
+}
+
+LossResult Model::ReadLoss(ExecutionContext& ctx, const Tensor& stats, const Batch& batch) {
+  CHECK(loss_stats_size() > 0) << name_ << "'s loss runs on the host";
+  if (loss_module_ != nullptr) return loss_module_->ReadLoss(ctx, stats, batch);
+  return output_loss_->Read(ctx, stats, batch);
 }
 
 void Model::ReleaseFlatGradients() {

@@ -36,13 +36,23 @@ class Model {
   // undefined tensor.
   Tensor Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate);
   void set_needs_input_grad(bool needs) { root_->set_needs_input_grad(needs); }
-  // Models that run their own loss (a LossModule root, as BERT): forward
-  // from a batch to the mean loss and evaluation counts, and backward from
-  // the loss gradient, gradients added to earlier micro-batches' with
-  // `accumulate`.
-  bool has_loss() const { return loss_module_ != nullptr; }
+  // The loss, from a batch of named tensors: a LossModule root (BERT) runs
+  // its own; a plain root (ResNet) runs on the batch's
+  // output_loss->input_name() tensor (through Forward's conversions), and
+  // the OutputLoss set here turns its output into the loss. Returns the
+  // micro-batch's mean loss and, in evaluation, its counts. Backward starts
+  // from the loss gradient, gradients added to earlier micro-batches' with
+  // `accumulate`. The trainer only ever calls these.
+  void set_output_loss(std::unique_ptr<OutputLoss> loss) { output_loss_ = std::move(loss); }
+  bool has_loss() const { return loss_module_ != nullptr || output_loss_ != nullptr; }
   LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch);
   void BackwardLoss(ExecutionContext& ctx, double loss_grad, bool accumulate);
+  // The same forward with the loss's figures left on the device (a CUDA
+  // graph's step): `stats` is f64 [loss_stats_size()], read by ReadLoss
+  // once the work ran. loss_stats_size() is 0 where the loss cannot.
+  int64_t loss_stats_size() const;
+  void ForwardLossToDevice(ExecutionContext& ctx, const Batch& batch, Tensor& stats);
+  LossResult ReadLoss(ExecutionContext& ctx, const Tensor& stats, const Batch& batch);
   void SetTraining(bool training) { root_->SetTraining(training); }
   // Installs (or with null, removes) the hook fired as each gradient is final.
   void SetGradientReadyHook(GradientReadyHook* hook) { backward_state_.hook = hook; }
@@ -109,6 +119,7 @@ class Model {
   std::string name_;
   std::unique_ptr<Layer> root_;
   LossModule* loss_module_ = nullptr;  // root_, when it is one
+  std::unique_ptr<OutputLoss> output_loss_;  // otherwise
   std::vector<Parameter*> parameters_;
   std::vector<Buffer*> buffers_;
   // The refreshes: from the f32 master, or from a rounded `source`.

@@ -20,6 +20,7 @@
 #include "runtime/ops/loss.h"
 #include "runtime/ops/pooling.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/transformer.h"
 #include "runtime/testing/op_cases.h"
 #include "runtime/testing/tensor_testing.h"
 
@@ -518,6 +519,117 @@ TEST_F(CudaOpsTest, NaNPropagatesAsOnCpu) {
   Tensor probs = Tensor::Empty({3, 5}, DType::kF32, Device::Cuda(0));
   EXPECT_TRUE(std::isnan(SoftmaxCrossEntropyForward(gpu, CrossEntropyParams(), OnGpu(logits), OnGpu(labels),
                                                     probs).loss));
+}
+
+
+// ------------------------------------------------------------ transformer
+
+// BERT's ops at bert-base's widths and at odd sizes: the embedding
+// gradient and dropout bit for bit (the same additions in the same order;
+// the same Philox draws), the rest within float rounding of the CPU's.
+TEST_F(CudaOpsTest, TransformerOpsMatchCpu) {
+  ExecutionContext gpu = Gpu();
+  std::mt19937_64 rng(21);
+  const Device cuda = Device::Cuda(0);
+  auto empty_like = [&](const Tensor& t) { return Tensor::Empty(t.shape(), t.dtype(), cuda); };
+  auto cpu_like = [](const Tensor& t) { return Tensor::Empty(t.shape(), t.dtype()); };
+
+  for (const int64_t hidden : {int64_t{768}, int64_t{37}}) {
+    SCOPED_TRACE("hidden " + std::to_string(hidden));
+    // Embedding, with repeated ids and a padding id.
+    const int64_t vocab = 50, rows = 300;
+    std::vector<int64_t> id_values(rows);
+    for (int64_t r = 0; r < rows; ++r) id_values[r] = static_cast<int64_t>(rng() % vocab);
+    id_values[3] = id_values[7] = id_values[11] = 0;
+    const Tensor ids = Tensor::FromVector<int64_t>(id_values, {rows}), gids = OnGpu(ids);
+    const Tensor weight = Random({vocab, hidden}, rng);
+    Tensor out = Tensor::Empty({rows, hidden}, DType::kF32), gout = Tensor::Empty({rows, hidden}, DType::kF32, cuda);
+    EmbeddingForward(cpu_, weight, ids, out);
+    EmbeddingForward(gpu, OnGpu(weight), gids, gout);
+    EXPECT_TRUE(BitwiseEqual(gout, out)) << "embedding forward";
+    const Tensor dout = Random({rows, hidden}, rng);
+    Tensor dw = cpu_like(weight), gdw = empty_like(weight);
+    EmbeddingBackward(cpu_, ids, dout, dw, /*padding_idx=*/0);
+    EmbeddingBackward(gpu, gids, OnGpu(dout), gdw, 0);
+    EXPECT_TRUE(BitwiseEqual(gdw, dw)) << "embedding backward";
+
+    // LayerNorm (BERT's eps), forward and backward.
+    const Tensor x = Random({rows, hidden}, rng, -3.0, 3.0), gamma = Random({hidden}, rng), beta = Random({hidden}, rng);
+    Tensor y = cpu_like(x), mean = Tensor::Empty({rows}, DType::kF32), rstd = Tensor::Empty({rows}, DType::kF32);
+    Tensor gy = empty_like(x), gmean = empty_like(mean), grstd = empty_like(rstd);
+    const Tensor gx = OnGpu(x), ggamma = OnGpu(gamma);
+    LayerNormForward(cpu_, x, gamma, beta, 1e-12, y, mean, rstd);
+    LayerNormForward(gpu, gx, ggamma, OnGpu(beta), 1e-12, gy, gmean, grstd);
+    EXPECT_TRUE(Near(gy, y, kElementwise)) << "layer norm";
+    EXPECT_TRUE(Near(grstd, rstd, kElementwise)) << "layer norm rstd";
+    const Tensor dy = Random({rows, hidden}, rng), gdy = OnGpu(dy);
+    Tensor dx = cpu_like(x), dgamma = cpu_like(gamma), dbeta = cpu_like(gamma);
+    Tensor gdx = empty_like(x), gdgamma = empty_like(gamma), gdbeta = empty_like(gamma);
+    LayerNormBackward(cpu_, x, dy, gamma, mean, rstd, dx, dgamma, dbeta);
+    LayerNormBackward(gpu, gx, gdy, ggamma, gmean, grstd, gdx, gdgamma, gdbeta);
+    EXPECT_TRUE(Near(gdx, dx, kElementwise)) << "layer norm dx";
+    EXPECT_TRUE(Near(gdgamma, dgamma, kElementwise)) << "layer norm dgamma";
+    EXPECT_TRUE(Near(gdbeta, dbeta, kElementwise)) << "layer norm dbeta";
+
+    // GELU (erf) and tanh.
+    Tensor act = cpu_like(x), gact = empty_like(x), dact = cpu_like(x), gdact = empty_like(x);
+    GeluForward(cpu_, x, act);
+    GeluForward(gpu, gx, gact);
+    EXPECT_TRUE(Near(gact, act, kElementwise)) << "gelu";
+    GeluBackward(cpu_, x, dy, dact);
+    GeluBackward(gpu, gx, gdy, gdact);
+    EXPECT_TRUE(Near(gdact, dact, kElementwise)) << "gelu backward";
+    TanhForward(cpu_, x, act);
+    TanhForward(gpu, gx, gact);
+    EXPECT_TRUE(Near(gact, act, kElementwise)) << "tanh";
+    TanhBackward(cpu_, act, dy, dact);
+    TanhBackward(gpu, gact, gdy, gdact);
+    EXPECT_TRUE(Near(gdact, dact, kElementwise)) << "tanh backward";
+
+    // Dropout: the same masks, samples placed in the global batch.
+    const DropoutKey key{1234, 77, 5};
+    Tensor drop = cpu_like(x), gdrop = empty_like(x);
+    Tensor keep = Tensor::Empty({rows * hidden}, DType::kU8), gkeep = Tensor::Empty({rows * hidden}, DType::kU8, cuda);
+    DropoutForward(cpu_, x, 0.1f, key, 64, drop, keep);
+    DropoutForward(gpu, gx, 0.1f, key, 64, gdrop, gkeep);
+    EXPECT_TRUE(BitwiseEqual(gkeep, keep)) << "dropout mask";
+    EXPECT_TRUE(BitwiseEqual(gdrop, drop)) << "dropout output";
+    DropoutBackward(cpu_, dy, keep, 0.1f, dact);
+    DropoutBackward(gpu, gdy, gkeep, 0.1f, gdact);
+    EXPECT_TRUE(BitwiseEqual(gdact, dact)) << "dropout backward";
+  }
+
+  // Heads, attention's masked softmax and its backward: bert-base's 12
+  // heads of 64 at 128 tokens, and an odd shape with a padded sample.
+  struct Case {
+    int64_t n, heads, t, d;
+  };
+  for (const Case& c : {Case{2, 12, 128, 64}, Case{3, 2, 7, 5}}) {
+    SCOPED_TRACE("attention " + std::to_string(c.n) + "x" + std::to_string(c.heads) + "x" + std::to_string(c.t));
+    const Tensor rows = Random({c.n * c.t, c.heads * c.d}, rng);
+    Tensor split = Tensor::Empty({c.n * c.heads, c.t, c.d}, DType::kF32), gsplit = empty_like(split);
+    SplitHeads(cpu_, rows, c.heads, split);
+    SplitHeads(gpu, OnGpu(rows), c.heads, gsplit);
+    EXPECT_TRUE(BitwiseEqual(gsplit, split)) << "split heads";
+    Tensor merged = cpu_like(rows), gmerged = empty_like(rows);
+    MergeHeads(cpu_, split, c.heads, merged);
+    MergeHeads(gpu, gsplit, c.heads, gmerged);
+    EXPECT_TRUE(BitwiseEqual(gmerged, merged)) << "merge heads";
+
+    std::vector<int64_t> mask_values(c.n * c.t, 1);
+    for (int64_t j = c.t / 2; j < c.t; ++j) mask_values[(c.n - 1) * c.t + j] = 0;  // the last sample padded
+    const Tensor mask = Tensor::FromVector<int64_t>(mask_values, {c.n, c.t}), gmask = OnGpu(mask);
+    const Tensor scores = Random({c.n, c.heads, c.t, c.t}, rng, -4.0, 4.0);
+    Tensor probs = cpu_like(scores), gprobs = empty_like(scores);
+    MaskedSoftmaxForward(cpu_, scores, &mask, probs);
+    MaskedSoftmaxForward(gpu, OnGpu(scores), &gmask, gprobs);
+    EXPECT_TRUE(Near(gprobs, probs, kElementwise)) << "masked softmax";
+    const Tensor dprobs = Random(scores.shape(), rng);
+    Tensor dscores = cpu_like(scores), gdscores = empty_like(scores);
+    SoftmaxBackward(cpu_, probs, dprobs, dscores);
+    SoftmaxBackward(gpu, gprobs, OnGpu(dprobs), gdscores);
+    EXPECT_TRUE(Near(gdscores, dscores, kElementwise)) << "softmax backward";
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "runtime/ops/loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -134,6 +135,22 @@ void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams
       drow[j] = static_cast<float>(scale * (prow[j] - target));
     }
   }
+}
+
+CorrectCount CountCorrect(const Tensor& logits, const Tensor& labels, int64_t ignore_index) {
+  CrossEntropyParams p;
+  CheckArguments(p, logits, labels);
+  const Tensor host_logits = logits.To(Device::Cpu()), host_labels = labels.To(Device::Cpu());
+  const int64_t rows = host_logits.dim(0), classes = host_logits.dim(1);
+  CorrectCount count;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t label = host_labels.data<int64_t>()[r];
+    if (label == ignore_index) continue;
+    const float* row = host_logits.data<float>() + r * classes;
+    count.correct += std::max_element(row, row + classes) - row == label;
+    ++count.counted;
+  }
+  return count;
 }
 
 }  // namespace ddp

@@ -36,4 +36,13 @@ CrossEntropyResult CrossEntropyResultOf(ExecutionContext& ctx, const Tensor& res
 void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& probs,
                                  const Tensor& labels, double loss_grad, Tensor& dlogits);
 
+// Evaluation: among the rows whose label is not `ignore_index`, how many
+// have their label as the logits' first maximum. Reads logits (f32 [N, C])
+// and labels (i64 [N]) on the host, copying them from a device.
+struct CorrectCount {
+  int64_t correct = 0;
+  int64_t counted = 0;
+};
+CorrectCount CountCorrect(const Tensor& logits, const Tensor& labels, int64_t ignore_index = -100);
+
 }  // namespace ddp

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/ops/cuda/transformer_cuda.h"
 #include "runtime/ops/op_checks.h"
 #include "runtime/philox.h"
 
@@ -24,13 +25,14 @@ void CheckSameShapeAs(const Tensor& a, const Tensor& b, const char* op) {
 }  // namespace
 
 void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor& ids, Tensor& out) {
-  CheckOnCpu(ctx, "EmbeddingForward");
+  CheckOnDevice(ctx, "EmbeddingForward", {&weight, &ids, &out});
   CheckF32(weight, "embedding weight");
   CheckF32(out, "embedding output");
   CHECK(ids.dtype() == DType::kI64) << "embedding ids must be i64, got " << ids.DebugString();
   CHECK(weight.ndim() == 2 && out.ndim() == 2 && out.dim(0) == ids.numel() && out.dim(1) == weight.dim(1))
       << "embedding shapes: weight " << weight.DebugString() << ", ids " << ids.DebugString() << ", output "
       << out.DebugString();
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("EmbeddingForward", cuda::EmbeddingForward(ctx, weight, ids, out));
   const int64_t rows = ids.numel(), vocab = weight.dim(0), hidden = weight.dim(1);
   const int64_t* id = ids.data<int64_t>();
   for (int64_t r = 0; r < rows; ++r) {
@@ -45,13 +47,16 @@ void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor&
 
 void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight,
                        int64_t padding_idx) {
-  CheckOnCpu(ctx, "EmbeddingBackward");
+  CheckOnDevice(ctx, "EmbeddingBackward", {&ids, &dout, &dweight});
   CheckF32(dout, "embedding output gradient");
   CheckF32(dweight, "embedding weight gradient");
   CHECK(ids.dtype() == DType::kI64 && dweight.ndim() == 2 && dout.ndim() == 2 && dout.dim(0) == ids.numel() &&
         dout.dim(1) == dweight.dim(1))
       << "embedding backward shapes: ids " << ids.DebugString() << ", output gradient " << dout.DebugString()
       << ", weight gradient " << dweight.DebugString();
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("EmbeddingBackward", cuda::EmbeddingBackward(ctx, ids, dout, dweight, padding_idx));
+  }
   const int64_t rows = ids.numel(), vocab = dweight.dim(0), hidden = dweight.dim(1);
   const int64_t* id = ids.data<int64_t>();
   const float* dy = dout.data<float>();
@@ -78,7 +83,7 @@ void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& d
 
 void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
                       Tensor& y, Tensor& mean, Tensor& rstd) {
-  CheckOnCpu(ctx, "LayerNormForward");
+  CheckOnDevice(ctx, "LayerNormForward", {&x, &gamma, &beta, &y, &mean, &rstd});
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &gamma, &beta, &y, &mean, &rstd}) CheckF32(*t, "layer norm tensor");
   CheckSameShapeAs(x, y, "LayerNormForward");
   const int64_t hidden = x.ndim() == 0 ? 0 : x.dim(x.ndim() - 1);
@@ -87,6 +92,9 @@ void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamm
         rstd.numel() == rows)
       << "layer norm shapes: x " << x.DebugString() << ", gamma " << gamma.DebugString() << ", beta "
       << beta.DebugString() << ", mean " << mean.DebugString() << ", rstd " << rstd.DebugString();
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("LayerNormForward", cuda::LayerNormForward(ctx, x, gamma, beta, eps, y, mean, rstd));
+  }
   const float* in = x.data<float>();
   const float* g = gamma.data<float>();
   const float* b = beta.data<float>();
@@ -115,7 +123,7 @@ void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamm
 
 void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-  CheckOnCpu(ctx, "LayerNormBackward");
+  CheckOnDevice(ctx, "LayerNormBackward", {&x, &dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta}) CheckF32(*t, "layer norm tensor");
   CheckSameShapeAs(x, dy, "LayerNormBackward");
   CheckSameShapeAs(x, dx, "LayerNormBackward");
@@ -124,6 +132,10 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
   CHECK(gamma.shape() == Shape{hidden} && dgamma.shape() == Shape{hidden} && dbeta.shape() == Shape{hidden} &&
         mean.numel() == rows && rstd.numel() == rows)
       << "layer norm backward shapes: x " << x.DebugString() << ", gamma " << gamma.DebugString();
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("LayerNormBackward",
+                       cuda::LayerNormBackward(ctx, x, dy, gamma, mean, rstd, dx, dgamma, dbeta));
+  }
   const float* in = x.data<float>();
   const float* grad = dy.data<float>();
   const float* g = gamma.data<float>();
@@ -172,12 +184,14 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
 namespace {
 
 // y[i] = f(x[i]).
-template <typename F>
-void Elementwise(ExecutionContext& ctx, const char* op, const Tensor& x, Tensor& y, F f) {
-  CheckOnCpu(ctx, op);
+// `on_cuda` runs the op on a CUDA context.
+template <typename F, typename G>
+void Elementwise(ExecutionContext& ctx, const char* op, const Tensor& x, Tensor& y, F f, G on_cuda) {
+  CheckOnDevice(ctx, op, {&x, &y});
   CheckF32(x, op);
   CheckF32(y, op);
   CheckSameShapeAs(x, y, op);
+  if (ctx.device().is_cuda()) return on_cuda();
   const int64_t n = x.numel();
   const float* in = x.data<float>();
   float* out = y.data<float>();
@@ -186,14 +200,16 @@ void Elementwise(ExecutionContext& ctx, const char* op, const Tensor& x, Tensor&
 }
 
 // dx[i] = dy[i] * f(saved[i]): the derivative from what forward kept.
-template <typename F>
-void ElementwiseGrad(ExecutionContext& ctx, const char* op, const Tensor& saved, const Tensor& dy, Tensor& dx, F f) {
-  CheckOnCpu(ctx, op);
+template <typename F, typename G>
+void ElementwiseGrad(ExecutionContext& ctx, const char* op, const Tensor& saved, const Tensor& dy, Tensor& dx, F f,
+                     G on_cuda) {
+  CheckOnDevice(ctx, op, {&saved, &dy, &dx});
   CheckF32(saved, op);
   CheckF32(dy, op);
   CheckF32(dx, op);
   CheckSameShapeAs(saved, dy, op);
   CheckSameShapeAs(saved, dx, op);
+  if (ctx.device().is_cuda()) return on_cuda();
   const int64_t n = saved.numel();
   const float* s = saved.data<float>();
   const float* grad = dy.data<float>();
@@ -207,22 +223,26 @@ float NormalCdf(float v) { return 0.5f * (1.0f + std::erf(v * static_cast<float>
 }  // namespace
 
 void GeluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
-  Elementwise(ctx, "GeluForward", x, y, [](float v) { return v * NormalCdf(v); });
+  Elementwise(ctx, "GeluForward", x, y, [](float v) { return v * NormalCdf(v); },
+              [&] { DDP_ON_CUDA("GeluForward", cuda::GeluForward(ctx, x, y)); });
 }
 
 void GeluBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dx) {
   // d/dx x Phi(x) = Phi(x) + x phi(x).
   const float inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-  ElementwiseGrad(ctx, "GeluBackward", x, dy, dx,
-                  [=](float v) { return NormalCdf(v) + v * inv_sqrt_2pi * std::exp(-0.5f * v * v); });
+  ElementwiseGrad(
+      ctx, "GeluBackward", x, dy, dx, [=](float v) { return NormalCdf(v) + v * inv_sqrt_2pi * std::exp(-0.5f * v * v); },
+      [&] { DDP_ON_CUDA("GeluBackward", cuda::GeluBackward(ctx, x, dy, dx)); });
 }
 
 void TanhForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
-  Elementwise(ctx, "TanhForward", x, y, [](float v) { return std::tanh(v); });
+  Elementwise(ctx, "TanhForward", x, y, [](float v) { return std::tanh(v); },
+              [&] { DDP_ON_CUDA("TanhForward", cuda::TanhForward(ctx, x, y)); });
 }
 
 void TanhBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
-  ElementwiseGrad(ctx, "TanhBackward", y, dy, dx, [](float out) { return 1.0f - out * out; });
+  ElementwiseGrad(ctx, "TanhBackward", y, dy, dx, [](float out) { return 1.0f - out * out; },
+                  [&] { DDP_ON_CUDA("TanhBackward", cuda::TanhBackward(ctx, y, dy, dx)); });
 }
 
 namespace {
@@ -230,7 +250,7 @@ namespace {
 // [N * T, heads * d] <-> [N * heads, T, d]: `to_heads` moves rows of x
 // into out's head-major layout, else back.
 void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out, bool to_heads, const char* op) {
-  CheckOnCpu(ctx, op);
+  CheckOnDevice(ctx, op, {&x, &out});
   CheckF32(x, op);
   CheckF32(out, op);
   const Tensor& rows = to_heads ? x : out;
@@ -240,6 +260,7 @@ void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor&
         split.dim(0) / heads * split.dim(1) == rows.dim(0))
       << op << ": rows " << rows.DebugString() << " and heads " << split.DebugString() << " with " << heads
       << " heads";
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA(op, cuda::PermuteHeads(ctx, x, heads, out, to_heads));
   const int64_t samples = split.dim(0) / heads, t = split.dim(1), d = split.dim(2), width = rows.dim(1);
   const float* src = x.data<float>();
   float* dst = out.data<float>();
@@ -295,7 +316,7 @@ float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element) {
 
 void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,
                     Tensor& y, Tensor& keep) {
-  CheckOnCpu(ctx, "DropoutForward");
+  CheckOnDevice(ctx, "DropoutForward", {&x, &y, &keep});
   CheckF32(x, "dropout input");
   CheckF32(y, "dropout output");
   CheckSameShapeAs(x, y, "DropoutForward");
@@ -306,10 +327,14 @@ void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const Dropo
   const int64_t samples = x.dim(0);
   const int64_t per_sample = samples == 0 ? 0 : x.numel() / samples;
   CHECK_LT(per_sample, int64_t{1} << 34) << "dropout: samples of over 2^34 elements";
+  const PhiloxKey k = KeyOf(key);
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("DropoutForward",
+                       cuda::DropoutForward(ctx, x, p, k.k0, k.k1, key.step, first_sample, y, keep));
+  }
   const float* in = x.data<float>();
   float* out = y.data<float>();
   uint8_t* mask = keep.data<uint8_t>();
-  const PhiloxKey k = KeyOf(key);
   const float scale = 1.0f / (1.0f - p);
   const int64_t groups = (per_sample + 3) / 4;
 #pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelThreshold)
@@ -327,12 +352,13 @@ void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const Dropo
 }
 
 void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx) {
-  CheckOnCpu(ctx, "DropoutBackward");
+  CheckOnDevice(ctx, "DropoutBackward", {&dy, &keep, &dx});
   CheckF32(dy, "dropout output gradient");
   CheckF32(dx, "dropout input gradient");
   CheckSameShapeAs(dy, dx, "DropoutBackward");
   CHECK(keep.dtype() == DType::kU8 && keep.numel() == dy.numel())
       << "dropout mask must be u8 with " << dy.numel() << " elements, got " << keep.DebugString();
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("DropoutBackward", cuda::DropoutBackward(ctx, dy, keep, p, dx));
   const int64_t n = dy.numel();
   const float scale = 1.0f / (1.0f - p);
   const float* grad = dy.data<float>();
@@ -343,7 +369,7 @@ void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep
 }
 
 void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Tensor* key_mask, Tensor& probs) {
-  CheckOnCpu(ctx, "MaskedSoftmaxForward");
+  CheckOnDevice(ctx, "MaskedSoftmaxForward", {&scores, &probs});
   CheckF32(scores, "attention scores");
   CheckF32(probs, "attention probabilities");
   CheckSameShapeAs(scores, probs, "MaskedSoftmaxForward");
@@ -352,6 +378,10 @@ void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Ten
   if (key_mask != nullptr) {
     CHECK(key_mask->dtype() == DType::kI64 && key_mask->shape() == (Shape{n, tk}))
         << "attention mask must be i64 [" << n << ", " << tk << "], got " << key_mask->DebugString();
+    CheckOnDevice(ctx, "MaskedSoftmaxForward", {key_mask});
+  }
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("MaskedSoftmaxForward", cuda::MaskedSoftmaxForward(ctx, scores, key_mask, probs));
   }
   const int64_t rows = n * heads * tq;
   const float* in = scores.data<float>();
@@ -379,12 +409,13 @@ void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Ten
 }
 
 void SoftmaxBackward(ExecutionContext& ctx, const Tensor& probs, const Tensor& dprobs, Tensor& dscores) {
-  CheckOnCpu(ctx, "SoftmaxBackward");
+  CheckOnDevice(ctx, "SoftmaxBackward", {&probs, &dprobs, &dscores});
   CheckF32(probs, "softmax probabilities");
   CheckF32(dprobs, "softmax output gradient");
   CheckF32(dscores, "softmax input gradient");
   CheckSameShapeAs(probs, dprobs, "SoftmaxBackward");
   CheckSameShapeAs(probs, dscores, "SoftmaxBackward");
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("SoftmaxBackward", cuda::SoftmaxBackward(ctx, probs, dprobs, dscores));
   const int64_t cols = probs.ndim() == 0 ? 0 : probs.dim(probs.ndim() - 1);
   const int64_t rows = RowsOf(probs, cols);
   const float* p = probs.data<float>();

@@ -3,9 +3,10 @@
 // over attention scores with a padding mask (batched matrix products are
 // BatchedGemm in runtime/ops/linear.h; the losses are loss.h's
 // cross-entropy, whose ignore_index serves the MLM labels' -100).
-// f32 on the CPU (CUDA kernels follow; a CUDA tensor here is refused
-// naming the op). Shapes are given per function; "rows" are every leading
-// dimension flattened.
+// f32, on the CPU or CUDA (runtime/ops/cuda/transformer_cuda.h: the same
+// semantics, the same dropout masks and embedding gradients bit for bit,
+// the rest within float rounding). Shapes are given per function; "rows"
+// are every leading dimension flattened.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,379 @@
+#include <cmath>
+#include <cstdio>
+
+#include "runtime/ops/cuda/kernel_util.cuh"
+#include "runtime/ops/cuda/transformer_cuda.h"
+#include "runtime/philox.h"
+
+namespace ddp::cuda {
+namespace {
+
+// Rows of the LayerNorm parameter gradients each block of the first pass
+// sums (then the partial sums are added in row-block order).
+constexpr int64_t kRowsPerPartial = 32;
+// Id buckets of the embedding gradient: a thread owns a column of the ids
+// with id % kIdBuckets == its bucket, and walks every row in order.
+constexpr int64_t kIdBuckets = 64;
+
+__global__ void EmbeddingForwardKernel(const float* weight, const int64_t* ids, int64_t rows, int64_t vocab,
+                                       int64_t hidden, float* out) {
+  DDP_GRID_STRIDE(i, rows * hidden) {
+    const int64_t r = i / hidden, c = i % hidden;
+    const int64_t id = ids[r];
+    if (id < 0 || id >= vocab) {
+      // The data loader refuses such batches first; this is a bug upstream.
+      printf("ddp_train: embedding id %lld at position %lld is outside [0, %lld)\n", static_cast<long long>(id),
+             static_cast<long long>(r), static_cast<long long>(vocab));
+      __trap();
+    }
+    out[i] = weight[id * hidden + c];
+  }
+}
+
+// dweight[ids[r], c] += dout[r, c] for r in order, the column c and the ids
+// of one bucket per thread: the CPU's additions in the CPU's order.
+__global__ void EmbeddingBackwardKernel(const int64_t* ids, const float* dout, int64_t rows, int64_t vocab,
+                                        int64_t hidden, int64_t padding_idx, float* dweight) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t bucket = blockIdx.y;
+  if (c >= hidden) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t id = ids[r];
+    if (id == padding_idx || id < 0 || id >= vocab || id % kIdBuckets != bucket) continue;
+    dweight[id * hidden + c] += dout[r * hidden + c];
+  }
+}
+
+// One block per row: the CPU's two passes in double.
+__global__ void LayerNormForwardKernel(const float* x, const float* gamma, const float* beta, double eps,
+                                       int64_t hidden, float* y, float* mean, float* rstd) {
+  __shared__ double shared[kThreads];
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * hidden;
+  double sum = 0.0;
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) sum += xr[c];
+  const double mu = BlockSum(sum, shared) / static_cast<double>(hidden);
+  double squares = 0.0;
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    const double d = xr[c] - mu;
+    squares += d * d;
+  }
+  const double inv = 1.0 / sqrt(BlockSum(squares, shared) / static_cast<double>(hidden) + eps);
+  if (threadIdx.x == 0) {
+    mean[row] = static_cast<float>(mu);
+    rstd[row] = static_cast<float>(inv);
+  }
+  float* yr = y + row * hidden;
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    yr[c] = static_cast<float>((xr[c] - mu) * inv * gamma[c] + beta[c]);
+  }
+}
+
+// One block per row: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
+__global__ void LayerNormBackwardDataKernel(const float* x, const float* dy, const float* gamma, const float* mean,
+                                            const float* rstd, int64_t hidden, float* dx) {
+  __shared__ double shared[kThreads];
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * hidden;
+  const float* dyr = dy + row * hidden;
+  const double m = mean[row], s = rstd[row];
+  double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    const double xhat = (xr[c] - m) * s;
+    const double dxhat = static_cast<double>(dyr[c]) * gamma[c];
+    sum_dxhat += dxhat;
+    sum_dxhat_xhat += dxhat * xhat;
+  }
+  const double mean_dxhat = BlockSum(sum_dxhat, shared) / static_cast<double>(hidden);
+  const double mean_dxhat_xhat = BlockSum(sum_dxhat_xhat, shared) / static_cast<double>(hidden);
+  float* dxr = dx + row * hidden;
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    const double xhat = (xr[c] - m) * s;
+    const double dxhat = static_cast<double>(dyr[c]) * gamma[c];
+    dxr[c] = static_cast<float>(s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+  }
+}
+
+// Partial column sums over kRowsPerPartial rows (block y), in row order.
+__global__ void LayerNormParamPartialKernel(const float* x, const float* dy, const float* mean, const float* rstd,
+                                            int64_t rows, int64_t hidden, double* partial_g, double* partial_b) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= hidden) return;
+  const int64_t r0 = blockIdx.y * kRowsPerPartial;
+  const int64_t r1 = r0 + kRowsPerPartial < rows ? r0 + kRowsPerPartial : rows;
+  double sum_g = 0.0, sum_b = 0.0;
+  for (int64_t r = r0; r < r1; ++r) {
+    const double d = dy[r * hidden + c];
+    sum_g += d * ((x[r * hidden + c] - static_cast<double>(mean[r])) * rstd[r]);
+    sum_b += d;
+  }
+  partial_g[blockIdx.y * hidden + c] = sum_g;
+  partial_b[blockIdx.y * hidden + c] = sum_b;
+}
+
+__global__ void LayerNormParamTotalKernel(const double* partial_g, const double* partial_b, int64_t partials,
+                                          int64_t hidden, float* dgamma, float* dbeta) {
+  DDP_GRID_STRIDE(c, hidden) {
+    double g = 0.0, b = 0.0;
+    for (int64_t p = 0; p < partials; ++p) {
+      g += partial_g[p * hidden + c];
+      b += partial_b[p * hidden + c];
+    }
+    dgamma[c] = static_cast<float>(g);
+    dbeta[c] = static_cast<float>(b);
+  }
+}
+
+__device__ inline float NormalCdf(float v) { return 0.5f * (1.0f + erff(v * 0.70710678118654752f)); }
+
+__global__ void GeluForwardKernel(const float* x, float* y, int64_t n) {
+  DDP_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    y[i] = v * NormalCdf(v);
+  }
+}
+
+__global__ void GeluBackwardKernel(const float* x, const float* dy, float* dx, int64_t n) {
+  const float inv_sqrt_2pi = 0.39894228040143268f;
+  DDP_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    dx[i] = dy[i] * (NormalCdf(v) + v * inv_sqrt_2pi * expf(-0.5f * v * v));
+  }
+}
+
+__global__ void TanhForwardKernel(const float* x, float* y, int64_t n) {
+  DDP_GRID_STRIDE(i, n) { y[i] = tanhf(x[i]); }
+}
+
+__global__ void TanhBackwardKernel(const float* y, const float* dy, float* dx, int64_t n) {
+  DDP_GRID_STRIDE(i, n) { dx[i] = dy[i] * (1.0f - y[i] * y[i]); }
+}
+
+// Element i of the head layout [N * heads, T, d] and its place in the rows
+// layout [N * T, heads * d].
+__global__ void PermuteHeadsKernel(const float* src, float* dst, int64_t samples, int64_t heads, int64_t t,
+                                   int64_t d, bool to_heads) {
+  const int64_t total = samples * heads * t * d;
+  DDP_GRID_STRIDE(i, total) {
+    const int64_t k = i % d, q = (i / d) % t, h = (i / (d * t)) % heads, n = i / (d * t * heads);
+    const int64_t row_at = (n * t + q) * (heads * d) + h * d + k;
+    if (to_heads) {
+      dst[i] = src[row_at];
+    } else {
+      dst[row_at] = src[i];
+    }
+  }
+}
+
+// One thread per group of four elements of a sample: one Philox draw.
+__global__ void DropoutForwardKernel(const float* x, float p, uint32_t key0, uint32_t key1, uint64_t step,
+                                     int64_t first_sample, int64_t samples, int64_t per_sample, float* y,
+                                     uint8_t* keep) {
+  const int64_t groups = (per_sample + 3) / 4;
+  const float scale = 1.0f / (1.0f - p);
+  DDP_GRID_STRIDE(i, samples * groups) {
+    const int64_t s = i / groups, g = i % groups;
+    const Philox4x32 bits =
+        p > 0.0f ? Philox4x32_10(Philox4x32{{static_cast<uint32_t>(g), static_cast<uint32_t>(first_sample + s),
+                                             static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)}},
+                                 key0, key1)
+                 : Philox4x32{{0, 0, 0, 0}};
+    for (int64_t lane = 0; lane < 4 && g * 4 + lane < per_sample; ++lane) {
+      const int64_t e = s * per_sample + g * 4 + lane;
+      const bool kept = p == 0.0f || UniformFromBits(bits.v[lane]) >= p;
+      keep[e] = kept ? 1 : 0;
+      y[e] = kept ? x[e] * scale : 0.0f;
+    }
+  }
+}
+
+__global__ void DropoutBackwardKernel(const float* dy, const uint8_t* keep, float scale, float* dx, int64_t n) {
+  DDP_GRID_STRIDE(i, n) { dx[i] = keep[i] ? dy[i] * scale : 0.0f; }
+}
+
+// One block per row of Tk scores: the additive mask, the maximum, exp, a
+// double sum, and the scaling, as the CPU op.
+__global__ void MaskedSoftmaxForwardKernel(const float* scores, const int64_t* mask, int64_t per_sample_rows,
+                                           int64_t tk, float* probs) {
+  __shared__ float shared_f[kThreads];
+  __shared__ double shared_d[kThreads];
+  const int64_t row = blockIdx.x;
+  const float* sr = scores + row * tk;
+  float* pr = probs + row * tk;
+  const int64_t* mr = mask != nullptr ? mask + (row / per_sample_rows) * tk : nullptr;
+  const float lowest = -3.402823466e+38f;
+  float local_max = lowest;
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) {
+    const float v = mr != nullptr && mr[j] == 0 ? sr[j] + lowest : sr[j];
+    pr[j] = v;
+    local_max = fmaxf(local_max, v);
+  }
+  const float max = BlockMax(local_max, shared_f);
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) {
+    const float e = expf(pr[j] - max);
+    pr[j] = e;
+    sum += e;
+  }
+  const float inv = static_cast<float>(1.0 / BlockSum(sum, shared_d));
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) pr[j] *= inv;
+}
+
+__global__ void SoftmaxBackwardKernel(const float* p, const float* dp, int64_t cols, float* ds) {
+  __shared__ double shared[kThreads];
+  const int64_t row = blockIdx.x;
+  double dot = 0.0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    dot += static_cast<double>(p[row * cols + j]) * dp[row * cols + j];
+  }
+  const float d = static_cast<float>(BlockSum(dot, shared));
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    ds[row * cols + j] = p[row * cols + j] * (dp[row * cols + j] - d);
+  }
+}
+
+// One block per row, for `rows` rows: grid.x past 2^31 - 1 is not needed
+// (BERT's rows are N * heads * T), but checked.
+unsigned RowBlocks(int64_t rows, const char* op) {
+  CHECK_LT(rows, int64_t{1} << 31) << op << ": " << rows << " rows";
+  return static_cast<unsigned>(rows);
+}
+
+}  // namespace
+
+void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor& ids, Tensor& out) {
+  const int64_t rows = ids.numel(), vocab = weight.dim(0), hidden = weight.dim(1);
+  if (rows * hidden == 0) return;
+  EmbeddingForwardKernel<<<BlocksFor(rows * hidden), kThreads, 0, StreamOf(ctx)>>>(
+      weight.data<float>(), ids.data<int64_t>(), rows, vocab, hidden, out.data<float>());
+  DDP_CHECK_LAUNCH("EmbeddingForwardKernel");
+}
+
+void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight,
+                       int64_t padding_idx) {
+  const int64_t rows = ids.numel(), vocab = dweight.dim(0), hidden = dweight.dim(1);
+  DDP_CUDA_CHECK(cudaMemsetAsync(dweight.raw_data(), 0, dweight.nbytes(), StreamOf(ctx)));
+  if (rows * hidden == 0) return;
+  const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(kIdBuckets));
+  EmbeddingBackwardKernel<<<grid, kThreads, 0, StreamOf(ctx)>>>(ids.data<int64_t>(), dout.data<float>(), rows, vocab,
+                                                                hidden, padding_idx, dweight.data<float>());
+  DDP_CHECK_LAUNCH("EmbeddingBackwardKernel");
+}
+
+void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
+                      Tensor& y, Tensor& mean, Tensor& rstd) {
+  const int64_t hidden = gamma.numel(), rows = mean.numel();
+  if (rows == 0) return;
+  LayerNormForwardKernel<<<RowBlocks(rows, "LayerNormForward"), kThreads, 0, StreamOf(ctx)>>>(
+      x.data<float>(), gamma.data<float>(), beta.data<float>(), eps, hidden, y.data<float>(), mean.data<float>(),
+      rstd.data<float>());
+  DDP_CHECK_LAUNCH("LayerNormForwardKernel");
+}
+
+void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                       const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  const int64_t hidden = gamma.numel(), rows = mean.numel();
+  if (rows == 0) {
+    DDP_CUDA_CHECK(cudaMemsetAsync(dgamma.raw_data(), 0, dgamma.nbytes(), StreamOf(ctx)));
+    DDP_CUDA_CHECK(cudaMemsetAsync(dbeta.raw_data(), 0, dbeta.nbytes(), StreamOf(ctx)));
+    return;
+  }
+  LayerNormBackwardDataKernel<<<RowBlocks(rows, "LayerNormBackward"), kThreads, 0, StreamOf(ctx)>>>(
+      x.data<float>(), dy.data<float>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(), hidden,
+      dx.data<float>());
+  DDP_CHECK_LAUNCH("LayerNormBackwardDataKernel");
+  const int64_t partials = (rows + kRowsPerPartial - 1) / kRowsPerPartial;
+  CHECK_LT(partials, 65536) << "LayerNormBackward: " << rows << " rows";
+  Tensor partial_g = Tensor::Empty({partials, hidden}, DType::kF64, x.device());
+  Tensor partial_b = Tensor::Empty({partials, hidden}, DType::kF64, x.device());
+  const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(partials));
+  LayerNormParamPartialKernel<<<grid, kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), dy.data<float>(),
+                                                                    mean.data<float>(), rstd.data<float>(), rows,
+                                                                    hidden, partial_g.data<double>(),
+                                                                    partial_b.data<double>());
+  DDP_CHECK_LAUNCH("LayerNormParamPartialKernel");
+  LayerNormParamTotalKernel<<<BlocksFor(hidden), kThreads, 0, StreamOf(ctx)>>>(
+      partial_g.data<double>(), partial_b.data<double>(), partials, hidden, dgamma.data<float>(), dbeta.data<float>());
+  DDP_CHECK_LAUNCH("LayerNormParamTotalKernel");
+}
+
+void GeluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  GeluForwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), y.data<float>(), n);
+  DDP_CHECK_LAUNCH("GeluForwardKernel");
+}
+
+void GeluBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dx) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  GeluBackwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), dy.data<float>(),
+                                                                   dx.data<float>(), n);
+  DDP_CHECK_LAUNCH("GeluBackwardKernel");
+}
+
+void TanhForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  TanhForwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), y.data<float>(), n);
+  DDP_CHECK_LAUNCH("TanhForwardKernel");
+}
+
+void TanhBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  TanhBackwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(y.data<float>(), dy.data<float>(),
+                                                                   dx.data<float>(), n);
+  DDP_CHECK_LAUNCH("TanhBackwardKernel");
+}
+
+void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out, bool to_heads) {
+  const Tensor& split = to_heads ? out : x;
+  const int64_t samples = split.dim(0) / heads, t = split.dim(1), d = split.dim(2);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  PermuteHeadsKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), out.data<float>(), samples,
+                                                                   heads, t, d, to_heads);
+  DDP_CHECK_LAUNCH("PermuteHeadsKernel");
+}
+
+void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, uint32_t key0, uint32_t key1, int64_t step,
+                    int64_t first_sample, Tensor& y, Tensor& keep) {
+  const int64_t samples = x.dim(0);
+  const int64_t per_sample = samples == 0 ? 0 : x.numel() / samples;
+  const int64_t work = samples * ((per_sample + 3) / 4);
+  if (work == 0) return;
+  DropoutForwardKernel<<<BlocksFor(work), kThreads, 0, StreamOf(ctx)>>>(
+      x.data<float>(), p, key0, key1, static_cast<uint64_t>(step), first_sample, samples, per_sample, y.data<float>(),
+      keep.data<uint8_t>());
+  DDP_CHECK_LAUNCH("DropoutForwardKernel");
+}
+
+void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx) {
+  const int64_t n = dy.numel();
+  if (n == 0) return;
+  DropoutBackwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(dy.data<float>(), keep.data<uint8_t>(),
+                                                                      1.0f / (1.0f - p), dx.data<float>(), n);
+  DDP_CHECK_LAUNCH("DropoutBackwardKernel");
+}
+
+void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Tensor* key_mask, Tensor& probs) {
+  const int64_t n = scores.dim(0), heads = scores.dim(1), tq = scores.dim(2), tk = scores.dim(3);
+  const int64_t rows = n * heads * tq;
+  if (rows == 0 || tk == 0) return;
+  MaskedSoftmaxForwardKernel<<<RowBlocks(rows, "MaskedSoftmaxForward"), kThreads, 0, StreamOf(ctx)>>>(
+      scores.data<float>(), key_mask != nullptr ? key_mask->data<int64_t>() : nullptr, heads * tq, tk,
+      probs.data<float>());
+  DDP_CHECK_LAUNCH("MaskedSoftmaxForwardKernel");
+}
+
+void SoftmaxBackward(ExecutionContext& ctx, const Tensor& probs, const Tensor& dprobs, Tensor& dscores) {
+  const int64_t cols = probs.ndim() == 0 ? 0 : probs.dim(probs.ndim() - 1);
+  const int64_t rows = cols == 0 ? 0 : probs.numel() / cols;
+  if (rows == 0) return;
+  SoftmaxBackwardKernel<<<RowBlocks(rows, "SoftmaxBackward"), kThreads, 0, StreamOf(ctx)>>>(
+      probs.data<float>(), dprobs.data<float>(), cols, dscores.data<float>());
+  DDP_CHECK_LAUNCH("SoftmaxBackwardKernel");
+}
+
+}  // namespace ddp::cuda
