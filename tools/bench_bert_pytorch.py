@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""BERT pretraining throughput of plain eager PyTorch on CPU: the peer of
-ddp_train in tools/bench_bert.sh. Written as a user would write it:
+"""BERT pretraining throughput of plain eager PyTorch, on the CPU (the peer
+of ddp_train in tools/bench_bert.sh) or a GPU (--device cuda, fp32; the
+self-test's peer). Written as a user would write it:
 nn.Embedding, nn.Linear, nn.LayerNorm, F.gelu, matmul-softmax-matmul
 attention with an additive padding mask, the MLM decoder tied to the word
 embeddings over every position, cross-entropy with ignore_index -100, NSP,
 torch.optim.AdamW. Prints "sequences_per_s X", "tokens_per_s X" and
-"peak_resident_bytes X" (throughput excludes 2 warm-up steps).
+"peak_resident_bytes X" (throughput excludes 2 warm-up steps); on a GPU
+also "peak_bytes X" (torch.cuda.max_memory_allocated).
 """
 import argparse
 import math
@@ -63,7 +65,7 @@ class Bert(nn.Module):
 
     def forward(self, ids, types, mask, labels, nsp_labels):
         t = ids.shape[1]
-        x = self.dropout(self.norm(self.words(ids) + self.positions(torch.arange(t)) + self.types(types)))
+        x = self.dropout(self.norm(self.words(ids) + self.positions(torch.arange(t, device=ids.device)) + self.types(types)))
         additive = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
         for layer in self.layers:
             x = layer(x, additive)
@@ -81,10 +83,15 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = p.parse_args()
+    device = torch.device(args.device)
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32, as ddp_train's --precision fp32
+        torch.backends.cudnn.allow_tf32 = False
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = Bert(*CONFIGS[args.model], args.dropout)
+    model = Bert(*CONFIGS[args.model], args.dropout).to(device)
     decay = [w for name, w in model.named_parameters() if w.dim() > 1]
     no_decay = [w for name, w in model.named_parameters() if w.dim() <= 1]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
@@ -96,18 +103,27 @@ def main():
     mask = torch.ones(n, t, dtype=torch.long)
     labels = torch.where(torch.rand(n, t) < 0.15, ids, torch.full_like(ids, -100))
     nsp = torch.randint(0, 2, (n,))
+    ids, types, mask, labels, nsp = (x.to(device) for x in (ids, types, mask, labels, nsp))
+
+    def sync():
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+
     timed = 0.0
     for step in range(args.steps):
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         model(ids, types, mask, labels, nsp).backward()
         opt.step()
+        sync()
         if step >= 2:
             timed += time.perf_counter() - start
     sequences = (args.steps - 2) * n / timed
     print(f"sequences_per_s {sequences}")
     print(f"tokens_per_s {sequences * t}")
     print(f"peak_resident_bytes {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}")
+    if args.device == "cuda":
+        print(f"peak_bytes {torch.cuda.max_memory_allocated()}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@
 # case of gpu_tests, 1 rank, then the 2-rank cases) -> 1-rank training (a
 # ddp_train run over NCCL) -> equivalence (2 ranks on the one GPU with
 # --comm mpi against 1 rank with 2 accumulated micro-batches, ZeRO stages 0,
-# 1 and 2) -> mixed precision (fp16 with dynamic loss scaling: a step made
+# 1 and 2) -> BERT (bert-tiny 2 ranks against 1 with accumulation, ZeRO 0
+# and 2; bert-base tokens/s against eager PyTorch) -> mixed precision (fp16 with dynamic loss scaling: a step made
 # to overflow is skipped and the scale halves; bf16 trains) -> benchmarks
 # (ResNet-50 images/s and peak memory at fp32 and TF32, batch 64, and at
 # fp16 and bf16, batch 128, 224^2, against PyTorch eager (AMP with
@@ -233,6 +234,43 @@ compare_eq one two_zero0 "2 ranks (--comm mpi, one GPU) vs 1 rank with 2 accumul
 compare_eq two_zero0 two_zero1 "ZeRO stage 1 vs stage 0 at 2 ranks"
 compare_eq two_zero0 two_zero2 "ZeRO stage 2 vs stage 0 at 2 ranks"
 tier equivalence "$eq_status" $(( $(now) - start )) "{\"status\": \"$eq_status\"}" "$eq_md"
+
+# -------------------------------------------------------------------- BERT
+# bert-tiny on the GPU (fp32, dropout on, padded synthetic sequences through
+# the batch stager): 2 ranks (--comm mpi) against 1 rank with 2 accumulated
+# micro-batches at ZeRO 0 and 2; then bert-base's tokens/s and peak memory,
+# seq 128, batch 32, against eager PyTorch fp32 in the same run.
+start=$(now)
+common="--model bert-tiny --data synthetic --seq-len 64 --steps 3 --batch-size 8 --optimizer adamw --lr 1e-3
+        --dropout 0.1 --seed 5 --device cuda --deterministic --bucket-mb 4 --first-bucket-mb 0.3"
+eq_status=passed
+eq_md=""
+run_eq bert_one 1 --accumulation-steps 2 || eq_status=failed
+for stage in 0 2; do
+  run_eq "bert_two_zero$stage" 2 --zero-stage "$stage" || { eq_status=failed; eq_md="$eq_md
+- BERT ZeRO $stage: the 2-rank run failed (see selftest.log)"; continue; }
+done
+compare_eq bert_one bert_two_zero0 "bert-tiny: 2 ranks (--comm mpi, one GPU) vs 1 rank with 2 accumulated micro-batches"
+compare_eq bert_two_zero0 bert_two_zero2 "bert-tiny: ZeRO stage 2 vs stage 0 at 2 ranks"
+m="$OUT/bench_bert_base.jsonl"
+timeout "$(limit 60)" "$B/bin/ddp_train" --model bert-base --device cuda --batch-size 32 --seq-len 128 --steps 12 \
+  --optimizer adamw --metrics-file "$m" >>"$LOG" 2>&1 || eq_status=failed
+read -r ours ours_mib <<EOF2
+$($PY -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+s = [r for r in rs if "summary" in r][-1]["summary"]
+print("%.0f %.0f" % (s["tokens_per_s"], s["memory"]["peak_bytes"] / 2**20))' "$m" 2>/dev/null || echo "0 0")
+EOF2
+peer=$(timeout "$(limit 60)" $PY "$B/tools/bench_bert_pytorch.py" --model bert-base --device cuda --batch-size 32 \
+       --seq-len 128 --steps 12 2>>"$LOG")
+theirs=$(printf '%s\n' "$peer" | awk '$1 == "tokens_per_s" {printf "%.0f", $2}')
+theirs_mib=$(printf '%s\n' "$peer" | awk '$1 == "peak_bytes" {printf "%.0f", $2 / 1048576}')
+ratio=$($PY -c "import sys; t=float(sys.argv[2] or 0); print('%.2f' % (float(sys.argv[1]) / t) if t > 0 else 'n/a')" \
+        "$ours" "${theirs:-0}")
+say "selftest: bert-base fp32 batch 32 seq 128: ddp_train $ours tokens/s ($ours_mib MiB), PyTorch ${theirs:-?} tokens/s (${theirs_mib:-?} MiB), ratio $ratio"
+eq_md="$eq_md
+- bert-base fp32, batch 32, seq 128: ddp_train $ours tokens/s ($ours_mib MiB peak), PyTorch eager ${theirs:-n/a} (${theirs_mib:-n/a} MiB), ratio $ratio (a figure, no bar yet)"
+tier bert "$eq_status" $(( $(now) - start )) "{\"status\": \"$eq_status\", \"bert_base_tokens_per_s\": ${ours:-0}, \"pytorch_tokens_per_s\": ${theirs:-0}}" "$eq_md"
 
 # --------------------------------------------------------- mixed precision
 start=$(now)
