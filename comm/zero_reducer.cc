@@ -96,7 +96,7 @@ std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
       const int64_t a = std::max(lo, start), z = std::min(hi, end);
       if (a >= z) continue;
       slots.push_back({p->name, model_->flat_parameters().View(b.offset + a, {z - a}), owned.View(a - lo, {z - a}),
-                       weight_decay(*p), index.at(p)});
+                       weight_decay(*p), index.at(p), a - start});
     }
   }
   return slots;

@@ -100,10 +100,11 @@ BertEmbeddings::BertEmbeddings(const BertConfig& config, const BertStepState* st
 
 Tensor BertEmbeddings::Forward(ExecutionContext& ctx, const Tensor& ids, const Tensor* token_types) {
   const int64_t n = ids.dim(0), t = ids.dim(1);
-  if (!positions_.defined() || positions_.numel() != n * t || positions_.device() != ids.device()) {
+  // Kept while the batch's shape holds ([n * t] ids 0..t-1 per sample).
+  if (!positions_.defined() || positions_.shape() != (Shape{n, t}) || positions_.device() != ids.device()) {
     std::vector<int64_t> positions(n * t);
     for (int64_t i = 0; i < n * t; ++i) positions[i] = i % t;
-    positions_ = Tensor::FromVector<int64_t>(positions, {n * t}).To(ids.device());
+    positions_ = Tensor::FromVector<int64_t>(positions, {n, t}).To(ids.device());
   }
   Tensor types = token_types != nullptr ? *token_types : Tensor::Zeros({n, t}, DType::kI64, ids.device());
   const Tensor words = word_->Forward(ctx, ids);

@@ -16,7 +16,8 @@ packages=(
   g++ python3
   libdnnl-dev                                       # oneDNN: CPU convolution and GEMM
   openmpi-bin libopenmpi-dev                        # CPU ranks and bootstrap
-  protobuf-compiler libprotobuf-dev                 # TrainConfig
+  protobuf-compiler libprotobuf-dev                 # TrainConfig, checkpoint manifests
+  zlib1g-dev                                        # checkpoint checksums (CRC-32)
   libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
 )
 for arg in "$@"; do

@@ -537,7 +537,7 @@ TEST_F(CudaOpsTest, TransformerOpsMatchCpu) {
   for (const int64_t hidden : {int64_t{768}, int64_t{37}}) {
     SCOPED_TRACE("hidden " + std::to_string(hidden));
     // Embedding, with repeated ids and a padding id.
-    const int64_t vocab = 50, rows = 300;
+    const int64_t vocab = 150, rows = 600;  // more ids than the kernel's 64 buckets, each repeated
     std::vector<int64_t> id_values(rows);
     for (int64_t r = 0; r < rows; ++r) id_values[r] = static_cast<int64_t>(rng() % vocab);
     id_values[3] = id_values[7] = id_values[11] = 0;
@@ -562,6 +562,7 @@ TEST_F(CudaOpsTest, TransformerOpsMatchCpu) {
     LayerNormForward(gpu, gx, ggamma, OnGpu(beta), 1e-12, gy, gmean, grstd);
     EXPECT_TRUE(Near(gy, y, kElementwise)) << "layer norm";
     EXPECT_TRUE(Near(grstd, rstd, kElementwise)) << "layer norm rstd";
+    EXPECT_TRUE(Near(gmean, mean, kElementwise)) << "layer norm mean";
     const Tensor dy = Random({rows, hidden}, rng), gdy = OnGpu(dy);
     Tensor dx = cpu_like(x), dgamma = cpu_like(gamma), dbeta = cpu_like(gamma);
     Tensor gdx = empty_like(x), gdgamma = empty_like(gamma), gdbeta = empty_like(gamma);
@@ -604,7 +605,8 @@ TEST_F(CudaOpsTest, TransformerOpsMatchCpu) {
   struct Case {
     int64_t n, heads, t, d;
   };
-  for (const Case& c : {Case{2, 12, 128, 64}, Case{3, 2, 7, 5}}) {
+  // 300 keys: more than a block's 256 threads per row.
+  for (const Case& c : {Case{2, 12, 128, 64}, Case{3, 2, 7, 5}, Case{2, 2, 300, 8}}) {
     SCOPED_TRACE("attention " + std::to_string(c.n) + "x" + std::to_string(c.heads) + "x" + std::to_string(c.t));
     const Tensor rows = Random({c.n * c.t, c.heads * c.d}, rng);
     Tensor split = Tensor::Empty({c.n * c.heads, c.t, c.d}, DType::kF32), gsplit = empty_like(split);

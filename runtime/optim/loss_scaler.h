@@ -42,6 +42,12 @@ class LossScaler {
   // Finite steps since the last change of scale (PyTorch's growth tracker).
   int64_t growth_tracker() const { return growth_tracker_; }
   int64_t skipped_steps() const { return skipped_; }
+  // Restoring a checkpoint.
+  void Restore(double scale, int64_t growth_tracker, int64_t skipped) {
+    scale_ = scale;
+    growth_tracker_ = growth_tracker;
+    skipped_ = skipped;
+  }
 
  private:
   LossScalerOptions options_;

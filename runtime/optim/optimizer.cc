@@ -116,7 +116,11 @@ class Sgd final : public Optimizer {
 
   int64_t state_bytes() const override { return StateBytes(momentum_); }
   std::vector<Tensor> state() const override { return momentum_; }
+  std::vector<std::string> state_names() const override {
+    return momentum_.empty() ? std::vector<std::string>{} : std::vector<std::string>{"momentum_buffer"};
+  }
   int64_t steps() const override { return steps_; }
+  void set_steps(int64_t steps) override { steps_ = steps; }
 
  private:
   std::vector<OptimizerSlot> slots_;
@@ -168,7 +172,9 @@ class AdamW final : public Optimizer {
 
   int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
   std::vector<Tensor> state() const override { return Concat(exp_avg_, exp_avg_sq_); }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   int64_t steps() const override { return steps_; }
+  void set_steps(int64_t steps) override { steps_ = steps; }
 
  private:
   std::vector<OptimizerSlot> slots_;
@@ -244,7 +250,9 @@ class Lamb final : public Optimizer {
 
   int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
   std::vector<Tensor> state() const override { return Concat(exp_avg_, exp_avg_sq_); }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   int64_t steps() const override { return steps_; }
+  void set_steps(int64_t steps) override { steps_ = steps; }
 
  private:
   // The same two passes as fused kernels; the norms stay on the device (and

@@ -23,6 +23,9 @@ struct OptimizerSlot {
   // Which parameter this slot is (a piece of): slots of one parameter share
   // it. LAMB's per-parameter norms sum over them.
   int param_index = -1;
+  // Where the piece starts within the parameter (elements; 0 for a whole
+  // parameter): checkpoints store state in parameter coordinates.
+  int64_t offset = 0;
 };
 
 class Optimizer {
@@ -38,7 +41,13 @@ class Optimizer {
   // bias corrections and SGD's first step read: what a step changes besides
   // the weights.
   virtual std::vector<Tensor> state() const = 0;
+  // The kinds of state, in state()'s order, each holding one tensor per
+  // slot: PyTorch's names ("momentum_buffer"; "exp_avg", "exp_avg_sq").
+  virtual std::vector<std::string> state_names() const = 0;
   virtual int64_t steps() const = 0;
+  // Restoring a checkpoint: the step count (the state's values are written
+  // into state()'s tensors).
+  virtual void set_steps(int64_t steps) = 0;
 };
 
 struct SgdOptions {

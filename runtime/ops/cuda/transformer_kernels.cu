@@ -22,8 +22,10 @@ __global__ void EmbeddingForwardKernel(const float* weight, const int64_t* ids, 
     const int64_t id = ids[r];
     if (id < 0 || id >= vocab) {
       // The data loader refuses such batches first; this is a bug upstream.
-      printf("ddp_train: embedding id %lld at position %lld is outside [0, %lld)\n", static_cast<long long>(id),
-             static_cast<long long>(r), static_cast<long long>(vocab));
+      if (c == 0) {
+        printf("ddp_train: embedding id %lld at position %lld is outside [0, %lld)\n", static_cast<long long>(id),
+               static_cast<long long>(r), static_cast<long long>(vocab));
+      }
       __trap();
     }
     out[i] = weight[id * hidden + c];
@@ -39,7 +41,14 @@ __global__ void EmbeddingBackwardKernel(const int64_t* ids, const float* dout, i
   if (c >= hidden) return;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t id = ids[r];
-    if (id == padding_idx || id < 0 || id >= vocab || id % kIdBuckets != bucket) continue;
+    if (id < 0 || id >= vocab) {
+      if (c == 0 && bucket == 0) {
+        printf("ddp_train: embedding gradient id %lld at position %lld is outside [0, %lld)\n",
+               static_cast<long long>(id), static_cast<long long>(r), static_cast<long long>(vocab));
+      }
+      __trap();
+    }
+    if (id == padding_idx || id % kIdBuckets != bucket) continue;
     dweight[id * hidden + c] += dout[r * hidden + c];
   }
 }
@@ -94,21 +103,26 @@ __global__ void LayerNormBackwardDataKernel(const float* x, const float* dy, con
   }
 }
 
-// Partial column sums over kRowsPerPartial rows (block y), in row order.
+// Partial column sums over kRowsPerPartial rows each (partial p covers
+// rows [p * kRowsPerPartial, ...)), in row order; block y strides over the
+// partials.
 __global__ void LayerNormParamPartialKernel(const float* x, const float* dy, const float* mean, const float* rstd,
-                                            int64_t rows, int64_t hidden, double* partial_g, double* partial_b) {
+                                            int64_t rows, int64_t hidden, int64_t partials, double* partial_g,
+                                            double* partial_b) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= hidden) return;
-  const int64_t r0 = blockIdx.y * kRowsPerPartial;
-  const int64_t r1 = r0 + kRowsPerPartial < rows ? r0 + kRowsPerPartial : rows;
-  double sum_g = 0.0, sum_b = 0.0;
-  for (int64_t r = r0; r < r1; ++r) {
-    const double d = dy[r * hidden + c];
-    sum_g += d * ((x[r * hidden + c] - static_cast<double>(mean[r])) * rstd[r]);
-    sum_b += d;
+  for (int64_t p = blockIdx.y; p < partials; p += gridDim.y) {
+    const int64_t r0 = p * kRowsPerPartial;
+    const int64_t r1 = r0 + kRowsPerPartial < rows ? r0 + kRowsPerPartial : rows;
+    double sum_g = 0.0, sum_b = 0.0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const double d = dy[r * hidden + c];
+      sum_g += d * ((x[r * hidden + c] - static_cast<double>(mean[r])) * rstd[r]);
+      sum_b += d;
+    }
+    partial_g[p * hidden + c] = sum_g;
+    partial_b[p * hidden + c] = sum_b;
   }
-  partial_g[blockIdx.y * hidden + c] = sum_g;
-  partial_b[blockIdx.y * hidden + c] = sum_b;
 }
 
 __global__ void LayerNormParamTotalKernel(const double* partial_g, const double* partial_b, int64_t partials,
@@ -178,7 +192,9 @@ __global__ void DropoutForwardKernel(const float* x, float p, uint32_t key0, uin
                                              static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)}},
                                  key0, key1)
                  : Philox4x32{{0, 0, 0, 0}};
-    for (int64_t lane = 0; lane < 4 && g * 4 + lane < per_sample; ++lane) {
+#pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      if (g * 4 + lane >= per_sample) break;
       const int64_t e = s * per_sample + g * 4 + lane;
       const bool kept = p == 0.0f || UniformFromBits(bits.v[lane]) >= p;
       keep[e] = kept ? 1 : 0;
@@ -283,14 +299,13 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
       dx.data<float>());
   DDP_CHECK_LAUNCH("LayerNormBackwardDataKernel");
   const int64_t partials = (rows + kRowsPerPartial - 1) / kRowsPerPartial;
-  CHECK_LT(partials, 65536) << "LayerNormBackward: " << rows << " rows";
   Tensor partial_g = Tensor::Empty({partials, hidden}, DType::kF64, x.device());
   Tensor partial_b = Tensor::Empty({partials, hidden}, DType::kF64, x.device());
-  const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(partials));
-  LayerNormParamPartialKernel<<<grid, kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), dy.data<float>(),
-                                                                    mean.data<float>(), rstd.data<float>(), rows,
-                                                                    hidden, partial_g.data<double>(),
-                                                                    partial_b.data<double>());
+  const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(partials < 65535 ? partials : 65535));
+  LayerNormParamPartialKernel<<<grid, kThreads, 0, StreamOf(ctx)>>>(
+      x.data<float>(), dy.data<float>(), mean.data<float>(), rstd.data<float>(), rows, hidden, partials,
+      partial_g.data<double>(), partial_b.data<double>());
   DDP_CHECK_LAUNCH("LayerNormParamPartialKernel");
   LayerNormParamTotalKernel<<<BlocksFor(hidden), kThreads, 0, StreamOf(ctx)>>>(
       partial_g.data<double>(), partial_b.data<double>(), partials, hidden, dgamma.data<float>(), dbeta.data<float>());

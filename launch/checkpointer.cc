@@ -1,0 +1,244 @@
+#include "launch/checkpointer.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <sstream>
+
+#include "runtime/durable_files.h"
+
+namespace ddp {
+namespace {
+
+constexpr char kManifest[] = "manifest.pb";
+constexpr char kLatest[] = "latest";
+constexpr char kTmpSuffix[] = ".tmp";
+
+std::string Padded(int64_t value, int width) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%0*" PRId64, width, value);
+  return buffer;
+}
+
+// Rank `rank`'s list of the files it wrote: "NAME SIZE CRC32" lines.
+std::string FileListName(int rank) { return "rank" + Padded(rank, 5) + ".files"; }
+
+bool IsCheckpointName(const std::string& name) {
+  if (name.size() != 13 || name.rfind("step_", 0) != 0) return false;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string CheckpointName(int64_t step) { return "step_" + Padded(step, 8); }
+std::string OptimizerShardName(int rank) { return "optimizer.rank" + Padded(rank, 5) + ".safetensors"; }
+
+Checkpointer::Checkpointer(std::string dir, int rank, int keep, std::string crash_point)
+    : dir_(std::move(dir)), rank_(rank), keep_(keep), crash_point_(std::move(crash_point)) {}
+
+Checkpointer::~Checkpointer() {
+  if (writer_.joinable()) writer_.join();
+}
+
+Status Checkpointer::PrepareDirectory(const std::string& dir) {
+  const std::string where = "--checkpoint-dir " + dir;
+  Status made = MakeDirectories(dir);
+  if (!made.ok()) return Status(made.code(), where + ": " + made.message());
+  // Writable: a probe written durably and removed.
+  const std::string probe = dir + "/.write_probe";
+  Status probed = WriteFileDurably(probe, "ddp_train");
+  if (!probed.ok()) return Status(probed.code(), where + " is not writable: " + probed.message());
+  RETURN_IF_ERROR(RemoveTree(probe));
+  for (const std::string& name : ListDirectory(dir)) {
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, kTmpSuffix) == 0) {
+      RETURN_IF_ERROR(RemoveTree(dir + "/" + name));
+    }
+  }
+  return Status::Ok();
+}
+
+void Checkpointer::CrashIf(const std::string& point) const {
+  // "POINT" (every rank) or "POINT:RANK".
+  if (crash_point_.empty()) return;
+  const size_t colon = crash_point_.find(':');
+  const std::string where = crash_point_.substr(0, colon);
+  if (where != point) return;
+  if (colon != std::string::npos && std::stoi(crash_point_.substr(colon + 1)) != rank_) return;
+  std::fprintf(stderr, "ddp_train: DDP_TEST_CHECKPOINT_CRASH: rank %d killed at '%s'\n", rank_, point.c_str());
+  std::fflush(stderr);
+  ::kill(::getpid(), SIGKILL);
+}
+
+void Checkpointer::Begin(CheckpointSnapshot snapshot) {
+  CHECK(!pending_) << "a checkpoint is already being written (step " << pending_step_ << ")";
+  if (writer_.joinable()) writer_.join();
+  pending_ = true;
+  pending_step_ = snapshot.step;
+  pending_manifest_ = snapshot.manifest;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_ = false;
+    write_status_ = Status::Ok();
+  }
+  writer_ = std::thread([this, s = std::move(snapshot)]() mutable { Write(std::move(s)); });
+}
+
+void Checkpointer::Write(CheckpointSnapshot snapshot) {
+  const std::string tmp = dir_ + "/" + CheckpointName(snapshot.step) + kTmpSuffix;
+  auto run = [&]() -> Status {
+    RETURN_IF_ERROR(MakeDirectories(tmp));
+    std::string list;
+    auto put = [&](const std::string& name, const std::vector<NamedTensor>& tensors,
+                   const std::map<std::string, std::string>& metadata) -> Status {
+      ASSIGN_OR_RETURN(const std::string bytes, SerializeSafetensors(tensors, metadata));
+      RETURN_IF_ERROR(WriteFileDurably(tmp + "/" + name, bytes));
+      list += name + " " + std::to_string(bytes.size()) + " " + std::to_string(Crc32(bytes.data(), bytes.size())) +
+              "\n";
+      return Status::Ok();
+    };
+    if (!snapshot.model.empty()) RETURN_IF_ERROR(put("model.safetensors", snapshot.model, {{"format", "pt"}}));
+    if (!snapshot.optimizer_file.empty()) {
+      RETURN_IF_ERROR(put(snapshot.optimizer_file, snapshot.optimizer, snapshot.optimizer_metadata));
+    }
+    CrashIf("files");
+    // The list last: its presence says this rank's files are complete.
+    return WriteFileDurably(tmp + "/" + FileListName(rank_), list);
+  };
+  Status status = run();
+  if (!status.ok()) {
+    status = Status(status.code(), "checkpoint of step " + std::to_string(snapshot.step) + ": " + status.message());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_ = true;
+    write_status_ = status;
+  }
+  cv_.notify_all();
+}
+
+bool Checkpointer::LocalDone() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return written_;
+}
+
+Status Checkpointer::WaitLocal() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return written_; });
+  return write_status_;
+}
+
+Status Checkpointer::Commit() {
+  CHECK(pending_ && rank_ == 0) << "Checkpointer::Commit on rank " << rank_ << " without a pending checkpoint";
+  const std::string name = CheckpointName(pending_step_);
+  const std::string tmp = dir_ + "/" + name + kTmpSuffix, final_path = dir_ + "/" + name;
+  auto run = [&]() -> Status {
+    CheckpointManifest manifest = pending_manifest_;
+    for (int r = 0; r < manifest.world_size(); ++r) {
+      StatusOr<std::string> list = ReadWholeFile(tmp + "/" + FileListName(r));
+      if (!list.ok()) return Status(StatusCode::kDataLoss, "rank " + std::to_string(r) + "'s files are missing: " +
+                                                               list.status().message());
+      std::istringstream lines(*list);
+      std::string file;
+      int64_t size = 0;
+      uint64_t crc = 0;
+      while (lines >> file >> size >> crc) {
+        CheckpointFile* f = manifest.add_files();
+        f->set_name(file);
+        f->set_size(size);
+        f->set_crc32(static_cast<uint32_t>(crc));
+        f->set_rank(r);
+      }
+    }
+    manifest.set_unix_time(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    SealedManifest sealed;
+    sealed.set_manifest(manifest.SerializeAsString());
+    sealed.set_crc32(Crc32(sealed.manifest().data(), sealed.manifest().size()));
+    RETURN_IF_ERROR(WriteFileDurably(tmp + "/" + kManifest, sealed.SerializeAsString()));
+    RETURN_IF_ERROR(SyncDirectory(tmp));
+    CrashIf("manifest");
+    // A directory of this step from an earlier attempt that never became
+    // `latest` (the run crashed after renaming it) gives way.
+    RETURN_IF_ERROR(RemoveTree(final_path));
+    RETURN_IF_ERROR(RenameDurably(tmp, final_path));
+    CrashIf("rename");
+    RETURN_IF_ERROR(ReplaceFileAtomically(dir_ + "/" + kLatest, name + "\n"));
+    // Retention: the newest `keep_` complete checkpoints stay.
+    if (keep_ > 0) {
+      std::vector<std::string> complete;
+      for (const std::string& entry : ListDirectory(dir_)) {
+        if (IsCheckpointName(entry)) complete.push_back(entry);
+      }
+      for (size_t i = 0; i + static_cast<size_t>(keep_) < complete.size(); ++i) {
+        if (complete[i] == name) continue;
+        RETURN_IF_ERROR(RemoveTree(dir_ + "/" + complete[i]));
+      }
+    }
+    return Status::Ok();
+  };
+  Status status = run();
+  Finish();
+  if (!status.ok()) return Status(status.code(), "checkpoint " + final_path + ": " + status.message());
+  return Status::Ok();
+}
+
+void Checkpointer::Finish() {
+  if (writer_.joinable()) writer_.join();
+  pending_ = false;
+  pending_step_ = -1;
+}
+
+StatusOr<CheckpointReader> CheckpointReader::OpenLatest(const std::string& dir) {
+  StatusOr<std::string> latest = ReadWholeFile(dir + "/" + kLatest);
+  if (!latest.ok()) {
+    if (latest.status().code() == StatusCode::kNotFound) {
+      return Status(StatusCode::kNotFound, "no checkpoint in " + dir + " (no '" + kLatest + "' file)");
+    }
+    return latest.status();
+  }
+  std::string name = *latest;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (!IsCheckpointName(name)) {
+    return Status(StatusCode::kDataLoss, dir + "/" + kLatest + " names '" + name + "', not a checkpoint");
+  }
+  CheckpointReader reader;
+  reader.path_ = dir + "/" + name;
+  StatusOr<std::string> bytes = ReadWholeFile(reader.path_ + "/" + kManifest);
+  if (!bytes.ok()) {
+    return Status(StatusCode::kDataLoss, "checkpoint " + reader.path_ + ": " + bytes.status().message());
+  }
+  SealedManifest sealed;
+  if (!sealed.ParseFromString(*bytes) ||
+      Crc32(sealed.manifest().data(), sealed.manifest().size()) != sealed.crc32() ||
+      !reader.manifest_.ParseFromString(sealed.manifest())) {
+    return Status(StatusCode::kDataLoss, "checkpoint " + reader.path_ + ": " + kManifest + " is corrupt");
+  }
+  return reader;
+}
+
+StatusOr<SafetensorsContents> CheckpointReader::ReadFile(const std::string& name) const {
+  const std::string where = "checkpoint " + path_ + ": " + name;
+  const CheckpointFile* entry = nullptr;
+  for (const CheckpointFile& f : manifest_.files()) {
+    if (f.name() == name) entry = &f;
+  }
+  if (entry == nullptr) return Status(StatusCode::kDataLoss, where + " is not in its manifest");
+  StatusOr<std::string> bytes = ReadWholeFile(path_ + "/" + name);
+  if (!bytes.ok()) return Status(StatusCode::kDataLoss, where + " is missing (" + bytes.status().message() + ")");
+  if (static_cast<int64_t>(bytes->size()) != entry->size()) {
+    return Status(StatusCode::kDataLoss, where + " is " + std::to_string(bytes->size()) + " bytes, its manifest says " +
+                                             std::to_string(entry->size()) + " (truncated?)");
+  }
+  if (Crc32(bytes->data(), bytes->size()) != entry->crc32()) {
+    return Status(StatusCode::kDataLoss, where + " fails its CRC-32 check (corrupt)");
+  }
+  return ParseSafetensors(*bytes, path_ + "/" + name);
+}
+
+}  // namespace ddp

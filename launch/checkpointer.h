@@ -1,0 +1,122 @@
+// Checkpoints (--checkpoint-dir, --checkpoint-every, --resume): a directory
+// per step, step_00000010/, holding
+//   manifest.pb                    the run's place and every file's CRC-32
+//   model.safetensors              rank 0: parameters and buffers, PyTorch's names
+//   optimizer.safetensors          rank 0: the optimizer state (plain DDP:
+//                                  every rank holds all of it), or
+//   optimizer.rank00003.safetensors  each rank's shard under ZeRO
+// and a `latest` file naming the newest complete one.
+//
+// Writing is asynchronous: at a step boundary the state is copied to host
+// memory (the only stall), and a background thread writes this rank's files
+// into step_N.tmp/, fsyncing each, with a list of their sizes and CRCs.
+// Once every rank reports its files durable (the trainer learns this from
+// the reduction each step already does), rank 0 seals the manifest, renames
+// the directory into place, fsyncs its parent, replaces `latest`
+// atomically and prunes old checkpoints. A crash at any moment leaves the
+// previous checkpoint loadable; a torn or corrupt file is named at load.
+//
+// Optimizer state is stored per parameter piece, "KIND:OFFSET:PARAM"
+// (KIND as PyTorch's state, OFFSET the piece's first element within the
+// parameter), so a shard's tensors say which part of which parameter they
+// hold whatever the ZeRO layout.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launch/checkpoint.pb.h"
+#include "runtime/safetensors.h"
+#include "runtime/status.h"
+
+namespace ddp {
+
+// What one rank writes for one checkpoint: host copies, taken at the step
+// boundary, so training may change the live tensors meanwhile.
+struct CheckpointSnapshot {
+  int64_t step = 0;
+  CheckpointManifest manifest;  // rank 0: everything but the files
+  std::vector<NamedTensor> model;      // rank 0
+  std::vector<NamedTensor> optimizer;  // this rank's part (empty: none)
+  std::string optimizer_file;          // its name in the checkpoint
+  std::map<std::string, std::string> optimizer_metadata;
+};
+
+// The directory name of step `step`'s checkpoint.
+std::string CheckpointName(int64_t step);
+// Rank `rank`'s optimizer shard under ZeRO.
+std::string OptimizerShardName(int rank);
+
+class Checkpointer {
+ public:
+  // `keep` > 0: how many complete checkpoints to keep (older ones are
+  // removed after each commit). `crash_point` (a test hook, see
+  // TrainOptions) kills this process at that point of the write.
+  Checkpointer(std::string dir, int rank, int keep, std::string crash_point = "");
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Rank 0, before training: makes the directory, checks it is writable
+  // and removes temporary directories a crashed run left.
+  static Status PrepareDirectory(const std::string& dir);
+
+  // Starts writing `snapshot` in the background. At most one checkpoint is
+  // in flight: Commit or Abandon the previous first.
+  void Begin(CheckpointSnapshot snapshot);
+  bool pending() const { return pending_; }
+  int64_t pending_step() const { return pending_step_; }
+  // Whether this rank's files are written (or failed), without waiting.
+  bool LocalDone() const;
+  // Waits for this rank's files; their outcome.
+  Status WaitLocal();
+  // Rank 0, once every rank's files are durable: seals the manifest,
+  // renames the directory into place, points `latest` at it and prunes.
+  // Every rank then calls Finish (rank 0 inside Commit).
+  Status Commit();
+  // Forgets the pending checkpoint (its files stay in step_N.tmp/, removed
+  // by the next run's PrepareDirectory).
+  void Finish();
+
+ private:
+  void Write(CheckpointSnapshot snapshot);
+  void CrashIf(const std::string& point) const;
+
+  std::string dir_;
+  int rank_;
+  int keep_;
+  std::string crash_point_;
+  bool pending_ = false;
+  int64_t pending_step_ = -1;
+  CheckpointManifest pending_manifest_;  // rank 0
+  std::thread writer_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool written_ = false;
+  Status write_status_;
+};
+
+// A complete checkpoint, opened for resuming: its manifest, checked against
+// its seal. Files are read with ReadFile, which checks each against the
+// manifest's size and CRC-32 first.
+class CheckpointReader {
+ public:
+  // The checkpoint `latest` names in `dir`; NotFound when there is none.
+  static StatusOr<CheckpointReader> OpenLatest(const std::string& dir);
+  const CheckpointManifest& manifest() const { return manifest_; }
+  const std::string& path() const { return path_; }
+  // Errors name the checkpoint and the file: missing, truncated, corrupt.
+  StatusOr<SafetensorsContents> ReadFile(const std::string& name) const;
+
+ private:
+  std::string path_;
+  CheckpointManifest manifest_;
+};
+
+}  // namespace ddp
