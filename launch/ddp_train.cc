@@ -90,7 +90,10 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--memory-format", o.memory_format},
           {"--loss-scale-growth-interval", std::to_string(o.loss_scale.growth_interval)},
           {"--deterministic", o.deterministic ? "true" : "false"},
-          {"--cuda-graphs", o.cuda_graphs ? "true" : "false"}};
+          {"--cuda-graphs", o.cuda_graphs ? "true" : "false"},
+          {"--checkpoint-dir", o.checkpoint_dir},
+          {"--checkpoint-every", std::to_string(o.checkpoint_every)},
+          {"--resume", o.resume ? "true" : "false"}};
 }
 
 int Main(int argc, char** argv) {

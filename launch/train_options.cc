@@ -66,6 +66,13 @@ DEFINE_bool(zero_init_residual, false, "start each residual block's last BN at z
 DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters and buffers to start from");
 DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
 DEFINE_string(metrics_file, "", "JSON lines: one record per step, then a summary");
+DEFINE_string(checkpoint_dir, "",
+              "directory of checkpoints (step_NNNNNNNN/ each, and a 'latest' file); shared by every rank");
+DEFINE_int64(checkpoint_every, 0, "write a checkpoint every N optimizer steps (0: never)");
+DEFINE_int64(checkpoint_keep, 3, "complete checkpoints to keep in --checkpoint-dir (0: all)");
+DEFINE_bool(resume, false,
+            "continue from the newest checkpoint in --checkpoint-dir (its weights, optimizer state, loss scale and "
+            "data position); with none there yet, start from step 0");
 DEFINE_double(bucket_mb, 25.0, "gradient bucket size in MiB");
 DEFINE_double(first_bucket_mb, 1.0, "size of the first gradient bucket in MiB");
 DEFINE_bool(overlap, true, "all-reduce buckets while backward runs; --nooverlap reduces after backward");
@@ -279,6 +286,21 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.load_weights = FLAGS_load_weights;
   o.save_weights = FLAGS_save_weights;
   o.metrics_file = FLAGS_metrics_file;
+  if (FLAGS_checkpoint_every < 0) {
+    return InvalidArgument("--checkpoint-every must be 0 (never) or positive, got " +
+                           std::to_string(FLAGS_checkpoint_every));
+  }
+  if (FLAGS_checkpoint_keep < 0) {
+    return InvalidArgument("--checkpoint-keep must be 0 (all) or positive, got " +
+                           std::to_string(FLAGS_checkpoint_keep));
+  }
+  if ((FLAGS_checkpoint_every > 0 || FLAGS_resume) && FLAGS_checkpoint_dir.empty()) {
+    return InvalidArgument(std::string(FLAGS_resume ? "--resume" : "--checkpoint-every") + " needs --checkpoint-dir");
+  }
+  o.checkpoint_dir = FLAGS_checkpoint_dir;
+  o.checkpoint_every = FLAGS_checkpoint_every;
+  o.checkpoint_keep = FLAGS_checkpoint_keep;
+  o.resume = FLAGS_resume;
 
   if (!(FLAGS_bucket_mb > 0.0) || !std::isfinite(FLAGS_bucket_mb)) {
     return InvalidArgument("--bucket-mb must be positive, got " + Num(FLAGS_bucket_mb));
@@ -322,6 +344,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     o.inject_nonfinite_step = step;
     o.inject_nonfinite_rank = rank;
   }
+  if (const char* crash = std::getenv("DDP_TEST_CHECKPOINT_CRASH"); crash != nullptr) o.checkpoint_crash = crash;
   const char* digest = std::getenv("DDP_TEST_STATE_DIGEST");
   o.print_state_digest = digest != nullptr && std::string(digest) == "1";
   return o;

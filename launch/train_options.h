@@ -64,6 +64,12 @@ struct TrainOptions {
   bool zero_init_residual = false;
 
   std::string load_weights, save_weights, metrics_file;
+  // Checkpoints (launch/checkpointer.h): where, how often (optimizer
+  // steps; 0 never), how many complete ones to keep (0 all), and whether to
+  // continue from the newest.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0, checkpoint_keep = 3;
+  bool resume = false;
 
   // Data parallelism.
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
@@ -85,6 +91,11 @@ struct TrainOptions {
   int64_t inject_nonfinite_step = 0;
   int inject_nonfinite_rank = -1;
   bool print_state_digest = false;
+  // DDP_TEST_CHECKPOINT_CRASH "POINT[:RANK]": the checkpoint writer kills
+  // its process (SIGKILL) at POINT: "files" (this rank's files written, its
+  // list not yet), "manifest" (rank 0: the manifest written, the directory
+  // not yet renamed) or "rename" (renamed, `latest` not yet updated).
+  std::string checkpoint_crash;
 };
 
 // "dynamic", "none" or the static scale: --loss-scale as resolved.

@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <gflags/gflags.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -84,6 +86,15 @@ Status Trainer::BroadcastInitialState() {
 
 Status Trainer::Setup() {
   ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
+  if (!options_.checkpoint_dir.empty() && is_root()) {
+    // Before any training: a typo in the path costs seconds, not a run.
+    RETURN_IF_ERROR(Checkpointer::PrepareDirectory(options_.checkpoint_dir));
+  }
+  if (options_.checkpoint_every > 0) {
+    checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint_dir, ranks_.rank,
+                                                   static_cast<int>(options_.checkpoint_keep),
+                                                   options_.checkpoint_crash);
+  }
   return SetupTraining(data_.train->size());
 }
 
@@ -131,7 +142,12 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   model_options.label_smoothing = options_.label_smoothing;
   model_options.compute_dtype = compute_dtype_;
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
-  if (!options_.load_weights.empty()) {
+  RETURN_IF_ERROR(ResumeModel());
+  if (resume_from_ && !options_.load_weights.empty() && is_root()) {
+    std::printf("ddp_train: --load-weights %s: not read; the checkpoint holds the weights\n",
+                options_.load_weights.c_str());
+  }
+  if (!options_.load_weights.empty() && !resume_from_) {
     StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);
     if (!weights.ok()) return Status(weights.status().code(), "--load-weights " + weights.status().message());
     std::vector<std::pair<std::string, Tensor>> named;
@@ -207,6 +223,7 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
       grads_.push_back(p->grad);
     }
   }
+  for (const OptimizerSlot& slot : slots) slot_places_.push_back({slot.name, slot.offset, slot.value.numel()});
   if (options_.optimizer == "sgd") {
     SgdOptions sgd;
     sgd.momentum = static_cast<float>(options_.momentum);
@@ -220,7 +237,11 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
     if (zero_) all_reduce = [this](Tensor& t) { return comm_->AllReduce(t, ReduceOp::kSum)->Wait(); };
     optimizer_ = MakeLamb(std::move(slots), LambOptions(), static_cast<int>(model_->parameters().size()), all_reduce);
   }
-  if (!options_.metrics_file.empty() && is_root()) RETURN_IF_ERROR(metrics_.Open(options_.metrics_file));
+  if (resume_from_) RETURN_IF_ERROR(ResumeOptimizer());
+  // A resumed run adds to the metrics of the run it continues.
+  if (!options_.metrics_file.empty() && is_root()) {
+    RETURN_IF_ERROR(metrics_.Open(options_.metrics_file, resume_from_.has_value()));
+  }
   if (distributed() && !zero_) {
     ReducerOptions reducer;
     reducer.bucket_mb = options_.bucket_mb;
@@ -363,18 +384,34 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     // The step's loss, whether any rank hit a local error, and whether any
     // rank saw non-finite gradients, decided together: no rank stops or
     // skips a step alone (under ZeRO each rank checks only its pieces).
+    // And how the pending checkpoint's write stands on each rank: every
+    // rank's files durable (rank 0 commits after the step), or one failed.
+    const bool written = checkpointer_ && checkpointer_->pending() && checkpointer_->LocalDone();
+    const Status write_status = written ? checkpointer_->WaitLocal() : Status::Ok();
     Tensor shared = Tensor::FromVector<double>(
-        {result.loss, local_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens)}, {4});
+        {result.loss, local_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens),
+         written && write_status.ok() ? 1.0 : 0.0, write_status.ok() ? 0.0 : 1.0},
+        {6});
     RETURN_IF_ERROR(comm_->AllReduce(shared, ReduceOp::kSum)->Wait());
     if (!local_status.ok()) return local_status;
     if (shared.data<double>()[1] > 0.0) return FailedPrecondition("another rank failed; stopping");
+    if (!write_status.ok()) return write_status;
+    if (shared.data<double>()[5] > 0.0) {
+      return FailedPrecondition("another rank failed to write the checkpoint of step " +
+                                std::to_string(checkpointer_->pending_step()) + "; stopping");
+    }
     result.loss = shared.data<double>()[0] / ranks_.world_size;
     nonfinite = shared.data<double>()[2] > 0.0;
     result.tokens = static_cast<int64_t>(shared.data<double>()[3]);
+    result.checkpoint_ready = shared.data<double>()[4] == static_cast<double>(ranks_.world_size);
   } else if (!local_status.ok()) {
     return local_status;
   } else {
     check_gradients();
+    if (checkpointer_ && checkpointer_->pending() && checkpointer_->LocalDone()) {
+      RETURN_IF_ERROR(checkpointer_->WaitLocal());
+      result.checkpoint_ready = true;
+    }
   }
   if (!std::isfinite(result.loss)) {
     // Under loss scaling an overflowing forward (fp16) skips the step, as
@@ -502,6 +539,190 @@ void Trainer::DestroyStepGraph() {
   cuda::ReleaseMemoryHeldForCapture(ctx_.device().index);
 }
 
+namespace {
+
+// A host copy that training may not change under the writer.
+Tensor HostCopy(const Tensor& t) {
+  Tensor copy = Tensor::Empty(t.shape(), t.dtype(), Device::Cpu(), t.format());
+  copy.CopyFrom(t);
+  return copy;
+}
+
+// "KIND:OFFSET:PARAM": a piece of a parameter's optimizer state.
+std::string StateKey(const std::string& kind, int64_t offset, const std::string& param) {
+  return kind + ":" + std::to_string(offset) + ":" + param;
+}
+
+}  // namespace
+
+Status Trainer::ResumeModel() {
+  if (!options_.resume) return Status::Ok();
+  StatusOr<CheckpointReader> reader = CheckpointReader::OpenLatest(options_.checkpoint_dir);
+  if (!reader.ok()) {
+    if (reader.status().code() != StatusCode::kNotFound) {
+      return Status(reader.status().code(), "--resume: " + reader.status().message());
+    }
+    if (is_root()) {
+      std::printf("ddp_train: --resume: no checkpoint in %s yet; starting from step 0\n",
+                  options_.checkpoint_dir.c_str());
+    }
+    return Status::Ok();
+  }
+  const CheckpointManifest& m = reader->manifest();
+  const std::string where = "--resume: checkpoint " + reader->path();
+  auto differs = [&](const std::string& what, const std::string& theirs, const std::string& ours) {
+    return InvalidArgument(where + " was written with " + what + " " + theirs + ", this run has " + ours);
+  };
+  const int64_t zero_stage = distributed() && options_.zero_stage >= 1 ? options_.zero_stage : 0;
+  if (m.model() != options_.model) return differs("--model", m.model(), options_.model);
+  if (m.world_size() != ranks_.world_size) {
+    return InvalidArgument(where + " was written by " + std::to_string(m.world_size()) + " ranks, this run has " +
+                           std::to_string(ranks_.world_size) + " (resuming at another world size is not supported "
+                           "in this build)");
+  }
+  if (m.batch_size() != options_.batch_size) {
+    return differs("--batch-size", std::to_string(m.batch_size()), std::to_string(options_.batch_size));
+  }
+  if (m.accumulation_steps() != options_.accumulation_steps) {
+    return differs("--accumulation-steps", std::to_string(m.accumulation_steps()),
+                   std::to_string(options_.accumulation_steps));
+  }
+  if (m.zero_stage() != zero_stage) {
+    return differs("ZeRO stage", std::to_string(m.zero_stage()), std::to_string(zero_stage));
+  }
+  if (m.optimizer() != options_.optimizer) return differs("--optimizer", m.optimizer(), options_.optimizer);
+  if (m.step() >= total_steps_) {
+    return InvalidArgument(where + " is at step " + std::to_string(m.step()) + ", and this run ends at step " +
+                           std::to_string(total_steps_) + ": nothing is left to train");
+  }
+  StatusOr<SafetensorsContents> weights = reader->ReadFile("model.safetensors");
+  if (!weights.ok()) return Status(weights.status().code(), "--resume: " + weights.status().message());
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (NamedTensor& t : weights->tensors) named.emplace_back(t.name, t.tensor);
+  const Status loaded = model_->LoadStateDict(named);
+  if (!loaded.ok()) return InvalidArgument(where + ": model.safetensors: " + loaded.message());
+  start_step_ = m.step();
+  resume_from_ = std::move(*reader);
+  return Status::Ok();
+}
+
+Status Trainer::ResumeOptimizer() {
+  const CheckpointManifest& m = resume_from_->manifest();
+  // Under ZeRO each rank holds its shard; otherwise every rank holds the
+  // whole state, which rank 0 wrote.
+  const std::string file = zero_ ? OptimizerShardName(ranks_.rank) : "optimizer.safetensors";
+  const std::string where = "--resume: checkpoint " + resume_from_->path() + ": " + file;
+  StatusOr<SafetensorsContents> contents = resume_from_->ReadFile(file);
+  if (!contents.ok()) return Status(contents.status().code(), "--resume: " + contents.status().message());
+  const std::vector<std::string> kinds = optimizer_->state_names();
+  std::vector<Tensor> state = optimizer_->state();
+  const size_t slots = slot_places_.size();
+  CHECK_EQ(state.size(), kinds.size() * slots) << "optimizer state layout";
+  if (contents->tensors.size() != state.size()) {
+    return InvalidArgument(where + " holds " + std::to_string(contents->tensors.size()) + " tensors, the " +
+                           options_.optimizer + " state of this rank " + std::to_string(state.size()));
+  }
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    for (size_t i = 0; i < slots; ++i) {
+      const SlotPlace& place = slot_places_[i];
+      const std::string key = StateKey(kinds[k], place.offset, place.name);
+      const Tensor* saved = contents->Find(key);
+      if (saved == nullptr) return InvalidArgument(where + " has no tensor '" + key + "'");
+      if (saved->dtype() != DType::kF32 || saved->numel() != place.numel) {
+        return InvalidArgument(where + ": tensor '" + key + "' is " + DTypeName(saved->dtype()) +
+                               ShapeToString(saved->shape()) + ", expected f32 with " + std::to_string(place.numel) +
+                               " elements");
+      }
+      state[k * slots + i].CopyFrom(saved->View(0, {place.numel}));
+    }
+  }
+  optimizer_->set_steps(m.optimizer_steps());
+  scaler_->Restore(m.loss_scale(), m.loss_scale_growth_tracker(), m.skipped_steps());
+  prefetched_ = start_step_ * options_.accumulation_steps;
+  if (is_root()) {
+    std::printf("ddp_train: --resume: continuing from %s at step %lld\n", resume_from_->path().c_str(),
+                static_cast<long long>(start_step_));
+  }
+  return Status::Ok();
+}
+
+StatusOr<CheckpointSnapshot> Trainer::TakeSnapshot(int64_t step) {
+  CheckpointSnapshot snapshot;
+  snapshot.step = step;
+  // Under ZeRO every f32 master weight is made current everywhere (the
+  // gathers of this step's update land first).
+  if (zero_) {
+    RETURN_IF_ERROR(zero_->FinishParameterGather());
+    RETURN_IF_ERROR(zero_->GatherMasterWeights());
+  }
+  if (is_root()) {
+    CheckpointManifest& m = snapshot.manifest;
+    m.set_format_version(1);
+    m.set_model(options_.model);
+    std::vector<gflags::CommandLineFlagInfo> flags;
+    gflags::GetAllFlags(&flags);
+    for (const gflags::CommandLineFlagInfo& f : flags) {
+      if (!f.is_default) (*m.mutable_flags())[f.name] = f.current_value;
+    }
+    m.set_step(step);
+    m.set_samples(step * sampler_->global_batch());
+    m.set_world_size(ranks_.world_size);
+    m.set_batch_size(options_.batch_size);
+    m.set_accumulation_steps(options_.accumulation_steps);
+    m.set_zero_stage(zero_ ? options_.zero_stage : 0);
+    m.set_optimizer(options_.optimizer);
+    m.set_optimizer_steps(optimizer_->steps());
+    m.set_seed(options_.seed);
+    m.set_loss_scale(scaler_->scale());
+    m.set_loss_scale_growth_tracker(scaler_->growth_tracker());
+    m.set_skipped_steps(scaler_->skipped_steps());
+    for (const auto& [name, t] : model_->StateDict()) snapshot.model.push_back({name, HostCopy(t)});
+  }
+  if (zero_ || is_root()) {
+    snapshot.optimizer_file = zero_ ? OptimizerShardName(ranks_.rank) : "optimizer.safetensors";
+    const std::vector<std::string> kinds = optimizer_->state_names();
+    const std::vector<Tensor> state = optimizer_->state();
+    const size_t slots = slot_places_.size();
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      for (size_t i = 0; i < slots; ++i) {
+        const SlotPlace& place = slot_places_[i];
+        snapshot.optimizer.push_back({StateKey(kinds[k], place.offset, place.name), HostCopy(state[k * slots + i])});
+      }
+    }
+    snapshot.optimizer_metadata = {{"optimizer", options_.optimizer},
+                                   {"steps", std::to_string(optimizer_->steps())},
+                                   {"rank", std::to_string(ranks_.rank)}};
+  }
+  return snapshot;
+}
+
+Status Trainer::FinishPendingCheckpoint() {
+  const int64_t step = checkpointer_->pending_step();
+  // Decided together: no rank commits, or goes on, alone.
+  auto agree = [&](const Status& mine, const std::string& others) -> Status {
+    if (!distributed()) return mine;
+    Tensor failed = Tensor::FromVector<double>({mine.ok() ? 0.0 : 1.0}, {1});
+    RETURN_IF_ERROR(comm_->AllReduce(failed, ReduceOp::kSum)->Wait());
+    if (!mine.ok()) return mine;
+    if (failed.data<double>()[0] > 0.0) return FailedPrecondition(others);
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(agree(checkpointer_->WaitLocal(),
+                        "another rank failed to write the checkpoint of step " + std::to_string(step) + "; stopping"));
+  Status committed = Status::Ok();
+  if (is_root()) {
+    committed = checkpointer_->Commit();
+    if (committed.ok()) {
+      std::printf("checkpoint: step %lld written to %s/%s\n", static_cast<long long>(step),
+                  options_.checkpoint_dir.c_str(), CheckpointName(step).c_str());
+      std::fflush(stdout);
+    }
+  } else {
+    checkpointer_->Finish();
+  }
+  return agree(committed, "rank 0 failed to commit the checkpoint of step " + std::to_string(step) + "; stopping");
+}
+
 std::vector<Tensor> Trainer::HeldGradients() {
   if (zero_) return zero_->GradientPieces();
   return {model_->flat_gradients()};
@@ -582,7 +803,8 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   // Untimed: two eager steps (allocation, algorithm search), and under
   // --cuda-graphs the step that captures the graph as well.
-  const int64_t warmup = std::min<int64_t>(options_.cuda_graphs ? kGraphWarmupSteps + 1 : 2, total_steps_ - 1);
+  const int64_t warmup =
+      std::min<int64_t>(options_.cuda_graphs ? kGraphWarmupSteps + 1 : 2, total_steps_ - start_step_ - 1);
   double timed_seconds = 0.0, timed_exposed = 0.0;
   int64_t timed_tokens = 0;  // token data: non-padding tokens of the timed steps
   // Everything allocated from here on is per-step working memory
@@ -594,12 +816,12 @@ StatusOr<TrainResult> Trainer::Run() {
   TrainResult result;
   Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
   int64_t skipped = 0;  // steps skipped for non-finite gradients (every rank counts the same)
-  for (int64_t step = 0; step < total_steps_; ++step) {
+  for (int64_t step = start_step_; step < total_steps_; ++step) {
     const float lr = static_cast<float>(options_.schedule.At(step));
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, local));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (step >= warmup) {
+    if (step - start_step_ >= warmup) {
       timed_seconds += seconds;
       timed_exposed += r.exposed_comm_seconds;
       timed_tokens += r.tokens;
@@ -622,6 +844,33 @@ StatusOr<TrainResult> Trainer::Run() {
       record["skipped"] = r.skipped;
     }
     if (r.graphed) record["cuda_graph"] = true;
+    // Checkpoints: the pending one, once every rank's files are durable, is
+    // committed by rank 0; every --checkpoint-every steps a new one starts,
+    // stalling the step only for the copy to host memory (and for the
+    // previous write, if it is still going).
+    if (r.checkpoint_ready) {
+      const int64_t committed_step = checkpointer_->pending_step();
+      if (is_root()) {
+        const Status committed = checkpointer_->Commit();
+        if (committed.ok()) {
+          record["checkpoint_committed"] = committed_step;
+          std::printf("checkpoint: step %lld written to %s/%s\n", static_cast<long long>(committed_step),
+                      options_.checkpoint_dir.c_str(), CheckpointName(committed_step).c_str());
+        } else if (local.ok()) {
+          local = committed;  // every rank learns of it at the next step
+        }
+      } else {
+        checkpointer_->Finish();
+      }
+    }
+    if (checkpointer_ && (step + 1) % options_.checkpoint_every == 0) {
+      const auto stall_start = std::chrono::steady_clock::now();
+      if (checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
+      ASSIGN_OR_RETURN(CheckpointSnapshot snapshot, TakeSnapshot(step + 1));
+      checkpointer_->Begin(std::move(snapshot));
+      record["checkpoint_stall_s"] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - stall_start).count();
+    }
     if (distributed() && !r.graphed) {  // a replayed step has no bucket timings
       record["exposed_comm_s"] = r.exposed_comm_seconds;
       // Per bucket, in launch order: seconds after backward began that it
@@ -651,7 +900,8 @@ StatusOr<TrainResult> Trainer::Run() {
       if (evaluate) std::printf("  eval %s %.4f", eval_label_.c_str(), accuracy);
       std::printf("\n");
       std::fflush(stdout);
-      local = metrics_.Write(record);
+      const Status written = metrics_.Write(record);
+      if (local.ok()) local = written;
     }
   }
   // A metrics write that failed after the last step (rank 0 only): decided
@@ -664,10 +914,12 @@ StatusOr<TrainResult> Trainer::Run() {
   } else if (!local.ok()) {
     return local;
   }
+  // The last checkpoint's write, waited for and committed.
+  if (checkpointer_ && checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
   // The last update, before eval and saving; after 16-bit gathers the f32
   // master weights too, so every rank holds all of them.
   if (zero_) RETURN_IF_ERROR(zero_->GatherMasterWeights());
-  const int64_t timed_steps = total_steps_ - warmup;
+  const int64_t timed_steps = total_steps_ - start_step_ - warmup;
   result.compute_dtype = compute_dtype_;
   result.skipped_steps = skipped;
   result.samples_per_s = timed_steps * samples_per_step / timed_seconds;

@@ -10,6 +10,7 @@
 #include "comm/communicator.h"
 #include "comm/reducer.h"
 #include "comm/zero_reducer.h"
+#include "launch/checkpointer.h"
 #include "launch/train_options.h"
 #include "launch/training_data.h"
 #include "models/registry.h"
@@ -91,6 +92,9 @@ class Trainer {
     int64_t tokens = 0;       // token data: non-padding tokens of the step, every rank's
     double exposed_comm_seconds = 0.0;
     std::vector<BucketTiming> buckets;  // per bucket: launch, finish, wait
+    // The checkpoint being written: every rank's files are durable (commit
+    // it), or some rank's write failed.
+    bool checkpoint_ready = false, checkpoint_failed = false;
   };
   StatusOr<StepResult> TrainStep(int64_t step, float lr, const Status& local_status);
   StatusOr<double> Evaluate();
@@ -100,6 +104,24 @@ class Trainer {
   // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and
   // optimizer state, and its loss scale, printed after each step.
   void PrintStateDigest(int64_t step);
+  // Checkpoints. --resume: the model's weights from the newest checkpoint
+  // (before the optimizer exists), then the optimizer's state, loss scale
+  // and step. The state after `step` optimizer steps as host copies, for
+  // the background writer. Waiting for a pending write on every rank,
+  // agreeing it succeeded everywhere, and committing it (rank 0).
+  Status ResumeModel();
+  Status ResumeOptimizer();
+  StatusOr<CheckpointSnapshot> TakeSnapshot(int64_t step);
+  Status FinishPendingCheckpoint();
+  // Where each optimizer slot lies: its parameter and first element there.
+  struct SlotPlace {
+    std::string name;
+    int64_t offset = 0, numel = 0;
+  };
+  std::vector<SlotPlace> slot_places_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::optional<CheckpointReader> resume_from_;
+  int64_t start_step_ = 0;  // the first step this run trains (after --resume)
 
   TrainOptions options_;
   Communicator* comm_;

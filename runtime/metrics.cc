@@ -9,9 +9,9 @@ MetricsWriter::~MetricsWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-Status MetricsWriter::Open(const std::string& path) {
+Status MetricsWriter::Open(const std::string& path, bool append) {
   path_ = path;
-  file_ = std::fopen(path.c_str(), "w");
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (file_ == nullptr) return FailedPrecondition("--metrics-file " + path + ": cannot open: " + std::strerror(errno));
   return Status::Ok();
 }

@@ -17,8 +17,9 @@ class MetricsWriter {
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
-  // Creates (truncates) `path`; the message names the flag and the path.
-  Status Open(const std::string& path);
+  // Creates (truncates) `path`, or with `append` adds to it (a resumed
+  // run); the message names the flag and the path.
+  Status Open(const std::string& path, bool append = false);
   bool is_open() const { return file_ != nullptr; }
   // Appends one line and flushes it, so a crash loses at most the line being
   // written. No-op when not open.
