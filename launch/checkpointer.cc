@@ -64,12 +64,13 @@ Status Checkpointer::PrepareDirectory(const std::string& dir) {
 }
 
 void Checkpointer::CrashIf(const std::string& point) const {
-  // "POINT" (every rank) or "POINT:RANK".
+  // "POINT", "POINT:RANK" or "POINT:RANK:STEP" (RANK -1: every rank).
   if (crash_point_.empty()) return;
-  const size_t colon = crash_point_.find(':');
-  const std::string where = crash_point_.substr(0, colon);
-  if (where != point) return;
-  if (colon != std::string::npos && std::stoi(crash_point_.substr(colon + 1)) != rank_) return;
+  char where[32] = "";
+  int rank = -1;
+  long long step = -1;
+  if (std::sscanf(crash_point_.c_str(), "%31[a-z]:%d:%lld", where, &rank, &step) < 1 || point != where) return;
+  if ((rank >= 0 && rank != rank_) || (step >= 0 && step != pending_step_)) return;
   std::fprintf(stderr, "ddp_train: DDP_TEST_CHECKPOINT_CRASH: rank %d killed at '%s'\n", rank_, point.c_str());
   std::fflush(stderr);
   ::kill(::getpid(), SIGKILL);
@@ -230,7 +231,10 @@ StatusOr<SafetensorsContents> CheckpointReader::ReadFile(const std::string& name
   }
   if (entry == nullptr) return Status(StatusCode::kDataLoss, where + " is not in its manifest");
   StatusOr<std::string> bytes = ReadWholeFile(path_ + "/" + name);
-  if (!bytes.ok()) return Status(StatusCode::kDataLoss, where + " is missing (" + bytes.status().message() + ")");
+  if (!bytes.ok()) {
+    if (bytes.status().code() == StatusCode::kNotFound) return Status(StatusCode::kDataLoss, where + " is missing");
+    return Status(StatusCode::kDataLoss, where + " cannot be read: " + bytes.status().message());
+  }
   if (static_cast<int64_t>(bytes->size()) != entry->size()) {
     return Status(StatusCode::kDataLoss, where + " is " + std::to_string(bytes->size()) + " bytes, its manifest says " +
                                              std::to_string(entry->size()) + " (truncated?)");

@@ -91,7 +91,8 @@ struct TrainOptions {
   int64_t inject_nonfinite_step = 0;
   int inject_nonfinite_rank = -1;
   bool print_state_digest = false;
-  // DDP_TEST_CHECKPOINT_CRASH "POINT[:RANK]": the checkpoint writer kills
+  // DDP_TEST_CHECKPOINT_CRASH "POINT[:RANK[:STEP]]" (RANK -1: any; STEP:
+  // only the checkpoint of that step): the checkpoint writer kills
   // its process (SIGKILL) at POINT: "files" (this rank's files written, its
   // list not yet), "manifest" (rank 0: the manifest written, the directory
   // not yet renamed) or "rename" (renamed, `latest` not yet updated).

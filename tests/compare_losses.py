@@ -5,7 +5,10 @@ accuracies (during training and in the summary), which must be equal.
 Exits non-zero when they differ, when either run has no loss, when the runs
 have different step counts, or when --steps is given and does not match.
 
-usage: compare_losses.py A.jsonl B.jsonl [--rtol R] [--steps N]
+With --resumed, B is a run resumed from a checkpoint: its steps are
+compared with A's steps of the same numbers.
+
+usage: compare_losses.py A.jsonl B.jsonl [--rtol R] [--steps N] [--resumed]
 """
 import argparse
 import json
@@ -32,8 +35,13 @@ def main():
     p.add_argument("b")
     p.add_argument("--rtol", type=float, default=0.0)
     p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--resumed", action="store_true")
     args = p.parse_args()
     ra, rb = records(args.a), records(args.b)
+    if args.resumed:
+        steps = {r["step"] for r in rb if "step" in r}
+        ra = [r for r in ra if r.get("step") in steps]
+        print(f"steps {sorted(steps)}")
     a, b = losses(ra), losses(rb)
     worst = max((abs(x - y) / abs(x) if x != 0 else abs(y) for x, y in zip(a, b)), default=0.0)
     print(f"losses {a} vs {b}: worst relative difference {worst:.3g}")

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Checkpoints under a real mpirun. A run killed (SIGKILL, through the
+# DDP_TEST_CHECKPOINT_CRASH hook) while writing a checkpoint, at each point
+# of the write (a rank's files, rank 0's manifest before the rename, after
+# the rename before `latest`), resumes from the previous complete
+# checkpoint, and its losses and final weights equal the uninterrupted
+# run's bit for bit: 1 rank AdamW, 2 ranks SGD at ZeRO 0, 1 and 2, and
+# bert-tiny at 2 ranks, ZeRO 2, dropout on. Retention keeps the newest K.
+# A flipped byte, a truncated file, a corrupt manifest, a missing shard and
+# another world size are each refused in one line naming the file or the
+# setting, on every rank, leaving the checkpoint untouched.
+set -u
+bin=launch/ddp_train
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+mpi() { local np="$1"; shift; timeout 180 mpirun -np "$np" --oversubscribe --bind-to none "$@"; }
+
+resnet=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --zero-init-residual --threads 1 --seed 7
+        --bucket-mb 4 --first-bucket-mb 0.3 --steps 6)
+bert=(--model bert-tiny --seq-len 32 --batch-size 4 --threads 1 --seed 7 --dropout 0.1 --optimizer adamw --lr 1e-3
+      --bucket-mb 1 --first-bucket-mb 0.3 --steps 4)
+sgd=(--optimizer sgd --lr 0.02 --momentum 0.9 --weight-decay 1e-4)
+adamw=(--optimizer adamw --lr 1e-3 --weight-decay 0.01)
+
+# case NAME NP CRASH EVERY ARGS...: the uninterrupted run, the run killed at
+# CRASH ("POINT:RANK:STEP"), and its resumption, compared bit for bit.
+case_() {
+  local name="$1" np="$2" crash="$3" every="$4"; shift 4
+  local dir="$tmp/$name.ckpt"
+  rm -rf "$dir"
+  mpi "$np" "$bin" "$@" --metrics-file "$tmp/$name.full.jsonl" --save-weights "$tmp/$name.full.safetensors" \
+    > "$tmp/$name.full.log" 2>&1 || { cat "$tmp/$name.full.log"; fail "$name: uninterrupted run"; return; }
+  DDP_TEST_CHECKPOINT_CRASH="$crash" mpi "$np" "$bin" "$@" --checkpoint-dir "$dir" --checkpoint-every "$every" \
+    > "$tmp/$name.crash.log" 2>&1 && { cat "$tmp/$name.crash.log"; fail "$name: the run survived its crash at $crash"; }
+  grep -q "DDP_TEST_CHECKPOINT_CRASH" "$tmp/$name.crash.log" || { cat "$tmp/$name.crash.log"; fail "$name: no crash"; }
+  mpi "$np" "$bin" "$@" --checkpoint-dir "$dir" --checkpoint-every "$every" --resume \
+    --metrics-file "$tmp/$name.resumed.jsonl" --save-weights "$tmp/$name.resumed.safetensors" \
+    > "$tmp/$name.resumed.log" 2>&1 || { cat "$tmp/$name.resumed.log"; fail "$name: resumed run"; return; }
+  grep -q "continuing from .*step_0*$every at step $every" "$tmp/$name.resumed.log" ||
+    { cat "$tmp/$name.resumed.log"; fail "$name: did not resume from step $every"; }
+  echo "$name ($np ranks, killed at $crash):"
+  /usr/bin/python3 tests/compare_losses.py "$tmp/$name.full.jsonl" "$tmp/$name.resumed.jsonl" --resumed --rtol 0 ||
+    fail "$name: resumed losses differ"
+  tools/compare_weights "$tmp/$name.full.safetensors" "$tmp/$name.resumed.safetensors" --rtol 0 ||
+    fail "$name: resumed weights differ"
+  ls "$dir" | grep -q '\.tmp$' && fail "$name: a temporary directory was left after the resumed run"
+}
+
+case_ np1_adamw 1 files:0:6 3 "${resnet[@]}" "${adamw[@]}"
+case_ np2_zero0 2 manifest:0:6 3 "${resnet[@]}" "${sgd[@]}" --zero-stage 0
+case_ np2_zero1 2 rename:0:6 3 "${resnet[@]}" "${sgd[@]}" --zero-stage 1
+case_ np2_zero2 2 files:1:6 3 "${resnet[@]}" "${sgd[@]}" --zero-stage 2
+case_ bert_zero2 2 files:1:4 2 "${bert[@]}" --zero-stage 2
+
+# Retention: every step, keep 2.
+dir="$tmp/keep.ckpt"
+"$bin" "${resnet[@]}" "${sgd[@]}" --steps 5 --checkpoint-dir "$dir" --checkpoint-every 1 --checkpoint-keep 2 \
+  > "$tmp/keep.log" 2>&1 || { cat "$tmp/keep.log"; fail "retention run"; }
+[ "$(ls "$dir" | tr '\n' ' ')" = "latest step_00000004 step_00000005 " ] || fail "retention left: $(ls "$dir")"
+[ "$(cat "$dir/latest")" = "step_00000005" ] || fail "latest is $(cat "$dir/latest")"
+
+# expect_refusal NAME PATTERN NP ARGS...: fails with one error line per rank
+# matching PATTERN, and the checkpoint's files are unchanged.
+expect_refusal() {
+  local name="$1" pattern="$2" np="$3"; shift 3
+  local before after
+  before=$(cd "$tmp" && find bad.ckpt zero.ckpt -type f -exec md5sum {} + 2>/dev/null | sort)
+  if mpi "$np" "$bin" "$@" > "$tmp/$name.log" 2>&1; then fail "$name: accepted"; return; fi
+  local lines
+  lines=$(grep -c "error:" "$tmp/$name.log")
+  grep -q -- "$pattern" "$tmp/$name.log" || { cat "$tmp/$name.log"; fail "$name: no line matching '$pattern'"; }
+  [ "$lines" -ge 1 ] && [ "$lines" -le "$np" ] || { cat "$tmp/$name.log"; fail "$name: $lines error lines"; }
+  grep -q "Check failed\|terminate called\|Aborted" "$tmp/$name.log" && { cat "$tmp/$name.log"; fail "$name: crashed"; }
+  after=$(cd "$tmp" && find bad.ckpt zero.ckpt -type f -exec md5sum {} + 2>/dev/null | sort)
+  [ "$before" = "$after" ] || fail "$name: the checkpoint changed"
+  echo "$name: refused: $(grep -m1 "error:" "$tmp/$name.log")"
+}
+dir="$tmp/bad.ckpt"
+"$bin" "${resnet[@]}" "${adamw[@]}" --checkpoint-dir "$dir" --checkpoint-every 3 > "$tmp/bad.log" 2>&1 ||
+  { cat "$tmp/bad.log"; fail "bad checkpoint's first run"; }
+resume=("${resnet[@]}" "${adamw[@]}" --steps 9 --checkpoint-dir "$dir" --resume)
+ck="$dir/step_00000006"
+cp "$ck/model.safetensors" "$tmp/model.orig"
+/usr/bin/python3 - "$ck/model.safetensors" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[len(b) // 2] ^= 0x40
+open(p, "wb").write(b)
+PY
+expect_refusal flipped "model.safetensors fails its CRC-32 check" 1 "${resume[@]}"
+cp "$tmp/model.orig" "$ck/model.safetensors"
+cp "$ck/optimizer.safetensors" "$tmp/optimizer.orig"
+truncate -s 1000 "$ck/optimizer.safetensors"
+expect_refusal truncated "optimizer.safetensors is 1000 bytes.*truncated" 1 "${resume[@]}"
+cp "$tmp/optimizer.orig" "$ck/optimizer.safetensors"
+cp "$ck/manifest.pb" "$tmp/manifest.orig"
+printf 'garbage' | dd of="$ck/manifest.pb" bs=1 seek=20 conv=notrunc 2>/dev/null
+expect_refusal manifest "manifest.pb is corrupt" 1 "${resume[@]}"
+cp "$tmp/manifest.orig" "$ck/manifest.pb"
+expect_refusal other_model "written with --model resnet18, this run has resnet34" 1 \
+  "${resume[@]}" --model resnet34
+# Intact again: it resumes.
+"$bin" "${resume[@]}" > "$tmp/intact.log" 2>&1 || { cat "$tmp/intact.log"; fail "the restored checkpoint"; }
+
+dir="$tmp/zero.ckpt"
+mpi 2 "$bin" "${resnet[@]}" "${sgd[@]}" --zero-stage 1 --checkpoint-dir "$dir" --checkpoint-every 3 \
+  > "$tmp/zero.log" 2>&1 || { cat "$tmp/zero.log"; fail "ZeRO checkpoint run"; }
+zresume=("${resnet[@]}" "${sgd[@]}" --zero-stage 1 --steps 9 --checkpoint-dir "$dir" --resume)
+expect_refusal world_size "written by 2 ranks, this run has 1" 1 "${zresume[@]}"
+mv "$dir/step_00000006/optimizer.rank00001.safetensors" "$tmp/shard.orig"
+expect_refusal missing_shard "optimizer.rank00001.safetensors is missing" 2 "${zresume[@]}"
+mv "$tmp/shard.orig" "$dir/step_00000006/optimizer.rank00001.safetensors"
+
+[ "$failures" -eq 0 ] && echo "checkpoint test: all passed" && exit 0
+echo "checkpoint test: $failures failure(s)"
+exit 1
