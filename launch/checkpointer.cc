@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cstring>
 #include <cstdio>
 #include <sstream>
 
@@ -208,8 +210,12 @@ StatusOr<CheckpointReader> CheckpointReader::OpenLatest(const std::string& dir) 
   if (!IsCheckpointName(name)) {
     return Status(StatusCode::kDataLoss, dir + "/" + kLatest + " names '" + name + "', not a checkpoint");
   }
+  return Open(dir + "/" + name);
+}
+
+StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& path) {
   CheckpointReader reader;
-  reader.path_ = dir + "/" + name;
+  reader.path_ = path;
   StatusOr<std::string> bytes = ReadWholeFile(reader.path_ + "/" + kManifest);
   if (!bytes.ok()) {
     return Status(StatusCode::kDataLoss, "checkpoint " + reader.path_ + ": " + bytes.status().message());
@@ -243,6 +249,61 @@ StatusOr<SafetensorsContents> CheckpointReader::ReadFile(const std::string& name
     return Status(StatusCode::kDataLoss, where + " fails its CRC-32 check (corrupt)");
   }
   return ParseSafetensors(*bytes, path_ + "/" + name);
+}
+
+StatusOr<OptimizerStatePieces> OptimizerStatePieces::Read(const CheckpointReader& reader,
+                                                          const std::vector<std::string>& files) {
+  OptimizerStatePieces out;
+  out.where_ = "checkpoint " + reader.path();
+  std::vector<std::string> names = files;
+  if (names.empty()) {
+    for (const CheckpointFile& f : reader.manifest().files()) {
+      if (f.name().rfind("optimizer", 0) == 0) names.push_back(f.name());
+    }
+    const int32_t world = reader.manifest().world_size();
+    const size_t expected = reader.manifest().zero_stage() > 0 ? static_cast<size_t>(world) : 1;
+    if (names.size() != expected) {
+      return Status(StatusCode::kDataLoss, out.where_ + " lists " + std::to_string(names.size()) +
+                                               " optimizer files, expected " + std::to_string(expected));
+    }
+  }
+  for (const std::string& file : names) {
+    ASSIGN_OR_RETURN(SafetensorsContents contents, reader.ReadFile(file));
+    for (NamedTensor& t : contents.tensors) {
+      const size_t a = t.name.find(':'), b = a == std::string::npos ? a : t.name.find(':', a + 1);
+      if (b == std::string::npos || t.tensor.dtype() != DType::kF32 ||
+          t.name.find_first_not_of("0123456789", a + 1) != b || b == a + 1) {
+        return InvalidArgument(out.where_ + ": " + file + ": tensor '" + t.name +
+                               "' is not an f32 KIND:OFFSET:PARAM piece");
+      }
+      const std::string kind = t.name.substr(0, a);
+      if (std::find(out.kinds_.begin(), out.kinds_.end(), kind) == out.kinds_.end()) out.kinds_.push_back(kind);
+      out.pieces_[{kind, t.name.substr(b + 1)}].emplace_back(std::stoll(t.name.substr(a + 1, b - a - 1)),
+                                                             t.tensor);
+    }
+  }
+  return out;
+}
+
+StatusOr<Tensor> OptimizerStatePieces::Assemble(const std::string& kind, const std::string& param, int64_t offset,
+                                                int64_t numel) const {
+  Tensor values = Tensor::Empty({numel}, DType::kF32);
+  int64_t covered = 0;
+  auto it = pieces_.find({kind, param});
+  if (it != pieces_.end()) {
+    for (const auto& [start, saved] : it->second) {
+      const int64_t lo = std::max(start, offset), hi = std::min(start + saved.numel(), offset + numel);
+      if (lo >= hi) continue;
+      std::memcpy(values.data<float>() + (lo - offset), saved.data<float>() + (lo - start),
+                  static_cast<size_t>(hi - lo) * sizeof(float));
+      covered += hi - lo;
+    }
+  }
+  if (covered != numel) {
+    return InvalidArgument(where_ + " holds " + std::to_string(covered) + " of the " + std::to_string(numel) +
+                           " values of " + kind + " for '" + param + "' from element " + std::to_string(offset));
+  }
+  return values;
 }
 
 }  // namespace ddp

@@ -109,6 +109,8 @@ class CheckpointReader {
  public:
   // The checkpoint `latest` names in `dir`; NotFound when there is none.
   static StatusOr<CheckpointReader> OpenLatest(const std::string& dir);
+  // The checkpoint in directory `path` (a step_NNNNNNNN directory).
+  static StatusOr<CheckpointReader> Open(const std::string& path);
   const CheckpointManifest& manifest() const { return manifest_; }
   const std::string& path() const { return path_; }
   // Errors name the checkpoint and the file: missing, truncated, corrupt.
@@ -117,6 +119,29 @@ class CheckpointReader {
  private:
   std::string path_;
   CheckpointManifest manifest_;
+};
+
+// A checkpoint's optimizer state as pieces of parameters, read from some
+// of its files ("KIND:OFFSET:PARAM" tensors), assembled into any other
+// split: a whole parameter, or another world's ZeRO piece.
+class OptimizerStatePieces {
+ public:
+  // Every optimizer file of the checkpoint (the whole state, or every
+  // rank's shard), or just `files`.
+  static StatusOr<OptimizerStatePieces> Read(const CheckpointReader& reader,
+                                             const std::vector<std::string>& files = {});
+  // KIND's values for elements [offset, offset + numel) of `param`; an
+  // error names them when the pieces do not cover them.
+  StatusOr<Tensor> Assemble(const std::string& kind, const std::string& param, int64_t offset, int64_t numel) const;
+  // Whether any piece of KIND for `param` is held.
+  bool Has(const std::string& kind, const std::string& param) const { return pieces_.count({kind, param}) > 0; }
+  // The kinds of state, in the order first seen.
+  const std::vector<std::string>& kinds() const { return kinds_; }
+
+ private:
+  std::string where_;
+  std::vector<std::string> kinds_;
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<int64_t, Tensor>>> pieces_;
 };
 
 }  // namespace ddp

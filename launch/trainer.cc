@@ -573,22 +573,24 @@ Status Trainer::ResumeModel() {
   auto differs = [&](const std::string& what, const std::string& theirs, const std::string& ours) {
     return InvalidArgument(where + " was written with " + what + " " + theirs + ", this run has " + ours);
   };
-  const int64_t zero_stage = distributed() && options_.zero_stage >= 1 ? options_.zero_stage : 0;
   if (m.model() != options_.model) return differs("--model", m.model(), options_.model);
-  if (m.world_size() != ranks_.world_size) {
-    return InvalidArgument(where + " was written by " + std::to_string(m.world_size()) + " ranks, this run has " +
-                           std::to_string(ranks_.world_size) + " (resuming at another world size is not supported "
-                           "in this build)");
+  // Another world size, split of the batch or ZeRO stage is fine (the
+  // optimizer state is stored per parameter piece, and the data position
+  // in samples): the global batch must stay, so each step takes the same
+  // samples and the run follows the equivalence contract.
+  const int64_t global = sampler_->global_batch();
+  const int64_t written_global = m.world_size() * m.accumulation_steps() * m.batch_size();
+  if (written_global != global) {
+    return InvalidArgument(where + " was written at a global batch of " + std::to_string(written_global) + " (" +
+                           std::to_string(m.world_size()) + " ranks x " + std::to_string(m.accumulation_steps()) +
+                           " micro-batches x " + std::to_string(m.batch_size()) + "), this run's is " +
+                           std::to_string(global) + " (" + std::to_string(ranks_.world_size) + " x " +
+                           std::to_string(options_.accumulation_steps) + " x " + std::to_string(options_.batch_size) +
+                           "); keep ranks x --accumulation-steps x --batch-size");
   }
-  if (m.batch_size() != options_.batch_size) {
-    return differs("--batch-size", std::to_string(m.batch_size()), std::to_string(options_.batch_size));
-  }
-  if (m.accumulation_steps() != options_.accumulation_steps) {
-    return differs("--accumulation-steps", std::to_string(m.accumulation_steps()),
-                   std::to_string(options_.accumulation_steps));
-  }
-  if (m.zero_stage() != zero_stage) {
-    return differs("ZeRO stage", std::to_string(m.zero_stage()), std::to_string(zero_stage));
+  if (m.samples() != m.step() * global) {
+    return InvalidArgument(where + ": its data position, " + std::to_string(m.samples()) + " samples, is not step " +
+                           std::to_string(m.step()) + " x the global batch " + std::to_string(global));
   }
   if (m.optimizer() != options_.optimizer) return differs("--optimizer", m.optimizer(), options_.optimizer);
   if (m.step() >= total_steps_) {
@@ -608,32 +610,27 @@ Status Trainer::ResumeModel() {
 
 Status Trainer::ResumeOptimizer() {
   const CheckpointManifest& m = resume_from_->manifest();
-  // Under ZeRO each rank holds its shard; otherwise every rank holds the
-  // whole state, which rank 0 wrote.
-  const std::string file = zero_ ? OptimizerShardName(ranks_.rank) : "optimizer.safetensors";
-  const std::string where = "--resume: checkpoint " + resume_from_->path() + ": " + file;
-  StatusOr<SafetensorsContents> contents = resume_from_->ReadFile(file);
-  if (!contents.ok()) return Status(contents.status().code(), "--resume: " + contents.status().message());
+  const int64_t zero_stage = zero_ ? options_.zero_stage : 0;
+  // Written by the same layout: this rank's own file (its shard under
+  // ZeRO; the whole state, which rank 0 wrote, otherwise). Resharded:
+  // every optimizer file of the checkpoint, each slot assembled from the
+  // pieces that cover it.
+  std::vector<std::string> files;
+  if (m.world_size() == ranks_.world_size && m.zero_stage() == zero_stage) {
+    files.push_back(zero_ ? OptimizerShardName(ranks_.rank) : "optimizer.safetensors");
+  }
+  StatusOr<OptimizerStatePieces> pieces = OptimizerStatePieces::Read(*resume_from_, files);
+  if (!pieces.ok()) return Status(pieces.status().code(), "--resume: " + pieces.status().message());
   const std::vector<std::string> kinds = optimizer_->state_names();
   std::vector<Tensor> state = optimizer_->state();
   const size_t slots = slot_places_.size();
   CHECK_EQ(state.size(), kinds.size() * slots) << "optimizer state layout";
-  if (contents->tensors.size() != state.size()) {
-    return InvalidArgument(where + " holds " + std::to_string(contents->tensors.size()) + " tensors, the " +
-                           options_.optimizer + " state of this rank " + std::to_string(state.size()));
-  }
   for (size_t k = 0; k < kinds.size(); ++k) {
     for (size_t i = 0; i < slots; ++i) {
       const SlotPlace& place = slot_places_[i];
-      const std::string key = StateKey(kinds[k], place.offset, place.name);
-      const Tensor* saved = contents->Find(key);
-      if (saved == nullptr) return InvalidArgument(where + " has no tensor '" + key + "'");
-      if (saved->dtype() != DType::kF32 || saved->numel() != place.numel) {
-        return InvalidArgument(where + ": tensor '" + key + "' is " + DTypeName(saved->dtype()) +
-                               ShapeToString(saved->shape()) + ", expected f32 with " + std::to_string(place.numel) +
-                               " elements");
-      }
-      state[k * slots + i].CopyFrom(saved->View(0, {place.numel}));
+      StatusOr<Tensor> values = pieces->Assemble(kinds[k], place.name, place.offset, place.numel);
+      if (!values.ok()) return Status(values.status().code(), "--resume: " + values.status().message());
+      state[k * slots + i].CopyFrom(*values);
     }
   }
   optimizer_->set_steps(m.optimizer_steps());
