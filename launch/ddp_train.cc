@@ -15,6 +15,7 @@
 #include "comm/nccl_communicator.h"
 #endif
 #include "launch/device_binding.h"
+#include "launch/preemption.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
 #include "runtime/ops/conv2d.h"
@@ -184,9 +185,27 @@ int Main(int argc, char** argv) {
     return Fail(ranks, s);
   }
   if (Status s = (*trainer)->BroadcastInitialState(); !s.ok()) return Fail(ranks, s);
+  // From here a SIGUSR1 or SIGTERM stops every rank at a step boundary.
+  InstallPreemptionHandlers();
   StatusOr<TrainResult> result = (*trainer)->Run();
   if (!result.ok()) return Fail(ranks, result.status());
   if (device->cuda) cuda::Synchronize(stream);
+  if (result->preempted_at_step >= 0) {
+    if (ranks.rank == 0) {
+      std::printf("ddp_train: stopped after step %lld on %s%s; exit %d\n",
+                  static_cast<long long>(result->preempted_at_step),
+                  result->preemption_signal != 0 ? PreemptionSignalName(result->preemption_signal)
+                                                 : "another rank's signal",
+                  options->checkpoint_dir.empty()
+                      ? " (no --checkpoint-dir: nothing saved)"
+                      : ("; checkpoint in " + options->checkpoint_dir + "/" +
+                         CheckpointName(result->preempted_at_step) + ", continue with --resume")
+                            .c_str(),
+                  kPreemptedExitCode);
+      std::fflush(stdout);
+    }
+    return kPreemptedExitCode;
+  }
   return 0;
 }
 

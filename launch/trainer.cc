@@ -11,6 +11,7 @@
 #include <limits>
 #include <thread>
 
+#include "launch/preemption.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/ops/conv2d.h"
@@ -90,7 +91,7 @@ Status Trainer::Setup() {
     // Before any training: a typo in the path costs seconds, not a run.
     RETURN_IF_ERROR(Checkpointer::PrepareDirectory(options_.checkpoint_dir));
   }
-  if (options_.checkpoint_every > 0) {
+  if (!options_.checkpoint_dir.empty()) {  // periodic checkpoints, and one on preemption
     checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint_dir, ranks_.rank,
                                                    static_cast<int>(options_.checkpoint_keep),
                                                    options_.checkpoint_crash);
@@ -390,8 +391,8 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     const Status write_status = written ? checkpointer_->WaitLocal() : Status::Ok();
     Tensor shared = Tensor::FromVector<double>(
         {result.loss, local_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens),
-         written && write_status.ok() ? 1.0 : 0.0, write_status.ok() ? 0.0 : 1.0},
-        {6});
+         written && write_status.ok() ? 1.0 : 0.0, write_status.ok() ? 0.0 : 1.0, PreemptionSignal() != 0 ? 1.0 : 0.0},
+        {7});
     RETURN_IF_ERROR(comm_->AllReduce(shared, ReduceOp::kSum)->Wait());
     if (!local_status.ok()) return local_status;
     if (shared.data<double>()[1] > 0.0) return FailedPrecondition("another rank failed; stopping");
@@ -404,10 +405,12 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     nonfinite = shared.data<double>()[2] > 0.0;
     result.tokens = static_cast<int64_t>(shared.data<double>()[3]);
     result.checkpoint_ready = shared.data<double>()[4] == static_cast<double>(ranks_.world_size);
+    result.stop = shared.data<double>()[6] > 0.0;
   } else if (!local_status.ok()) {
     return local_status;
   } else {
     check_gradients();
+    result.stop = PreemptionSignal() != 0;
     if (checkpointer_ && checkpointer_->pending() && checkpointer_->LocalDone()) {
       RETURN_IF_ERROR(checkpointer_->WaitLocal());
       result.checkpoint_ready = true;
@@ -860,7 +863,9 @@ StatusOr<TrainResult> Trainer::Run() {
         checkpointer_->Finish();
       }
     }
-    if (checkpointer_ && (step + 1) % options_.checkpoint_every == 0) {
+    // Preempted: every rank stops after this step, with a checkpoint of it.
+    if (r.stop) result.preempted_at_step = step + 1;
+    if (checkpointer_ && (r.stop || (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0))) {
       const auto stall_start = std::chrono::steady_clock::now();
       if (checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
       ASSIGN_OR_RETURN(CheckpointSnapshot snapshot, TakeSnapshot(step + 1));
@@ -900,6 +905,7 @@ StatusOr<TrainResult> Trainer::Run() {
       const Status written = metrics_.Write(record);
       if (local.ok()) local = written;
     }
+    if (r.stop) break;
   }
   // A metrics write that failed after the last step (rank 0 only): decided
   // together, so no rank goes on alone into evaluation's collectives.
@@ -916,14 +922,19 @@ StatusOr<TrainResult> Trainer::Run() {
   // The last update, before eval and saving; after 16-bit gathers the f32
   // master weights too, so every rank holds all of them.
   if (zero_) RETURN_IF_ERROR(zero_->GatherMasterWeights());
-  const int64_t timed_steps = total_steps_ - start_step_ - warmup;
+  const bool preempted = result.preempted_at_step >= 0;
+  const int64_t end_step = preempted ? result.preempted_at_step : total_steps_;
+  const int64_t timed_steps = std::max<int64_t>(1, end_step - start_step_ - warmup);
   result.compute_dtype = compute_dtype_;
   result.skipped_steps = skipped;
-  result.samples_per_s = timed_steps * samples_per_step / timed_seconds;
-  if (has_eval) {
+  result.samples_per_s = timed_seconds > 0.0 ? timed_steps * samples_per_step / timed_seconds : 0.0;
+  result.preemption_signal = PreemptionSignal();
+  // A preempted run is not finished: its checkpoint holds the state, and
+  // neither the final evaluation nor --save-weights runs.
+  if (has_eval && !preempted) {
     ASSIGN_OR_RETURN(result.eval_accuracy, Evaluate());
   }
-  if (!options_.save_weights.empty() && is_root()) {
+  if (!options_.save_weights.empty() && is_root() && !preempted) {
     std::vector<NamedTensor> named;
     for (auto& [name, t] : model_->StateDict()) named.push_back({name, t.To(Device::Cpu())});
     Status saved = WriteSafetensors(options_.save_weights, named, {{"format", "pt"}, {"model", options_.model}});
@@ -945,7 +956,7 @@ StatusOr<TrainResult> Trainer::Run() {
       {"batch_size", options_.batch_size},
       {"accumulation_steps", options_.accumulation_steps},
       {"zero_stage", zero_ ? options_.zero_stage : 0},
-      {"steps", total_steps_},
+      {"steps", end_step},
       {"samples_per_s", result.samples_per_s},
       {"final_loss", result.final_loss}};
   // Replayed steps have no bucket timings: exposed communication is
@@ -957,7 +968,8 @@ StatusOr<TrainResult> Trainer::Run() {
     summary["loss_scale"] = scaler_->scale();
     summary["skipped_steps"] = skipped;
   }
-  if (has_eval) summary["eval_accuracy"] = result.eval_accuracy;  // the model's first count: BERT's masked tokens
+  if (preempted) summary["preempted_at_step"] = end_step;
+  if (has_eval && !preempted) summary["eval_accuracy"] = result.eval_accuracy;  // the model's first count: BERT's masked tokens
   if (seq_len > 0) {
     summary["seq_len"] = seq_len;
     summary["tokens_per_s"] = result.samples_per_s * static_cast<double>(seq_len);
@@ -975,7 +987,7 @@ StatusOr<TrainResult> Trainer::Run() {
   RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));
   std::printf("summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f %s/s (excluding %lld warm-up steps)",
               options_.model.c_str(), ranks_.world_size, ranks_.world_size == 1 ? "" : "s",
-              static_cast<long long>(total_steps_), result.final_loss, result.samples_per_s,
+              static_cast<long long>(end_step), result.final_loss, result.samples_per_s,
               noun, static_cast<long long>(warmup));
   if (seq_len > 0) {
     std::printf("  %.0f tokens/s (%.0f without padding)", result.samples_per_s * static_cast<double>(seq_len),
@@ -983,7 +995,7 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   if (distributed() && !options_.cuda_graphs) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
   if (options_.cuda_graphs) std::printf("  cuda graph captures %lld", static_cast<long long>(graph_captures_));
-  if (has_eval) {
+  if (has_eval && !preempted) {
     std::printf("  eval %s %.4f", eval_label_.c_str(), result.eval_accuracy);
   }
   if (scaler_->enabled()) {

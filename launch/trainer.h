@@ -29,6 +29,11 @@ struct TrainResult {
   double eval_accuracy = -1.0;  // -1 without --eval-data
   DType compute_dtype = DType::kF32;  // activations' dtype: bf16 under --precision bf16 (where the CPU has it)
   int64_t skipped_steps = 0;          // steps skipped for non-finite gradients (loss scaling)
+  // Stopped early by SIGUSR1 or SIGTERM (launch/preemption.h): the step it
+  // stopped after (its checkpoint's, with --checkpoint-dir), and the signal
+  // (0 when another rank received it).
+  int64_t preempted_at_step = -1;
+  int preemption_signal = 0;
 };
 
 // --precision bf16 on a CPU without AVX-512 BF16 or AMX, where bf16 would
@@ -95,6 +100,7 @@ class Trainer {
     // The checkpoint being written: every rank's files are durable (commit
     // it), or some rank's write failed.
     bool checkpoint_ready = false, checkpoint_failed = false;
+    bool stop = false;  // a rank received SIGUSR1 or SIGTERM: every rank stops after this step
   };
   StatusOr<StepResult> TrainStep(int64_t step, float lr, const Status& local_status);
   StatusOr<double> Evaluate();

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Preemption under a real mpirun: SIGUSR1 to mpirun (which forwards it),
+# SIGTERM to every rank (as Slurm sends it) and SIGUSR1 to one rank alone
+# each stop every rank at one step boundary with a checkpoint of it and
+# exit code 75; a single rank stops on SIGTERM the same way. Resumed with
+# --resume, each continues where it stopped, with the losses of a run never
+# stopped, bit for bit.
+set -u
+bin=launch/ddp_train
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+common=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --threads 1 --seed 11 --optimizer sgd
+        --lr 0.02 --momentum 0.9 --lr-schedule constant --zero-init-residual)
+
+# preempt NAME NP HOW: trains (up to 400 steps) until step 3 is printed,
+# signals HOW (mpirun-usr1, ranks-term, one-usr1, self-term), and checks the
+# exit code, the checkpoint and its resumption.
+preempt() {
+  local name="$1" np="$2" how="$3"
+  local dir="$tmp/$name.ckpt" log="$tmp/$name.log"
+  rm -rf "$dir"
+  if [ "$np" -gt 1 ]; then
+    timeout 120 mpirun -np "$np" --oversubscribe --bind-to none "$bin" "${common[@]}" --steps 400 \
+      --checkpoint-dir "$dir" > "$log" 2>&1 &
+  else
+    timeout 120 "$bin" "${common[@]}" --steps 400 --checkpoint-dir "$dir" > "$log" 2>&1 &
+  fi
+  local launcher=$!
+  for _ in $(seq 1 240); do grep -q "^step     3/" "$log" && break; sleep 0.25; done
+  local top ranks
+  top=$(pgrep -P "$launcher" | head -1)  # mpirun, or ddp_train itself (under timeout)
+  ranks=$(pgrep -P "$top" -f ddp_train)
+  case "$how" in
+    mpirun-usr1) kill -USR1 "$top" ;;
+    ranks-term) kill -TERM $ranks ;;
+    one-usr1) kill -USR1 "$(echo "$ranks" | tail -1)" ;;
+    self-term) kill -TERM "$top" ;;
+  esac
+  wait "$launcher"
+  local rc=$?
+  [ "$rc" -eq 75 ] || { cat "$log"; fail "$name: exit code $rc, not 75"; return; }
+  local stopped
+  stopped=$(sed -n 's/^ddp_train: stopped after step \([0-9]*\) on .*/\1/p' "$log")
+  [ -n "$stopped" ] || { cat "$log"; fail "$name: no 'stopped after step' line"; return; }
+  [ "$(cat "$dir/latest")" = "$(printf 'step_%08d' "$stopped")" ] || fail "$name: latest is $(cat "$dir/latest")"
+  grep -q "Check failed\|terminate called" "$log" && fail "$name: crashed"
+  local until=$((stopped + 2))
+  echo "$name: $(grep '^ddp_train: stopped' "$log")"
+  # Resumed, and a run never stopped, to the same step.
+  if [ "$np" -gt 1 ]; then
+    timeout 120 mpirun -np "$np" --oversubscribe --bind-to none "$bin" "${common[@]}" --steps "$until" \
+      --checkpoint-dir "$dir" --resume --metrics-file "$tmp/$name.resumed.jsonl" > "$tmp/$name.resumed.log" 2>&1
+    local r1=$?
+    timeout 120 mpirun -np "$np" --oversubscribe --bind-to none "$bin" "${common[@]}" --steps "$until" \
+      --metrics-file "$tmp/$name.full.jsonl" > "$tmp/$name.full.log" 2>&1
+    local r2=$?
+  else
+    timeout 120 "$bin" "${common[@]}" --steps "$until" --checkpoint-dir "$dir" --resume \
+      --metrics-file "$tmp/$name.resumed.jsonl" > "$tmp/$name.resumed.log" 2>&1
+    local r1=$?
+    timeout 120 "$bin" "${common[@]}" --steps "$until" --metrics-file "$tmp/$name.full.jsonl" \
+      > "$tmp/$name.full.log" 2>&1
+    local r2=$?
+  fi
+  [ "$r1" -eq 0 ] && [ "$r2" -eq 0 ] || { cat "$tmp/$name.resumed.log"; fail "$name: resumed $r1, full $r2"; return; }
+  grep -q "continuing from .* at step $stopped" "$tmp/$name.resumed.log" || fail "$name: did not resume at $stopped"
+  /usr/bin/python3 tests/compare_losses.py "$tmp/$name.full.jsonl" "$tmp/$name.resumed.jsonl" --resumed --rtol 0 \
+    --steps 2 || fail "$name: resumed losses differ"
+}
+
+export OMPI_MCA_rmaps_base_oversubscribe=1
+preempt mpirun_usr1 2 mpirun-usr1
+preempt ranks_term 2 ranks-term
+preempt one_rank_usr1 2 one-usr1
+preempt single_term 1 self-term
+
+[ "$failures" -eq 0 ] && echo "preemption test: all passed" && exit 0
+echo "preemption test: $failures failure(s)"
+exit 1
