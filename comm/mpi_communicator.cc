@@ -4,8 +4,12 @@
 #include <time.h>
 
 #include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "comm/watchdog.h"
 #include "runtime/dtype.h"
 #include "runtime/clock.h"
 
@@ -202,6 +206,7 @@ class MpiCommunicator::MpiWork final : public Work {
 
 struct MpiCommunicator::Task {
   std::function<Status()> run;
+  std::string what;
   std::shared_ptr<MpiWork> work;
   double enqueued;
 };
@@ -213,6 +218,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
   CHECK_EQ(MPI_Comm_size(comm_, &world_size_), MPI_SUCCESS) << "MPI_Comm_size";
   Bf16SumOp();
   F16SumOp();
+  if (const char* stop = std::getenv("DDP_TEST_STOP_IN_COLLECTIVE"); stop != nullptr) {
+    int rank = -1;
+    long long n = 0;
+    if (std::sscanf(stop, "%d:%lld", &rank, &n) == 2 && rank == rank_) stop_at_task_ = n;
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -226,9 +236,15 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Comm_free(&comm_);
 }
 
-std::shared_ptr<Work> MpiCommunicator::Enqueue(std::function<Status()> run) {
+std::shared_ptr<Work> MpiCommunicator::Enqueue(const char* op, size_t bytes, std::function<Status()> run) {
   auto task = std::make_unique<Task>();
   task->run = std::move(run);
+  // For the watchdog's line: the caller's label ("all-reduce of bucket
+  // 3"), else the operation, and the size.
+  const std::string& label = CurrentCollectiveLabel();
+  char size[32];
+  std::snprintf(size, sizeof(size), "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  task->what = (label.empty() ? std::string(op) : label) + " (" + size + ", MPI)";
   task->work = std::make_shared<MpiWork>();
   task->enqueued = SteadySeconds();
   std::shared_ptr<Work> work = task->work;
@@ -254,7 +270,15 @@ void MpiCommunicator::Loop() {
     WorkTiming timing;
     timing.enqueued = task->enqueued;
     timing.started = SteadySeconds();
-    Status status = task->run();
+    Status status;
+    {
+      const CollectiveWatchdog::Scope watched(task->what);
+      // DDP_TEST_STOP_IN_COLLECTIVE=RANK:N: the Nth collective this rank
+      // runs (1-based) stops the process (SIGSTOP) as it starts, leaving
+      // its peers inside it: the watchdog's test.
+      if (++tasks_run_ == stop_at_task_) std::raise(SIGSTOP);
+      status = task->run();
+    }
     timing.finished = SteadySeconds();
     task->work->Finish(std::move(status), timing);
   }
@@ -262,7 +286,7 @@ void MpiCommunicator::Loop() {
 
 std::shared_ptr<Work> MpiCommunicator::AllReduce(Tensor tensor, ReduceOp op) {
   CheckHost(tensor, "AllReduce");
-  return Enqueue([this, tensor, op]() mutable -> Status {
+  return Enqueue("all-reduce", tensor.nbytes(), [this, tensor, op]() mutable -> Status {
     const MpiType t = TypeFor(tensor.dtype());
     const size_t element = DTypeSize(tensor.dtype());
     for (int64_t first = 0; first < tensor.numel(); first += kMaxChunk) {
@@ -288,7 +312,7 @@ std::shared_ptr<Work> MpiCommunicator::ReduceScatter(Tensor input, Tensor output
   // each rank moves (W - 1)/W of the data once. (Open MPI's nonblocking
   // reduce-scatter funnels everything through a root, several times slower.)
   // The input serves as the accumulator.
-  return Enqueue([this, input, output, op]() mutable -> Status {
+  return Enqueue("reduce-scatter", input.nbytes(), [this, input, output, op]() mutable -> Status {
     const int w = world_size_, r = rank_;
     const int64_t block = output.numel();
     const int bytes = static_cast<int>(output.nbytes());
@@ -313,7 +337,7 @@ std::shared_ptr<Work> MpiCommunicator::AllGather(Tensor input, Tensor output) {
   CheckBlockShapes("AllGather", output, input, world_size_);
   CHECK_LE(input.nbytes(), static_cast<size_t>(INT_MAX)) << "AllGather blocks are limited to 2 GiB";
   // A ring, like ReduceScatter: W - 1 steps, each passing one block on.
-  return Enqueue([this, input, output]() mutable -> Status {
+  return Enqueue("all-gather", output.nbytes(), [this, input, output]() mutable -> Status {
     const int w = world_size_, r = rank_;
     const int bytes = static_cast<int>(input.nbytes());
     char* data = static_cast<char*>(output.raw_data());
@@ -336,7 +360,9 @@ std::shared_ptr<Work> MpiCommunicator::Broadcast(Tensor tensor, int root) {
 std::shared_ptr<Work> MpiCommunicator::BroadcastCoalesced(std::vector<Tensor> tensors, int root) {
   for (const Tensor& t : tensors) CheckHost(t, "Broadcast");
   CHECK(root >= 0 && root < world_size_) << "Broadcast root " << root;
-  return Enqueue([this, tensors, root]() mutable -> Status {
+  size_t bytes = 0;
+  for (const Tensor& t : tensors) bytes += t.nbytes();
+  return Enqueue("broadcast", bytes, [this, tensors, root]() mutable -> Status {
     // Every piece of every tensor in flight at once, completed together.
     std::vector<MPI_Request> requests;
     for (Tensor& tensor : tensors) {
@@ -360,7 +386,7 @@ std::shared_ptr<Work> MpiCommunicator::BroadcastCoalesced(std::vector<Tensor> te
 }
 
 std::shared_ptr<Work> MpiCommunicator::Barrier() {
-  return Enqueue([this]() -> Status {
+  return Enqueue("barrier", 0, [this]() -> Status {
     MPI_Request request;
     const int code = MPI_Ibarrier(comm_, &request);
     if (code != MPI_SUCCESS) return MpiFailure("MPI_Ibarrier", code);

@@ -38,7 +38,9 @@ class MpiCommunicator final : public Communicator {
 
  private:
   struct Task;
-  std::shared_ptr<Work> Enqueue(std::function<Status()> run);
+  // `op` and `bytes` describe the collective to the watchdog (unless the
+  // caller set a CollectiveLabel).
+  std::shared_ptr<Work> Enqueue(const char* op, size_t bytes, std::function<Status()> run);
   void Loop();
 
   MPI_Comm comm_;
@@ -48,6 +50,7 @@ class MpiCommunicator final : public Communicator {
   std::deque<std::unique_ptr<Task>> queue_;
   bool stop_ = false;
   std::thread thread_;
+  int64_t tasks_run_ = 0, stop_at_task_ = -1;  // the DDP_TEST_STOP_IN_COLLECTIVE hook
 };
 
 // The text of an MPI error code.

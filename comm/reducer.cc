@@ -1,6 +1,7 @@
 #include "comm/reducer.h"
 
 #include "comm/buckets.h"
+#include "comm/watchdog.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/clock.h"
 
@@ -43,6 +44,7 @@ void Reducer::MarkGradientReady(Parameter& param) {
 
 void Reducer::Launch(Bucket& bucket) {
   bucket.launched = SteadySeconds() - backward_start_;
+  const CollectiveLabel label("all-reduce of gradient bucket " + std::to_string(&bucket - buckets_.data()));
   if (options_.wire_dtype == DType::kF32) {
     bucket.work =
         comm_->AllReduce(bucket.grads, options_.gradients_prescaled ? ReduceOp::kSum : ReduceOp::kAverage);

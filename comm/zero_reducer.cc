@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "comm/buckets.h"
+#include "comm/watchdog.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/clock.h"
 
@@ -150,6 +151,7 @@ void ZeroReducer::MarkGradientReady(Parameter& param) {
 
 void ZeroReducer::Launch(Bucket& bucket) {
   bucket.launched = SteadySeconds() - backward_start_;
+  const CollectiveLabel label("reduce-scatter of gradient bucket " + std::to_string(&bucket - buckets_.data()));
   // In place: this rank's summed block lands in its own block of the bucket
   // buffer (or of its 16-bit wire copy, widened back by Finish), which for
   // stage 1 is where the optimizer slots view it.
@@ -231,6 +233,7 @@ Tensor ZeroReducer::GatherTarget(int k) const {
 
 void ZeroReducer::LaunchGather(int k, bool low) {
   const Bucket& b = buckets_[k];
+  const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(k));
   const int rank = comm_->rank();
   // In place: this rank's piece goes to its block of the target first. The
   // 16-bit target is the f32 one's memory read as 16-bit.

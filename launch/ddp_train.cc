@@ -14,6 +14,7 @@
 #ifdef DDP_HAVE_CUDA
 #include "comm/nccl_communicator.h"
 #endif
+#include "comm/watchdog.h"
 #include "launch/device_binding.h"
 #include "launch/preemption.h"
 #include "launch/train_options.h"
@@ -94,7 +95,8 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--cuda-graphs", o.cuda_graphs ? "true" : "false"},
           {"--checkpoint-dir", o.checkpoint_dir},
           {"--checkpoint-every", std::to_string(o.checkpoint_every)},
-          {"--resume", o.resume ? "true" : "false"}};
+          {"--resume", o.resume ? "true" : "false"},
+          {"--comm-timeout-s", std::to_string(o.comm_timeout_s)}};
 }
 
 int Main(int argc, char** argv) {
@@ -177,6 +179,16 @@ int Main(int argc, char** argv) {
     StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(*options, world, stream);
     if (Status s = AgreeOnStatus(world, made.status()); !s.ok()) return Fail(ranks, s);
     comm = std::move(*made);
+  }
+  // A collective that never finishes (a peer died or stopped answering)
+  // ends the job with one line naming it, instead of a hang.
+  if (ranks.world_size > 1) {
+    CollectiveWatchdog::Start(options->comm_timeout_s, [rank = ranks.rank](const std::string& line) {
+      std::fprintf(stderr, "ddp_train: rank %d: error: %s\n", rank, line.c_str());
+      std::fflush(nullptr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      std::_Exit(1);
+    });
   }
   StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*options, comm.get(), ranks, stream);
   if (Status s = AgreeOnStatus(world, trainer.status()); !s.ok()) return Fail(ranks, s);

@@ -118,7 +118,17 @@ expect_error "missing tensor 'layer1.2.conv1.weight' that resnet34 needs" \
 expect_error "$tmp/train.safetensors: missing tensor 'conv1.weight'" "${small[@]}" --load-weights "$tmp/train.safetensors"
 head -c 4000 "$tmp/r18.safetensors" > "$tmp/r18_truncated.safetensors"
 expect_error "malformed safetensors file" "${small[@]}" --load-weights "$tmp/r18_truncated.safetensors"
-expect_error "--metrics-file /nonexistent/m.jsonl: cannot open" "${small[@]}" --metrics-file /nonexistent/m.jsonl
+expect_error "--metrics-file /nonexistent/m.jsonl: directory /nonexistent does not exist" "${small[@]}" \
+  --metrics-file /nonexistent/m.jsonl
+# Output paths are checked before training starts.
+expect_error "--save-weights /nonexistent/w.safetensors: directory /nonexistent does not exist" "${small[@]}" \
+  --steps 1000000 --save-weights /nonexistent/w.safetensors
+expect_error "r18.safetensors exists and is not a directory" "${small[@]}" --steps 1000000 \
+  --checkpoint-dir "$tmp/r18.safetensors/ck"
+expect_error "--checkpoint-every needs --checkpoint-dir" "${small[@]}" --checkpoint-every 5
+expect_error "--resume needs --checkpoint-dir" "${small[@]}" --resume
+expect_error "--comm-timeout-s must be 0 (no timeout) or positive, got -1" "${small[@]}" --comm-timeout-s -1
+expect_error "is far more than the" "${small[@]}" --threads 100000
 expect_error "--seq-len must be in [8, 512] (BERT's positions), got 513" --model bert-tiny --seq-len 513 --steps 1
 expect_error "--dropout must be in [0, 1), got 1" --model bert-tiny --dropout 1 --steps 1
 expect_error "--task 'ner' is unknown; use pretraining or classification" --model bert-tiny --task ner --steps 1

@@ -1,5 +1,7 @@
 #include "launch/train_options.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -73,6 +75,9 @@ DEFINE_int64(checkpoint_keep, 3, "complete checkpoints to keep in --checkpoint-d
 DEFINE_bool(resume, false,
             "continue from the newest checkpoint in --checkpoint-dir (its weights, optimizer state, loss scale and "
             "data position); with none there yet, start from step 0");
+DEFINE_double(comm_timeout_s, 300.0,
+              "seconds a collective may take before the watchdog ends the job, naming it (a peer rank died or "
+              "stopped answering); 0: wait forever");
 DEFINE_double(bucket_mb, 25.0, "gradient bucket size in MiB");
 DEFINE_double(first_bucket_mb, 1.0, "size of the first gradient bucket in MiB");
 DEFINE_bool(overlap, true, "all-reduce buckets while backward runs; --nooverlap reduces after backward");
@@ -221,6 +226,13 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.epochs = FLAGS_epochs;
   o.seed = FLAGS_seed;
   if (FLAGS_threads < 0) return InvalidArgument("--threads must be non-negative, got " + std::to_string(FLAGS_threads));
+  // Far more threads than cores only thrashes (each rank's share is
+  // smaller still): a typo, most likely.
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 0 && FLAGS_threads > 4 * cores) {
+    return InvalidArgument("--threads " + std::to_string(FLAGS_threads) + " is far more than the " +
+                           std::to_string(cores) + " cores of this machine");
+  }
   o.threads = FLAGS_threads;
 
   if (FLAGS_optimizer != "sgd" && FLAGS_optimizer != "adamw" && FLAGS_optimizer != "lamb") {
@@ -308,6 +320,10 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   if (!(FLAGS_first_bucket_mb > 0.0) || !std::isfinite(FLAGS_first_bucket_mb)) {
     return InvalidArgument("--first-bucket-mb must be positive, got " + Num(FLAGS_first_bucket_mb));
   }
+  if (!(FLAGS_comm_timeout_s >= 0.0) || !std::isfinite(FLAGS_comm_timeout_s)) {
+    return InvalidArgument("--comm-timeout-s must be 0 (no timeout) or positive, got " + Num(FLAGS_comm_timeout_s));
+  }
+  o.comm_timeout_s = FLAGS_comm_timeout_s;
   o.bucket_mb = FLAGS_bucket_mb;
   o.first_bucket_mb = FLAGS_first_bucket_mb;
   o.overlap = FLAGS_overlap;
@@ -345,6 +361,15 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     o.inject_nonfinite_rank = rank;
   }
   if (const char* crash = std::getenv("DDP_TEST_CHECKPOINT_CRASH"); crash != nullptr) o.checkpoint_crash = crash;
+  if (const char* stop = std::getenv("DDP_TEST_STOP_IN_BACKWARD"); stop != nullptr && *stop != '\0') {
+    long long step = 0;
+    int rank = -1, used = 0;
+    if (std::sscanf(stop, "%d:%lld%n", &rank, &step, &used) != 2 || stop[used] != '\0' || step <= 0 || rank < 0) {
+      return InvalidArgument(std::string("DDP_TEST_STOP_IN_BACKWARD '") + stop + "' is not RANK:STEP");
+    }
+    o.stop_in_backward_rank = rank;
+    o.stop_in_backward_step = step;
+  }
   const char* digest = std::getenv("DDP_TEST_STATE_DIGEST");
   o.print_state_digest = digest != nullptr && std::string(digest) == "1";
   return o;

@@ -71,7 +71,9 @@ struct TrainOptions {
   int64_t checkpoint_every = 0, checkpoint_keep = 3;
   bool resume = false;
 
-  // Data parallelism.
+  // Data parallelism. --comm-timeout-s: the collective watchdog's limit
+  // (comm/watchdog.h; 0 off).
+  double comm_timeout_s = 300.0;
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool overlap = true;
   int zero_stage = 0;  // 0: plain data parallelism; 1: optimizer state sharded; 2: gradients too
@@ -97,6 +99,11 @@ struct TrainOptions {
   // list not yet), "manifest" (rank 0: the manifest written, the directory
   // not yet renamed) or "rename" (renamed, `latest` not yet updated).
   std::string checkpoint_crash;
+  // DDP_TEST_STOP_IN_BACKWARD "RANK:STEP": rank RANK stops itself
+  // (SIGSTOP) between forward and backward of 1-based step STEP, leaving
+  // its peers in the step's collectives (the watchdog's test).
+  int stop_in_backward_rank = -1;
+  int64_t stop_in_backward_step = 0;
 };
 
 // "dynamic", "none" or the static scale: --loss-scale as resolved.

@@ -6,11 +6,13 @@
 #include <gflags/gflags.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <thread>
 
+#include "comm/watchdog.h"
 #include "launch/preemption.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda/cuda_device.h"
@@ -85,7 +87,34 @@ Status Trainer::BroadcastInitialState() {
   return Status::Ok();
 }
 
+namespace {
+
+// `path` can be written later (its directory exists and is writable, and
+// the file, where it exists, is writable): checked before training, so a
+// typo costs seconds, not a run.
+Status CheckWritable(const std::string& flag, const std::string& path) {
+  if (path.empty()) return Status::Ok();
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (::access(dir.c_str(), F_OK) != 0) {
+    return FailedPrecondition(flag + " " + path + ": directory " + dir + " does not exist");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return FailedPrecondition(flag + " " + path + ": directory " + dir + " is not writable");
+  }
+  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0) {
+    return FailedPrecondition(flag + " " + path + " exists and is not writable");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Trainer::Setup() {
+  if (is_root()) {
+    RETURN_IF_ERROR(CheckWritable("--save-weights", options_.save_weights));
+    RETURN_IF_ERROR(CheckWritable("--metrics-file", options_.metrics_file));
+  }
   ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
   if (!options_.checkpoint_dir.empty() && is_root()) {
     // Before any training: a typo in the path costs seconds, not a run.
@@ -239,6 +268,7 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
     optimizer_ = MakeLamb(std::move(slots), LambOptions(), static_cast<int>(model_->parameters().size()), all_reduce);
   }
   if (resume_from_) RETURN_IF_ERROR(ResumeOptimizer());
+  if (checkpointer_) PrepareStaging();
   // A resumed run adds to the metrics of the run it continues.
   if (!options_.metrics_file.empty() && is_root()) {
     RETURN_IF_ERROR(metrics_.Open(options_.metrics_file, resume_from_.has_value()));
@@ -347,6 +377,9 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     const Batch batch = LoadMicroBatch(step, micro);
     result.tokens += batch.real_tokens;
     loss_sum += model_->ForwardLoss(ctx_, batch).loss;
+    if (step + 1 == options_.stop_in_backward_step && ranks_.rank == options_.stop_in_backward_rank && micro == 0) {
+      std::raise(SIGSTOP);  // DDP_TEST_STOP_IN_BACKWARD
+    }
     prepare_reduction();
     model_->BackwardLoss(ctx_, loss_grad, accumulate);
     if (reduce_each_micro_batch && micro < k - 1) {
@@ -389,6 +422,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     // rank's files durable (rank 0 commits after the step), or one failed.
     const bool written = checkpointer_ && checkpointer_->pending() && checkpointer_->LocalDone();
     const Status write_status = written ? checkpointer_->WaitLocal() : Status::Ok();
+    const CollectiveLabel label("the step's all-reduce of losses and agreements");
     Tensor shared = Tensor::FromVector<double>(
         {result.loss, local_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens),
          written && write_status.ok() ? 1.0 : 0.0, write_status.ok() ? 0.0 : 1.0, PreemptionSignal() != 0 ? 1.0 : 0.0},
@@ -544,13 +578,6 @@ void Trainer::DestroyStepGraph() {
 
 namespace {
 
-// A host copy that training may not change under the writer.
-Tensor HostCopy(const Tensor& t) {
-  Tensor copy = Tensor::Empty(t.shape(), t.dtype(), Device::Cpu(), t.format());
-  copy.CopyFrom(t);
-  return copy;
-}
-
 // "KIND:OFFSET:PARAM": a piece of a parameter's optimizer state.
 std::string StateKey(const std::string& kind, int64_t offset, const std::string& param) {
   return kind + ":" + std::to_string(offset) + ":" + param;
@@ -646,6 +673,28 @@ Status Trainer::ResumeOptimizer() {
   return Status::Ok();
 }
 
+Tensor Trainer::Stage(size_t index, const Tensor& t) {
+  if (staging_.size() <= index) staging_.resize(index + 1);
+  Tensor& buffer = staging_[index];
+  if (!buffer.defined() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype() || buffer.format() != t.format()) {
+    buffer = Tensor::Empty(t.shape(), t.dtype(), Device::Cpu(), t.format());
+  }
+  buffer.CopyFrom(t);
+  return buffer;
+}
+
+void Trainer::PrepareStaging() {
+  // What TakeSnapshot copies, in its order; the copies now also fault the
+  // pages in.
+  size_t index = 0;
+  if (is_root()) {
+    for (const auto& [name, t] : model_->StateDict()) Stage(index++, t);
+  }
+  if (zero_ || is_root()) {
+    for (const Tensor& t : optimizer_->state()) Stage(index++, t);
+  }
+}
+
 StatusOr<CheckpointSnapshot> Trainer::TakeSnapshot(int64_t step) {
   CheckpointSnapshot snapshot;
   snapshot.step = step;
@@ -676,7 +725,12 @@ StatusOr<CheckpointSnapshot> Trainer::TakeSnapshot(int64_t step) {
     m.set_loss_scale(scaler_->scale());
     m.set_loss_scale_growth_tracker(scaler_->growth_tracker());
     m.set_skipped_steps(scaler_->skipped_steps());
-    for (const auto& [name, t] : model_->StateDict()) snapshot.model.push_back({name, HostCopy(t)});
+  }
+  // Copies into the staging buffers (the writer reads them; the next
+  // snapshot waits for it).
+  size_t index = 0;
+  if (is_root()) {
+    for (const auto& [name, t] : model_->StateDict()) snapshot.model.push_back({name, Stage(index++, t)});
   }
   if (zero_ || is_root()) {
     snapshot.optimizer_file = zero_ ? OptimizerShardName(ranks_.rank) : "optimizer.safetensors";
@@ -686,7 +740,7 @@ StatusOr<CheckpointSnapshot> Trainer::TakeSnapshot(int64_t step) {
     for (size_t k = 0; k < kinds.size(); ++k) {
       for (size_t i = 0; i < slots; ++i) {
         const SlotPlace& place = slot_places_[i];
-        snapshot.optimizer.push_back({StateKey(kinds[k], place.offset, place.name), HostCopy(state[k * slots + i])});
+        snapshot.optimizer.push_back({StateKey(kinds[k], place.offset, place.name), Stage(index++, state[k * slots + i])});
       }
     }
     snapshot.optimizer_metadata = {{"optimizer", options_.optimizer},
@@ -817,6 +871,7 @@ StatusOr<TrainResult> Trainer::Run() {
   Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
   int64_t skipped = 0;  // steps skipped for non-finite gradients (every rank counts the same)
   for (int64_t step = start_step_; step < total_steps_; ++step) {
+    CollectiveWatchdog::SetPhase("step " + std::to_string(step + 1));
     const float lr = static_cast<float>(options_.schedule.At(step));
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, local));
@@ -870,8 +925,10 @@ StatusOr<TrainResult> Trainer::Run() {
       if (checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
       ASSIGN_OR_RETURN(CheckpointSnapshot snapshot, TakeSnapshot(step + 1));
       checkpointer_->Begin(std::move(snapshot));
-      record["checkpoint_stall_s"] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - stall_start).count();
+      const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - stall_start).count();
+      record["checkpoint_stall_s"] = stall;
+      // Throughput counts what checkpoints cost the run.
+      if (step - start_step_ >= warmup) timed_seconds += stall;
     }
     if (distributed() && !r.graphed) {  // a replayed step has no bucket timings
       record["exposed_comm_s"] = r.exposed_comm_seconds;

@@ -125,6 +125,11 @@ class Trainer {
     int64_t offset = 0, numel = 0;
   };
   std::vector<SlotPlace> slot_places_;
+  // Host buffers the snapshot copies into, one per tensor it copies, made
+  // (and touched) at setup so a checkpoint's stall is only the copy.
+  std::vector<Tensor> staging_;
+  Tensor Stage(size_t index, const Tensor& t);
+  void PrepareStaging();
   std::unique_ptr<Checkpointer> checkpointer_;
   std::optional<CheckpointReader> resume_from_;
   int64_t start_step_ = 0;  // the first step this run trains (after --resume)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# No hangs: a rank that stays alive but stops answering (SIGSTOP, through a
+# test hook) mid-backward or inside a collective leaves its peer waiting in
+# a collective; the watchdog (--comm-timeout-s 3) ends the job within the
+# timeout + 10 s, and the waiting rank's last line names what it waited for
+# (the collective, its bucket, the step). With the default timeout the
+# healthy run is untouched.
+set -u
+bin=launch/ddp_train
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+common=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --threads 1 --steps 40 --bucket-mb 4
+        --first-bucket-mb 0.3)
+
+# stuck NAME PATTERN ENV=VALUE [ARGS...]: rank 1 stops; rank 0 must end the
+# job within the timeout + 10 s (and the start-up), with a line matching
+# PATTERN.
+stuck() {
+  local name="$1" pattern="$2" hook="$3"; shift 3
+  local start end
+  start=$(date +%s)
+  env "$hook" timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$bin" "${common[@]}" --comm-timeout-s 3 "$@" \
+    > "$tmp/$name.log" 2>&1
+  local rc=$?
+  end=$(date +%s)
+  [ "$rc" -ne 0 ] || fail "$name: exit status 0"
+  [ "$rc" -ne 124 ] || fail "$name: hung until the test's own timeout"
+  [ $((end - start)) -le 25 ] || fail "$name: took $((end - start)) s (start-up, 2 steps, timeout 3 s + 10 s)"
+  grep -q "rank 0: error: $pattern" "$tmp/$name.log" || { cat "$tmp/$name.log"; fail "$name: no line matching '$pattern'"; }
+  echo "$name ($((end - start)) s): $(grep -m1 'rank 0: error:' "$tmp/$name.log")"
+}
+
+stuck mid_backward "all-reduce of gradient bucket [0-9]* (.* MPI) at step 3 has not finished after [0-9]* s (--comm-timeout-s 3)" \
+  DDP_TEST_STOP_IN_BACKWARD=1:3
+stuck mid_backward_zero "reduce-scatter of gradient bucket [0-9]* (.* MPI) at step 3 has not finished" \
+  DDP_TEST_STOP_IN_BACKWARD=1:3 --zero-stage 2
+# Rank 1's 12th collective: past the start-up broadcasts, inside training.
+stuck in_collective ".* at step [0-9]* has not finished after [0-9]* s" DDP_TEST_STOP_IN_COLLECTIVE=1:12
+
+# Healthy, with the default timeout: trains and exits 0.
+timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$bin" "${common[@]}" --steps 3 > "$tmp/healthy.log" 2>&1 ||
+  { cat "$tmp/healthy.log"; fail "the healthy run"; }
+
+[ "$failures" -eq 0 ] && echo "watchdog test: all passed" && exit 0
+echo "watchdog test: $failures failure(s)"
+exit 1
