@@ -782,17 +782,27 @@ std::vector<Tensor> Trainer::HeldGradients() {
   return {model_->flat_gradients()};
 }
 
+namespace {
+
+// FNV-1a, continued over `n` bytes (tests' state digests).
+constexpr uint64_t kFnvStart = 1469598103934665603ull;
+uint64_t Fnv1a(uint64_t hash, const void* data, size_t n) {
+  const unsigned char* bytes = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  return hash;
+}
+uint64_t Fnv1a(uint64_t hash, const Tensor& t) {
+  const Tensor host = t.To(Device::Cpu());
+  return Fnv1a(hash, host.raw_data(), host.nbytes());
+}
+
+}  // namespace
+
 void Trainer::PrintStateDigest(int64_t step) {
-  // FNV-1a over bytes copied to the host.
-  uint64_t hash = 1469598103934665603ull;
-  auto add = [&](const void* data, size_t n) {
-    const unsigned char* bytes = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
-  };
-  auto add_tensor = [&](const Tensor& t) {
-    const Tensor host = t.To(Device::Cpu());
-    add(host.raw_data(), host.nbytes());
-  };
+  // Over bytes copied to the host.
+  uint64_t hash = kFnvStart;
+  auto add = [&](const void* data, size_t n) { hash = Fnv1a(hash, data, n); };
+  auto add_tensor = [&](const Tensor& t) { hash = Fnv1a(hash, t); };
   // Under ZeRO only this rank's pieces of the master weights are current.
   if (zero_) {
     for (const OptimizerSlot& slot : zero_->OptimizerSlots([](const Parameter&) { return 0.0f; })) {
@@ -813,6 +823,25 @@ void Trainer::PrintStateDigest(int64_t step) {
 
 StatusOr<double> Trainer::Evaluate() {
   if (zero_) RETURN_IF_ERROR(zero_->FinishParameterGather());
+  // Every rank evaluates rank 0's model: each rank's batch-norm running
+  // statistics have seen only its own samples, so rank 0's go to all (as
+  // DDP's broadcast_buffers does before a forward); --save-weights and
+  // checkpoints hold rank 0's too.
+  if (distributed() && !model_->buffers().empty()) {
+    std::vector<Tensor> buffers;
+    for (Buffer* b : model_->buffers()) buffers.push_back(b->value);
+    const CollectiveLabel label("broadcast of batch-norm buffers before evaluation");
+    RETURN_IF_ERROR(comm_->BroadcastCoalesced(std::move(buffers), 0)->Wait());
+  }
+  if (options_.print_state_digest) {
+    uint64_t buffers = kFnvStart;
+    for (Buffer* b : model_->buffers()) buffers = Fnv1a(buffers, b->value);
+    const uint64_t parameters = Fnv1a(kFnvStart, model_->flat_parameters());
+    std::printf("eval digest: rank %d step %lld buffers %016llx parameters %016llx\n", ranks_.rank,
+                static_cast<long long>(optimizer_->steps()), static_cast<unsigned long long>(buffers),
+                static_cast<unsigned long long>(parameters));
+    std::fflush(stdout);
+  }
   model_->SetTraining(false);
   // Rank r evaluates samples r, r + world, ...; the counts are summed.
   const int64_t n = data_.eval->size(), b = options_.batch_size, world = ranks_.world_size;

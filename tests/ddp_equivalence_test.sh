@@ -39,5 +39,23 @@ for layout in "--bucket-mb 0.05 --first-bucket-mb 0.01" "--bucket-mb 25" "--buck
     --exclude running_,num_batches_tracked || fail "weights differ ($layout)"
 done
 
+# Every rank evaluates the same model: rank 0's batch-norm buffers reach
+# every rank before each evaluation (each rank's own would differ, having
+# seen other samples), so the buffers each rank prints at evaluation match.
+DDP_TEST_STATE_DIGEST=1 mpirun -np "$np" --oversubscribe --bind-to none "$bin" "${common[@]}" --steps 3 \
+  --eval-data "tensors:$tmp/data.safetensors" --eval-every 1 > "$tmp/eval.log" 2>&1 ||
+  { cat "$tmp/eval.log"; fail "evaluation run"; }
+/usr/bin/python3 - "$tmp/eval.log" "$np" <<'PY' || fail "ranks evaluated different models"
+import re, sys
+seen = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"eval digest: rank (\d+) step (\d+) buffers ([0-9a-f]{16}) parameters ([0-9a-f]{16})", line)
+    if m:
+        seen.setdefault(m.group(2), {})[m.group(1)] = (m.group(3), m.group(4))
+ok = len(seen) == 3 and all(len(r) == int(sys.argv[2]) and len(set(r.values())) == 1 for r in seen.values())
+print(f"evaluation digests per step: {seen}")
+sys.exit(0 if ok else 1)
+PY
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all checks passed"
