@@ -72,13 +72,37 @@ Status MpiFailure(const char* call, int code) {
 //
 // Point-to-point transfers of large messages advance one fragment per test,
 // so the ring collectives cap the pause lower (max_sleep_ns).
+// After a failure, requests still active would go on writing into (or
+// reading from) buffers the caller is about to free: each is cancelled and
+// given up to two seconds to complete; one that will not ends the job,
+// which beats corrupting memory.
+Status Abandon(MPI_Request* requests, int count, Status failure) {
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] != MPI_REQUEST_NULL) MPI_Cancel(&requests[i]);
+  }
+  const double deadline = SteadySeconds() + 2.0;
+  for (int i = 0; i < count; ++i) {
+    while (requests[i] != MPI_REQUEST_NULL) {
+      int done = 0;
+      if (MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || SteadySeconds() > deadline) {
+        std::fprintf(stderr, "ddp_train: error: %s; a transfer in flight could not be cancelled: ending the job\n",
+                     failure.message().c_str());
+        std::fflush(nullptr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      if (!done) sched_yield();
+    }
+  }
+  return failure;
+}
+
 Status Complete(MPI_Request* request, const char* call, int count = 1, long max_sleep_ns = 100000) {
   int idle = 0;
   long sleep_ns = 2000;
   while (true) {
     int done = 0;
     const int code = MPI_Testall(count, request, &done, MPI_STATUSES_IGNORE);
-    if (code != MPI_SUCCESS) return MpiFailure(call, code);
+    if (code != MPI_SUCCESS) return Abandon(request, count, MpiFailure(call, code));
     if (done) return Status::Ok();
     if (++idle < 64) continue;
     if (idle < 256) {
@@ -125,7 +149,7 @@ Status RingExchange(MPI_Comm comm, int rank, int world, const void* send, void* 
   int code = MPI_Irecv(receive, bytes, MPI_BYTE, (rank + world - 1) % world, tag, comm, &requests[0]);
   if (code != MPI_SUCCESS) return MpiFailure(call, code);
   code = MPI_Isend(send, bytes, MPI_BYTE, (rank + 1) % world, tag, comm, &requests[1]);
-  if (code != MPI_SUCCESS) return MpiFailure(call, code);
+  if (code != MPI_SUCCESS) return Abandon(requests, 1, MpiFailure(call, code));  // the receive is in flight
   return Complete(requests, call, 2, /*max_sleep_ns=*/10000);
 }
 

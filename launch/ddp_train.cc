@@ -66,6 +66,13 @@ StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const TrainOptions& o, 
 #endif
 }
 
+// A double as its exact decimal (17 significant digits).
+std::string Exact(double value) {
+  char text[40];
+  std::snprintf(text, sizeof(text), "%.17g", value);
+  return text;
+}
+
 // Settings that every rank must share; a mismatch would hang or corrupt.
 std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptions& o) {
   return {{"--model", o.model},
@@ -96,7 +103,25 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--checkpoint-dir", o.checkpoint_dir},
           {"--checkpoint-every", std::to_string(o.checkpoint_every)},
           {"--resume", o.resume ? "true" : "false"},
-          {"--comm-timeout-s", std::to_string(o.comm_timeout_s)}};
+          {"--comm-timeout-s", std::to_string(o.comm_timeout_s)},
+          // Each a collective paired with another rank's (evaluation,
+          // clipping's norm), or replicas drifting apart silently.
+          {"--eval-every", std::to_string(o.eval_every)},
+          {"--clip-grad-norm", Exact(o.clip_grad_norm)},
+          {"--shuffle", o.shuffle ? "true" : "false"},
+          {"--lr", Exact(o.lr)},
+          {"--momentum", Exact(o.momentum)},
+          {"--weight-decay", Exact(o.weight_decay)},
+          {"--nesterov", o.nesterov ? "true" : "false"},
+          {"--decay-bn-bias", o.decay_bn_bias ? "true" : "false"},
+          {"--label-smoothing", Exact(o.label_smoothing)},
+          {"--warmup-steps", std::to_string(o.schedule.warmup_steps)},
+          {"--lr-schedule", LrScheduleKindName(o.schedule.kind)},
+          {"--lr-step-size", std::to_string(o.schedule.step_size)},
+          {"--lr-step-gamma", Exact(o.schedule.step_gamma)},
+          {"--lr-poly-power", Exact(o.schedule.poly_power)},
+          {"--zero-init-residual", o.zero_init_residual ? "true" : "false"},
+          {"--activation-checkpointing", o.activation_checkpointing ? "true" : "false"}};
 }
 
 int Main(int argc, char** argv) {
@@ -104,6 +129,10 @@ int Main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  // Open MPI's hwloc prints "failed to find sysfs cpu topology" lines
+  // where /sys is missing (some containers): noise before ddp_train's own
+  // line. Hidden unless the user asked for them.
+  setenv("HWLOC_HIDE_ERRORS", "1", /*overwrite=*/0);
   StatusOr<std::unique_ptr<MpiRuntime>> mpi = MpiRuntime::Init(&argc, &argv);
   if (!mpi.ok()) return Fail(RankInfo(), mpi.status());
   const RankInfo ranks = (*mpi)->info();
@@ -174,6 +203,11 @@ int Main(int argc, char** argv) {
     cuda::SetFatalErrorHandler(&FatalOnThisRank);
   }
 
+  // NCCL's own wait watchdog (ncclCommAbort past DDP_NCCL_TIMEOUT_S) takes
+  // --comm-timeout-s unless that variable says otherwise.
+  if (options->comm_timeout_s > 0.0) {
+    setenv("DDP_NCCL_TIMEOUT_S", std::to_string(options->comm_timeout_s).c_str(), /*overwrite=*/0);
+  }
   std::unique_ptr<Communicator> comm;
   if (ranks.world_size > 1 || (device->cuda && nccl_requested)) {
     StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(*options, world, stream);
@@ -192,7 +226,10 @@ int Main(int argc, char** argv) {
   }
   StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*options, comm.get(), ranks, stream);
   if (Status s = AgreeOnStatus(world, trainer.status()); !s.ok()) return Fail(ranks, s);
-  if (Status s = CheckRanksAgree(world, {{"the parameter count", std::to_string((*trainer)->num_parameters())}});
+  // Under --epochs each node counts its own copy of the data file's samples.
+  if (Status s = CheckRanksAgree(world, {{"the parameter count", std::to_string((*trainer)->num_parameters())},
+                                         {"the training data's sample count",
+                                          std::to_string((*trainer)->dataset_size())}});
       !s.ok()) {
     return Fail(ranks, s);
   }

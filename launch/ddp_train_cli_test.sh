@@ -120,6 +120,20 @@ head -c 4000 "$tmp/r18.safetensors" > "$tmp/r18_truncated.safetensors"
 expect_error "malformed safetensors file" "${small[@]}" --load-weights "$tmp/r18_truncated.safetensors"
 expect_error "--metrics-file /nonexistent/m.jsonl: directory /nonexistent does not exist" "${small[@]}" \
   --metrics-file /nonexistent/m.jsonl
+# A NaN pixel is refused at load, naming the sample.
+cp "$tmp/train.safetensors" "$tmp/nan.safetensors"
+/usr/bin/env python3 - "$tmp/nan.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+raw = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+start = json.loads(raw[8:8 + n])["images"]["data_offsets"][0]
+at = 8 + n + start + 4 * (3 * 32 * 32 * 5 + 7)  # sample 5, element 7
+raw[at:at + 4] = struct.pack("<f", float("nan"))
+open(path, "wb").write(raw)
+PY
+expect_error "nan.safetensors: tensor 'images' sample 5 holds NaN (element 7)" "${small[@]}" \
+  --data "tensors:$tmp/nan.safetensors"
 # Output paths are checked before training starts.
 expect_error "--save-weights /nonexistent/w.safetensors: directory /nonexistent does not exist" "${small[@]}" \
   --steps 1000000 --save-weights /nonexistent/w.safetensors

@@ -389,11 +389,12 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   }
   result.loss = loss_sum / static_cast<double>(k);
   result.loss_scale = scaler_->scale();
-  // Under loss scaling, whether this rank's gradients are all finite: one
-  // check per optimizer step, after reduction, over what the rank holds.
-  bool nonfinite = false;
+  // Whether this rank's gradients are all finite: one check per optimizer
+  // step, after reduction, over what the rank holds. Under loss scaling a
+  // non-finite step is skipped; without, it stops every rank before the
+  // optimizer touches the weights.
+  bool nonfinite = false, local_nonfinite = false;
   auto check_gradients = [&] {
-    if (!scaler_->enabled()) return;
     std::vector<Tensor> held = HeldGradients();
     if (step + 1 == options_.inject_nonfinite_step && ranks_.rank == options_.inject_nonfinite_rank) {
       for (Tensor& g : held) {
@@ -404,14 +405,16 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
       }
     }
     for (const Tensor& g : held) nonfinite = nonfinite || !AllFinite(ctx_, g);
+    local_nonfinite = nonfinite;
   };
   if (distributed()) {
     ReduceStats stats;  // a replayed graph has waited for its all-reduces
-    if (zero_) {
-      ASSIGN_OR_RETURN(stats, zero_->Wait());
-    } else if (!result.graphed) {
-      ASSIGN_OR_RETURN(stats, reducer_->Wait());
-    }
+    // A failed gradient reduction is this rank's error, shared below like
+    // any other before it returns: the others must not wait for it.
+    StatusOr<ReduceStats> waited = zero_ ? zero_->Wait() : (result.graphed ? StatusOr<ReduceStats>(stats)
+                                                                           : reducer_->Wait());
+    if (waited.ok()) stats = *waited;
+    const Status step_status = !local_status.ok() ? local_status : (waited.ok() ? Status::Ok() : waited.status());
     result.exposed_comm_seconds += stats.exposed_seconds;
     result.buckets = stats.buckets;
     check_gradients();
@@ -424,11 +427,11 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     const Status write_status = written ? checkpointer_->WaitLocal() : Status::Ok();
     const CollectiveLabel label("the step's all-reduce of losses and agreements");
     Tensor shared = Tensor::FromVector<double>(
-        {result.loss, local_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens),
+        {result.loss, step_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens),
          written && write_status.ok() ? 1.0 : 0.0, write_status.ok() ? 0.0 : 1.0, PreemptionSignal() != 0 ? 1.0 : 0.0},
         {7});
     RETURN_IF_ERROR(comm_->AllReduce(shared, ReduceOp::kSum)->Wait());
-    if (!local_status.ok()) return local_status;
+    if (!step_status.ok()) return step_status;
     if (shared.data<double>()[1] > 0.0) return FailedPrecondition("another rank failed; stopping");
     if (!write_status.ok()) return write_status;
     if (shared.data<double>()[5] > 0.0) {
@@ -449,6 +452,17 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
       RETURN_IF_ERROR(checkpointer_->WaitLocal());
       result.checkpoint_ready = true;
     }
+  }
+  if (nonfinite && !scaler_->enabled()) {
+    const std::string where = " at step " + std::to_string(step + 1);
+    if (!local_nonfinite) {
+      return FailedPrecondition("another rank found a non-finite gradient" + where +
+                                "; stopping before the optimizer step");
+    }
+    return FailedPrecondition("non-finite gradient" + where + " on rank " + std::to_string(ranks_.rank) +
+                              ", first in '" + FirstNonFiniteGradient() +
+                              "'; stopping before the optimizer step touches the weights (look for NaN or Inf in "
+                              "the data, or lower --lr)");
   }
   if (!std::isfinite(result.loss)) {
     // Under loss scaling an overflowing forward (fp16) skips the step, as
@@ -777,6 +791,19 @@ Status Trainer::FinishPendingCheckpoint() {
   return agree(committed, "rank 0 failed to commit the checkpoint of step " + std::to_string(step) + "; stopping");
 }
 
+std::string Trainer::FirstNonFiniteGradient() {
+  if (zero_) {
+    for (const OptimizerSlot& slot : zero_->OptimizerSlots([](const Parameter&) { return 0.0f; })) {
+      if (slot.grad.numel() > 0 && !AllFinite(ctx_, slot.grad)) return slot.name;
+    }
+    return "?";
+  }
+  for (Parameter* p : model_->parameters()) {
+    if (!AllFinite(ctx_, p->grad)) return p->name;
+  }
+  return "?";
+}
+
 std::vector<Tensor> Trainer::HeldGradients() {
   if (zero_) return zero_->GradientPieces();
   return {model_->flat_gradients()};
@@ -1021,6 +1048,13 @@ StatusOr<TrainResult> Trainer::Run() {
     ASSIGN_OR_RETURN(result.eval_accuracy, Evaluate());
   }
   if (!options_.save_weights.empty() && is_root() && !preempted) {
+    // Never a file of NaN weights without an error.
+    for (const auto& [name, t] : model_->StateDict()) {
+      if (t.dtype() == DType::kF32 && !AllFinite(ctx_, t)) {
+        return FailedPrecondition("--save-weights " + options_.save_weights + ": tensor '" + name +
+                                  "' holds non-finite values; not written");
+      }
+    }
     std::vector<NamedTensor> named;
     for (auto& [name, t] : model_->StateDict()) named.push_back({name, t.To(Device::Cpu())});
     Status saved = WriteSafetensors(options_.save_weights, named, {{"format", "pt"}, {"model", options_.model}});

@@ -56,6 +56,8 @@ class Trainer {
   ~Trainer();
 
   int64_t num_parameters() const { return model_->num_parameters(); }
+  // Samples in --data (BatchSource::kEndless for generated data).
+  int64_t dataset_size() const { return data_.train->size(); }
   // Collective: rank 0's parameters and buffers become every rank's. Call on
   // every rank once Create succeeded everywhere.
   Status BroadcastInitialState();
@@ -107,6 +109,9 @@ class Trainer {
   // The gradients this rank holds after reduction: the flat buffer, or its
   // ZeRO pieces.
   std::vector<Tensor> HeldGradients();
+  // The name of the first parameter (piece, under ZeRO) of this rank whose
+  // gradient holds a NaN or Inf.
+  std::string FirstNonFiniteGradient();
   // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and
   // optimizer state, and its loss scale, printed after each step.
   void PrintStateDigest(int64_t step);

@@ -29,6 +29,16 @@ expect_all_ranks_fail "ranks disagree on --batch-size: rank 0 has 2, rank 1 has 
   -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" --batch-size 4
 expect_all_ranks_fail "ranks disagree on --num-classes: rank 0 has 10, rank 1 has 12" -- \
   -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" --num-classes 12
+# Flags that pair one rank's collective with another's (evaluation,
+# clipping's norm) or let replicas drift apart silently (--lr).
+expect_all_ranks_fail "ranks disagree on --eval-every: rank 0 has 0, rank 1 has 1" -- \
+  -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" --eval-every 1
+expect_all_ranks_fail "ranks disagree on --clip-grad-norm: rank 0 has 0, rank 1 has 1" -- \
+  -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" --clip-grad-norm 1
+expect_all_ranks_fail "ranks disagree on --lr: rank 0 has 0.10000000000000001, rank 1 has 0.20000000000000001" -- \
+  -np 1 "$bin" --model resnet18 "${base[@]}" --lr 0.1 : -np 1 "$bin" --model resnet18 "${base[@]}" --lr 0.2
+expect_all_ranks_fail "ranks disagree on --lr-schedule: rank 0 has constant, rank 1 has cosine" -- \
+  -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" --lr-schedule cosine
 # One rank fails alone (its weights file is missing): the other stops too.
 expect_all_ranks_fail "rank 1 failed: --load-weights $tmp/missing.safetensors: cannot open" -- \
   -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" \

@@ -3,7 +3,8 @@
 # as root with a throwaway configuration (auth/none, loopback, free ports):
 # the job trains on 2 ranks, with the node's cores split between them, and
 # only rank 0 prints; its per-step losses and final weights equal
-# those of the same job under `mpirun -np 2`; a bad flag under srun still
+# those of the same job under `mpirun -np 2`; a rank stopped mid-backward
+# under srun is ended by the watchdog; a bad flag under srun still
 # ends every rank with one line and a non-zero exit.
 #   slurm_launch_test.sh
 # Without root, without Slurm's daemons (Debian slurmd, slurmctld,
@@ -127,6 +128,20 @@ if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$lines" -ne 2 ]; then
   fail "srun with --bucket-mb -1: exit $rc, $lines rank error lines:"; echo "$out"
 else
   echo "ok: $(printf '%s\n' "$out" | grep '^ddp_train: rank 0')"
+fi
+
+# A rank stopped mid-backward (SIGSTOP, a test hook) under srun, where
+# Slurm's KillOnBadExit is 0: the watchdog ends the job within the timeout
+# + 10 s, rank 0 naming the collective it waited for.
+start=$(date +%s)
+out=$(DDP_TEST_STOP_IN_BACKWARD=1:2 timeout 120 srun --mpi=pmix -n 2 --overcommit "$bin" "${common[@]}" --steps 20 \
+      --comm-timeout-s 3 2>&1); rc=$?
+elapsed=$(( $(date +%s) - start ))
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$elapsed" -gt 30 ] ||
+   ! printf '%s\n' "$out" | grep -q "rank 0: error: all-reduce of gradient bucket .* at step 2 has not finished"; then
+  fail "srun with a stopped rank: exit $rc after $elapsed s:"; echo "$out"
+else
+  echo "ok ($elapsed s): $(printf '%s\n' "$out" | grep -m1 'rank 0: error')"
 fi
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }

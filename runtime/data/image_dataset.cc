@@ -1,5 +1,7 @@
 #include "runtime/data/image_dataset.h"
 
+#include <cmath>
+
 #include <cstring>
 
 #include "runtime/data/synthetic_images.h"
@@ -49,6 +51,16 @@ StatusOr<std::unique_ptr<ImageDataset>> OpenTensors(const std::string& path, con
   if (labels->dtype() != DType::kI64 || labels->shape() != Shape{images->dim(0)}) {
     return InvalidArgument(path + ": tensor 'labels' must be i64 [" + std::to_string(images->dim(0)) + "], got " +
                            DTypeName(labels->dtype()) + ShapeToString(labels->shape()));
+  }
+  // A NaN or Inf pixel would train on silently (the weights it poisons are
+  // found only later): refused here, naming the sample.
+  const int64_t per_sample = images->numel() / images->dim(0);
+  const float* pixels = images->data<float>();
+  for (int64_t i = 0; i < images->numel(); ++i) {
+    if (std::isfinite(pixels[i])) continue;
+    return InvalidArgument(path + ": tensor 'images' sample " + std::to_string(i / per_sample) + " holds " +
+                           (std::isnan(pixels[i]) ? "NaN" : "an infinite value") + " (element " +
+                           std::to_string(i % per_sample) + ")");
   }
   for (int64_t i = 0; i < labels->numel(); ++i) {
     const int64_t label = labels->data<int64_t>()[i];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace ddp {
 
@@ -22,13 +23,28 @@ double LrSchedule::At(int64_t step) const {
   return base_lr;
 }
 
+namespace {
+
+constexpr std::pair<LrSchedule::Kind, const char*> kKindNames[] = {{LrSchedule::Kind::kConstant, "constant"},
+                                                                  {LrSchedule::Kind::kCosine, "cosine"},
+                                                                  {LrSchedule::Kind::kStep, "step"},
+                                                                  {LrSchedule::Kind::kPoly, "poly"},
+                                                                  {LrSchedule::Kind::kLinear, "linear"}};
+
+}  // namespace
+
 StatusOr<LrSchedule::Kind> ParseLrScheduleKind(const std::string& name) {
-  if (name == "constant") return LrSchedule::Kind::kConstant;
-  if (name == "cosine") return LrSchedule::Kind::kCosine;
-  if (name == "step") return LrSchedule::Kind::kStep;
-  if (name == "poly") return LrSchedule::Kind::kPoly;
-  if (name == "linear") return LrSchedule::Kind::kLinear;
+  for (const auto& [kind, spelled] : kKindNames) {
+    if (name == spelled) return kind;
+  }
   return InvalidArgument("--lr-schedule '" + name + "' is unknown; use constant, cosine, step, poly or linear");
+}
+
+std::string LrScheduleKindName(LrSchedule::Kind kind) {
+  for (const auto& [k, spelled] : kKindNames) {
+    if (k == kind) return spelled;
+  }
+  return "?";
 }
 
 }  // namespace ddp

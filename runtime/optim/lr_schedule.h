@@ -30,5 +30,7 @@ struct LrSchedule {
 // "constant", "cosine", "step", "poly" or "linear"; anything else names the
 // flag.
 StatusOr<LrSchedule::Kind> ParseLrScheduleKind(const std::string& name);
+// The --lr-schedule spelling of `kind`.
+std::string LrScheduleKindName(LrSchedule::Kind kind);
 
 }  // namespace ddp
