@@ -2,6 +2,7 @@
 // per process, under mpirun, srun --mpi=pmix, or alone. See DESIGN.md for
 // the command-line contract.
 #include <cstdio>
+#include <exception>
 #include <cstdlib>
 #include <memory>
 
@@ -48,6 +49,23 @@ void FatalOnThisRank(const std::string& line) {
   std::fprintf(stderr, "ddp_train: error: %s\n", line.c_str());
   std::fflush(nullptr);
   std::_Exit(1);  // no static destructors: CUDA is in no state to run them
+}
+
+// An exception nothing caught, on any thread (a corrupt sample a rank
+// cannot skip, a bug): one line, then the job ends. No unwinding: the
+// destructors on the way would wait in collectives (MPI_Comm_free,
+// MPI_Finalize) for ranks still training.
+void OnUncaughtException() {
+  std::string what = "an unknown exception";
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what = x.what();
+    } catch (...) {
+    }
+  }
+  FatalOnThisRank(what + "; ending the job");
 }
 
 // The data-plane communicator for this rank's device: NCCL, MPI staged
@@ -136,6 +154,8 @@ int Main(int argc, char** argv) {
   StatusOr<std::unique_ptr<MpiRuntime>> mpi = MpiRuntime::Init(&argc, &argv);
   if (!mpi.ok()) return Fail(RankInfo(), mpi.status());
   const RankInfo ranks = (*mpi)->info();
+  g_ranks = ranks;
+  std::set_terminate(&OnUncaughtException);
   const MPI_Comm world = (*mpi)->world();
 
   Status status;
@@ -199,7 +219,6 @@ int Main(int argc, char** argv) {
     options->gpu = device->gpu;
     stream = cuda::CreateStream();
     cuda::SetCurrentStream(device->gpu, stream);
-    g_ranks = ranks;
     cuda::SetFatalErrorHandler(&FatalOnThisRank);
   }
 

@@ -361,15 +361,21 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     o.inject_nonfinite_rank = rank;
   }
   if (const char* crash = std::getenv("DDP_TEST_CHECKPOINT_CRASH"); crash != nullptr) o.checkpoint_crash = crash;
-  if (const char* stop = std::getenv("DDP_TEST_STOP_IN_BACKWARD"); stop != nullptr && *stop != '\0') {
+  // Test hooks of the form RANK:STEP.
+  auto rank_step = [](const char* name, int* rank_out, int64_t* step_out) -> Status {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') return Status::Ok();
     long long step = 0;
     int rank = -1, used = 0;
-    if (std::sscanf(stop, "%d:%lld%n", &rank, &step, &used) != 2 || stop[used] != '\0' || step <= 0 || rank < 0) {
-      return InvalidArgument(std::string("DDP_TEST_STOP_IN_BACKWARD '") + stop + "' is not RANK:STEP");
+    if (std::sscanf(value, "%d:%lld%n", &rank, &step, &used) != 2 || value[used] != '\0' || step <= 0 || rank < 0) {
+      return InvalidArgument(std::string(name) + " '" + value + "' is not RANK:STEP");
     }
-    o.stop_in_backward_rank = rank;
-    o.stop_in_backward_step = step;
-  }
+    *rank_out = rank;
+    *step_out = step;
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(rank_step("DDP_TEST_STOP_IN_BACKWARD", &o.stop_in_backward_rank, &o.stop_in_backward_step));
+  RETURN_IF_ERROR(rank_step("DDP_TEST_THROW", &o.throw_at_rank, &o.throw_at_step));
   const char* digest = std::getenv("DDP_TEST_STATE_DIGEST");
   o.print_state_digest = digest != nullptr && std::string(digest) == "1";
   return o;

@@ -104,6 +104,10 @@ struct TrainOptions {
   // its peers in the step's collectives (the watchdog's test).
   int stop_in_backward_rank = -1;
   int64_t stop_in_backward_step = 0;
+  // DDP_TEST_THROW "RANK:STEP": rank RANK throws an exception nothing
+  // catches at 1-based step STEP (a corrupt sample it cannot skip).
+  int throw_at_rank = -1;
+  int64_t throw_at_step = 0;
 };
 
 // "dynamic", "none" or the static scale: --loss-scale as resolved.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 
 #include "comm/watchdog.h"
@@ -379,6 +380,10 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     loss_sum += model_->ForwardLoss(ctx_, batch).loss;
     if (step + 1 == options_.stop_in_backward_step && ranks_.rank == options_.stop_in_backward_rank && micro == 0) {
       std::raise(SIGSTOP);  // DDP_TEST_STOP_IN_BACKWARD
+    }
+    if (step + 1 == options_.throw_at_step && ranks_.rank == options_.throw_at_rank && micro == 0) {
+      throw std::runtime_error("rank " + std::to_string(ranks_.rank) + " cannot read sample " +
+                               std::to_string(batch.first_sample) + ": it is corrupt (DDP_TEST_THROW)");
     }
     prepare_reduction();
     model_->BackwardLoss(ctx_, loss_grad, accumulate);

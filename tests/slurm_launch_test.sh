@@ -144,5 +144,17 @@ else
   echo "ok ($elapsed s): $(printf '%s\n' "$out" | grep -m1 'rank 0: error')"
 fi
 
+# The same with the rank stopped inside a collective (its 12th).
+start=$(date +%s)
+out=$(DDP_TEST_STOP_IN_COLLECTIVE=1:12 timeout 120 srun --mpi=pmix -n 2 --overcommit "$bin" "${common[@]}" \
+      --steps 20 --comm-timeout-s 3 2>&1); rc=$?
+elapsed=$(( $(date +%s) - start ))
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$elapsed" -gt 30 ] ||
+   ! printf '%s\n' "$out" | grep -q "rank 0: error: .* has not finished after"; then
+  fail "srun with a rank stopped in a collective: exit $rc after $elapsed s:"; echo "$out"
+else
+  echo "ok ($elapsed s): $(printf '%s\n' "$out" | grep -m1 'rank 0: error')"
+fi
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all checks passed"

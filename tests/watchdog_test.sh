@@ -3,8 +3,8 @@
 # test hook) mid-backward or inside a collective leaves its peer waiting in
 # a collective; the watchdog (--comm-timeout-s 3) ends the job within the
 # timeout + 10 s, and the waiting rank's last line names what it waited for
-# (the collective, its bucket, the step). With the default timeout the
-# healthy run is untouched.
+# (the collective, its bucket, the step). A rank that throws ends the job
+# with one line. With the default timeout the healthy run is untouched.
 set -u
 bin=launch/ddp_train
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -37,6 +37,18 @@ stuck mid_backward_zero "reduce-scatter of gradient bucket [0-9]* (.* MPI) at st
   DDP_TEST_STOP_IN_BACKWARD=1:3 --zero-stage 2
 # Rank 1's 12th collective: past the start-up broadcasts, inside training.
 stuck in_collective ".* at step [0-9]* has not finished after [0-9]* s" DDP_TEST_STOP_IN_COLLECTIVE=1:12
+
+# A rank that throws (a corrupt sample it cannot skip) ends the job at once
+# with one line, not a hang nor a stack trace.
+start=$(date +%s)
+DDP_TEST_THROW=1:2 timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$bin" "${common[@]}" > "$tmp/throw.log" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -le 20 ] || { cat "$tmp/throw.log"; fail "throw: exit $rc after $elapsed s"; }
+grep -q "^ddp_train: rank 1: error: rank 1 cannot read sample [0-9]*: it is corrupt (DDP_TEST_THROW); ending the job" \
+  "$tmp/throw.log" || { cat "$tmp/throw.log"; fail "throw: no line"; }
+grep -q "terminate called\|Check failed" "$tmp/throw.log" && fail "throw: a crash, not one line"
+echo "throw ($elapsed s): $(grep -m1 'rank 1: error' "$tmp/throw.log")"
 
 # Healthy, with the default timeout: trains and exits 0.
 timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$bin" "${common[@]}" --steps 3 > "$tmp/healthy.log" 2>&1 ||
