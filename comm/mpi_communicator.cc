@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include <atomic>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -143,11 +144,19 @@ void AddInto(DType dtype, const void* src, void* dst, int64_t n) {
 
 // One ring step: send `send_bytes` at `send` to the next rank while
 // receiving as many bytes into `receive` from the previous one.
+// DDP_TEST_FAIL_ISEND=RANK:N: on that rank the Nth ring step's send fails
+// after its receive was posted (the path that must not leave the receive
+// writing into a freed buffer).
+std::atomic<int64_t> g_ring_steps{0}, g_fail_ring_step{-1};
+
 Status RingExchange(MPI_Comm comm, int rank, int world, const void* send, void* receive, int bytes, int tag,
                     const char* call) {
   MPI_Request requests[2];
   int code = MPI_Irecv(receive, bytes, MPI_BYTE, (rank + world - 1) % world, tag, comm, &requests[0]);
   if (code != MPI_SUCCESS) return MpiFailure(call, code);
+  if (++g_ring_steps == g_fail_ring_step) {
+    return Abandon(requests, 1, Internal(std::string(call) + " failed: MPI_Isend refused (DDP_TEST_FAIL_ISEND)"));
+  }
   code = MPI_Isend(send, bytes, MPI_BYTE, (rank + 1) % world, tag, comm, &requests[1]);
   if (code != MPI_SUCCESS) return Abandon(requests, 1, MpiFailure(call, code));  // the receive is in flight
   return Complete(requests, call, 2, /*max_sleep_ns=*/10000);
@@ -246,6 +255,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
     int rank = -1;
     long long n = 0;
     if (std::sscanf(stop, "%d:%lld", &rank, &n) == 2 && rank == rank_) stop_at_task_ = n;
+  }
+  if (const char* fail = std::getenv("DDP_TEST_FAIL_ISEND"); fail != nullptr) {
+    int rank = -1;
+    long long n = 0;
+    if (std::sscanf(fail, "%d:%lld", &rank, &n) == 2 && rank == rank_) g_fail_ring_step = n;
   }
   thread_ = std::thread([this] { Loop(); });
 }

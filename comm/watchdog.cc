@@ -80,6 +80,17 @@ void CollectiveWatchdog::Stop() {
   s.thread.join();
 }
 
+void CollectiveWatchdog::EndJob(const std::string& line) {
+  State& s = Get();
+  std::function<void(const std::string&)> on_timeout;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.thread.joinable()) return;
+    on_timeout = s.on_timeout;
+  }
+  on_timeout(line);
+}
+
 void CollectiveWatchdog::SetPhase(const std::string& phase) {
   State& s = Get();
   std::lock_guard<std::mutex> lock(s.mu);

@@ -21,6 +21,10 @@ class CollectiveWatchdog {
   static void Stop();
   // Where the run is, for the line: "step 12".
   static void SetPhase(const std::string& phase);
+  // An unrecoverable failure of a collective on this rank (its peers may be
+  // waiting inside it): the same end as a timeout, with `line`. Returns
+  // only when the watchdog is not running (one rank).
+  static void EndJob(const std::string& line);
 
   // An operation that must finish within the timeout, registered between
   // Begin and End.

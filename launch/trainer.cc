@@ -419,6 +419,13 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     StatusOr<ReduceStats> waited = zero_ ? zero_->Wait() : (result.graphed ? StatusOr<ReduceStats>(stats)
                                                                            : reducer_->Wait());
     if (waited.ok()) stats = *waited;
+    // A collective that failed on this rank leaves the communicator in no
+    // state to agree on anything, and peers may be waiting inside it: the
+    // job ends here, with the reason.
+    if (!waited.ok()) {
+      CollectiveWatchdog::EndJob("gradient reduction failed at step " + std::to_string(step + 1) + ": " +
+                                 waited.status().message() + "; ending the job");
+    }
     const Status step_status = !local_status.ok() ? local_status : (waited.ok() ? Status::Ok() : waited.status());
     result.exposed_comm_seconds += stats.exposed_seconds;
     result.buckets = stats.buckets;

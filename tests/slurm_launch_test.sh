@@ -130,31 +130,24 @@ else
   echo "ok: $(printf '%s\n' "$out" | grep '^ddp_train: rank 0')"
 fi
 
-# A rank stopped mid-backward (SIGSTOP, a test hook) under srun, where
-# Slurm's KillOnBadExit is 0: the watchdog ends the job within the timeout
-# + 10 s, rank 0 naming the collective it waited for.
-start=$(date +%s)
-out=$(DDP_TEST_STOP_IN_BACKWARD=1:2 timeout 120 srun --mpi=pmix -n 2 --overcommit "$bin" "${common[@]}" --steps 20 \
-      --comm-timeout-s 3 2>&1); rc=$?
-elapsed=$(( $(date +%s) - start ))
-if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$elapsed" -gt 30 ] ||
-   ! printf '%s\n' "$out" | grep -q "rank 0: error: all-reduce of gradient bucket .* at step 2 has not finished"; then
-  fail "srun with a stopped rank: exit $rc after $elapsed s:"; echo "$out"
-else
-  echo "ok ($elapsed s): $(printf '%s\n' "$out" | grep -m1 'rank 0: error')"
-fi
-
-# The same with the rank stopped inside a collective (its 12th).
-start=$(date +%s)
-out=$(DDP_TEST_STOP_IN_COLLECTIVE=1:12 timeout 120 srun --mpi=pmix -n 2 --overcommit "$bin" "${common[@]}" \
-      --steps 20 --comm-timeout-s 3 2>&1); rc=$?
-elapsed=$(( $(date +%s) - start ))
-if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$elapsed" -gt 30 ] ||
-   ! printf '%s\n' "$out" | grep -q "rank 0: error: .* has not finished after"; then
-  fail "srun with a rank stopped in a collective: exit $rc after $elapsed s:"; echo "$out"
-else
-  echo "ok ($elapsed s): $(printf '%s\n' "$out" | grep -m1 'rank 0: error')"
-fi
+# A rank stopped (SIGSTOP, test hooks) mid-backward or inside a collective
+# (its 12th) under srun, where Slurm's KillOnBadExit is 0: the watchdog
+# ends the job within the timeout + 10 s, rank 0 naming what it waited for.
+srun_stuck() {  # srun_stuck WHAT HOOK=VALUE PATTERN
+  local what="$1" hook="$2" pattern="$3" start out rc elapsed
+  start=$(date +%s)
+  out=$(env "$hook" timeout 120 srun --mpi=pmix -n 2 --overcommit "$bin" "${common[@]}" --steps 20 \
+        --comm-timeout-s 3 2>&1); rc=$?
+  elapsed=$(( $(date +%s) - start ))
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$elapsed" -gt 30 ] ||
+     ! printf '%s\n' "$out" | grep -q "rank 0: error: $pattern"; then
+    fail "srun with a rank stopped $what: exit $rc after $elapsed s:"; echo "$out"
+  else
+    echo "ok, stopped $what ($elapsed s): $(printf '%s\n' "$out" | grep -m1 'rank 0: error')"
+  fi
+}
+srun_stuck mid-backward DDP_TEST_STOP_IN_BACKWARD=1:2 "all-reduce of gradient bucket .* at step 2 has not finished"
+srun_stuck "in a collective" DDP_TEST_STOP_IN_COLLECTIVE=1:12 ".* has not finished after"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all checks passed"

@@ -50,6 +50,19 @@ grep -q "^ddp_train: rank 1: error: rank 1 cannot read sample [0-9]*: it is corr
 grep -q "terminate called\|Check failed" "$tmp/throw.log" && fail "throw: a crash, not one line"
 echo "throw ($elapsed s): $(grep -m1 'rank 1: error' "$tmp/throw.log")"
 
+# A collective that fails on one rank (its ring reduce-scatter's send
+# refused after the receive was posted, a test hook) ends the job at once:
+# that rank names the failure; no hang, no wait for the timeout.
+start=$(date +%s)
+DDP_TEST_FAIL_ISEND=1:5 timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$bin" "${common[@]}" --zero-stage 2 \
+  > "$tmp/isend.log" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -le 20 ] || { cat "$tmp/isend.log"; fail "isend: exit $rc after $elapsed s"; }
+grep -q "^ddp_train: rank 1: error: gradient reduction failed at step [0-9]*: .*MPI_Isend refused (DDP_TEST_FAIL_ISEND); ending the job" \
+  "$tmp/isend.log" || { cat "$tmp/isend.log"; fail "isend: no line"; }
+echo "isend ($elapsed s): $(grep -m1 'rank 1: error' "$tmp/isend.log")"
+
 # Healthy, with the default timeout: trains and exits 0.
 timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$bin" "${common[@]}" --steps 3 > "$tmp/healthy.log" 2>&1 ||
   { cat "$tmp/healthy.log"; fail "the healthy run"; }
