@@ -97,13 +97,23 @@ Status Abandon(MPI_Request* requests, int count, Status failure) {
   return failure;
 }
 
-Status Complete(MPI_Request* request, const char* call, int count = 1, long max_sleep_ns = 100000) {
+// `point_to_point`: the requests are sends and receives, which a failure
+// cancels (Abandon); a failed collective cannot be cancelled (MPI forbids
+// it) and its buffers may still be written: the job ends.
+Status Complete(MPI_Request* request, const char* call, int count = 1, long max_sleep_ns = 100000,
+                bool point_to_point = false) {
   int idle = 0;
   long sleep_ns = 2000;
   while (true) {
     int done = 0;
     const int code = MPI_Testall(count, request, &done, MPI_STATUSES_IGNORE);
-    if (code != MPI_SUCCESS) return Abandon(request, count, MpiFailure(call, code));
+    if (code != MPI_SUCCESS && point_to_point) return Abandon(request, count, MpiFailure(call, code));
+    if (code != MPI_SUCCESS) {
+      std::fprintf(stderr, "ddp_train: error: %s; a collective failed in flight: ending the job\n",
+                   MpiFailure(call, code).message().c_str());
+      std::fflush(nullptr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     if (done) return Status::Ok();
     if (++idle < 64) continue;
     if (idle < 256) {
@@ -159,7 +169,7 @@ Status RingExchange(MPI_Comm comm, int rank, int world, const void* send, void* 
   }
   code = MPI_Isend(send, bytes, MPI_BYTE, (rank + 1) % world, tag, comm, &requests[1]);
   if (code != MPI_SUCCESS) return Abandon(requests, 1, MpiFailure(call, code));  // the receive is in flight
-  return Complete(requests, call, 2, /*max_sleep_ns=*/10000);
+  return Complete(requests, call, 2, /*max_sleep_ns=*/10000, /*point_to_point=*/true);
 }
 
 // Scales a reduced tensor by 1/world for an average.

@@ -21,6 +21,7 @@ struct State {
   int64_t next_id = 1;
   std::map<int64_t, std::pair<std::string, double>> running;  // id -> (what, started)
   bool stop = false;
+  bool ended = false;  // on_timeout was called: once only
   std::thread thread;
 };
 
@@ -45,6 +46,8 @@ void Watch() {
                     "or died; ending the job",
                     entry.first.c_str(), s.phase.empty() ? "" : " at ", s.phase.c_str(), waited, s.timeout_s);
       const std::string message = line;
+      if (s.ended) return;
+      s.ended = true;
       auto on_timeout = s.on_timeout;
       lock.unlock();
       on_timeout(message);  // does not return
@@ -85,7 +88,8 @@ void CollectiveWatchdog::EndJob(const std::string& line) {
   std::function<void(const std::string&)> on_timeout;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (!s.thread.joinable()) return;
+    if (!s.thread.joinable() || s.ended) return;
+    s.ended = true;
     on_timeout = s.on_timeout;
   }
   on_timeout(line);

@@ -48,10 +48,17 @@ Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();
 }
 
-Status Checkpointer::PrepareDirectory(const std::string& dir) {
+Status Checkpointer::PrepareDirectory(const std::string& dir, bool resuming) {
   const std::string where = "--checkpoint-dir " + dir;
   Status made = MakeDirectories(dir);
   if (!made.ok()) return Status(made.code(), where + ": " + made.message());
+  if (!resuming && PathExists(dir + "/" + kLatest)) {
+    StatusOr<std::string> latest = ReadWholeFile(dir + "/" + kLatest);
+    std::string name = latest.ok() ? *latest : "?";
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    return FailedPrecondition(where + " already holds checkpoints (latest: " + name +
+                              "); pass --resume to continue from it, or use another directory");
+  }
   // Writable: a probe written durably and removed.
   const std::string probe = dir + "/.write_probe";
   Status probed = WriteFileDurably(probe, "ddp_train");
@@ -172,16 +179,21 @@ Status Checkpointer::Commit() {
     RETURN_IF_ERROR(RenameDurably(tmp, final_path));
     CrashIf("rename");
     RETURN_IF_ERROR(ReplaceFileAtomically(dir_ + "/" + kLatest, name + "\n"));
-    // Retention: the newest `keep_` complete checkpoints stay.
-    if (keep_ > 0) {
-      std::vector<std::string> complete;
-      for (const std::string& entry : ListDirectory(dir_)) {
-        if (IsCheckpointName(entry)) complete.push_back(entry);
+    // Steps past this one are left from an attempt that crashed after
+    // renaming them and before `latest` named them (this run resumed from
+    // an earlier one): never complete, removed. Then retention: the newest
+    // `keep_` (names sort by step) stay.
+    std::vector<std::string> complete;
+    for (const std::string& entry : ListDirectory(dir_)) {
+      if (!IsCheckpointName(entry)) continue;
+      if (entry > name) {
+        RETURN_IF_ERROR(RemoveTree(dir_ + "/" + entry));
+      } else {
+        complete.push_back(entry);
       }
-      for (size_t i = 0; i + static_cast<size_t>(keep_) < complete.size(); ++i) {
-        if (complete[i] == name) continue;
-        RETURN_IF_ERROR(RemoveTree(dir_ + "/" + complete[i]));
-      }
+    }
+    for (size_t i = 0; keep_ > 0 && i + static_cast<size_t>(keep_) < complete.size(); ++i) {
+      RETURN_IF_ERROR(RemoveTree(dir_ + "/" + complete[i]));
     }
     return Status::Ok();
   };

@@ -64,8 +64,10 @@ class Checkpointer {
   Checkpointer& operator=(const Checkpointer&) = delete;
 
   // Rank 0, before training: makes the directory, checks it is writable
-  // and removes temporary directories a crashed run left.
-  static Status PrepareDirectory(const std::string& dir);
+  // and removes temporary directories a crashed run left. Without
+  // `resuming`, a directory that already holds checkpoints is refused (a
+  // new run would overwrite them).
+  static Status PrepareDirectory(const std::string& dir, bool resuming);
 
   // Starts writing `snapshot` in the background. At most one checkpoint is
   // in flight: Commit or Abandon the previous first.

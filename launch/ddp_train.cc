@@ -248,7 +248,9 @@ int Main(int argc, char** argv) {
   // Under --epochs each node counts its own copy of the data file's samples.
   if (Status s = CheckRanksAgree(world, {{"the parameter count", std::to_string((*trainer)->num_parameters())},
                                          {"the training data's sample count",
-                                          std::to_string((*trainer)->dataset_size())}});
+                                          std::to_string((*trainer)->dataset_size())},
+                                         // Each rank read --checkpoint-dir's `latest` itself.
+                                         {"the step resumed from", std::to_string((*trainer)->start_step())}});
       !s.ok()) {
     return Fail(ranks, s);
   }

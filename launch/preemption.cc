@@ -2,12 +2,15 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <csignal>
 
 namespace ddp {
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
+// Lock-free, so the handler may store and any thread may read it.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a lock-free flag");
 
 void OnSignal(int signal) { g_signal = signal; }
 
@@ -22,7 +25,7 @@ void InstallPreemptionHandlers() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-int PreemptionSignal() { return g_signal; }
+int PreemptionSignal() { return g_signal.load(); }
 
 const char* PreemptionSignalName(int signal) {
   if (signal == SIGUSR1) return "SIGUSR1";

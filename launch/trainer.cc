@@ -119,7 +119,7 @@ Status Trainer::Setup() {
   ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
   if (!options_.checkpoint_dir.empty() && is_root()) {
     // Before any training: a typo in the path costs seconds, not a run.
-    RETURN_IF_ERROR(Checkpointer::PrepareDirectory(options_.checkpoint_dir));
+    RETURN_IF_ERROR(Checkpointer::PrepareDirectory(options_.checkpoint_dir, options_.resume));
   }
   if (!options_.checkpoint_dir.empty()) {  // periodic checkpoints, and one on preemption
     checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint_dir, ranks_.rank,
@@ -354,7 +354,8 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   const int64_t k = options_.accumulation_steps;
   double loss_sum = 0.0;
   StepResult result;
-  result.graphed = options_.cuda_graphs && step >= kGraphWarmupSteps;
+  // Counted from this run's first step: a resumed run warms up eagerly too.
+  result.graphed = options_.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
   // ZeRO-2 reduce-scatters every micro-batch into the gradient pieces;
   // otherwise gradients accumulate locally and are reduced once.
   const bool reduce_each_micro_batch = zero_ && options_.zero_stage == 2;
@@ -787,6 +788,17 @@ Status Trainer::FinishPendingCheckpoint() {
     if (failed.data<double>()[0] > 0.0) return FailedPrecondition(others);
     return Status::Ok();
   };
+  // Every rank's files written: asked in short all-reduces, so no rank sits
+  // inside one (where the collective watchdog times it) while another
+  // writes gigabytes.
+  while (distributed()) {
+    const bool done = checkpointer_->LocalDone();
+    Tensor count = Tensor::FromVector<double>({done ? 1.0 : 0.0}, {1});
+    const CollectiveLabel label("the poll of every rank's checkpoint files");
+    RETURN_IF_ERROR(comm_->AllReduce(count, ReduceOp::kSum)->Wait());
+    if (count.data<double>()[0] == static_cast<double>(ranks_.world_size)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   RETURN_IF_ERROR(agree(checkpointer_->WaitLocal(),
                         "another rank failed to write the checkpoint of step " + std::to_string(step) + "; stopping"));
   Status committed = Status::Ok();
@@ -987,8 +999,10 @@ StatusOr<TrainResult> Trainer::Run() {
       }
     }
     // Preempted: every rank stops after this step, with a checkpoint of it.
-    if (r.stop) result.preempted_at_step = step + 1;
-    if (checkpointer_ && (r.stop || (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0))) {
+    // (A signal during the last step changes nothing: the run finishes.)
+    const bool stop = r.stop && step + 1 < total_steps_;
+    if (stop) result.preempted_at_step = step + 1;
+    if (checkpointer_ && (stop || (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0))) {
       const auto stall_start = std::chrono::steady_clock::now();
       if (checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
       ASSIGN_OR_RETURN(CheckpointSnapshot snapshot, TakeSnapshot(step + 1));
@@ -1030,7 +1044,7 @@ StatusOr<TrainResult> Trainer::Run() {
       const Status written = metrics_.Write(record);
       if (local.ok()) local = written;
     }
-    if (r.stop) break;
+    if (stop) break;
   }
   // A metrics write that failed after the last step (rank 0 only): decided
   // together, so no rank goes on alone into evaluation's collectives.

@@ -56,6 +56,8 @@ class Trainer {
   ~Trainer();
 
   int64_t num_parameters() const { return model_->num_parameters(); }
+  // The step this run starts at: 0, or the resumed checkpoint's.
+  int64_t start_step() const { return start_step_; }
   // Samples in --data (BatchSource::kEndless for generated data).
   int64_t dataset_size() const { return data_.train->size(); }
   // Collective: rank 0's parameters and buffers become every rank's. Call on

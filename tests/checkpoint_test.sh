@@ -143,6 +143,8 @@ expect_refusal manifest "manifest.pb is corrupt" 1 "${resume[@]}"
 cp "$tmp/manifest.orig" "$ck/manifest.pb"
 expect_refusal other_model "written with --model resnet18, this run has resnet34" 1 \
   "${resume[@]}" --model resnet34
+expect_refusal fresh_run_over_checkpoints "already holds checkpoints (latest: step_00000006); pass --resume" 1 \
+  "${resnet[@]}" "${adamw[@]}" --checkpoint-dir "$dir" --checkpoint-every 3
 # Intact again: it resumes.
 "$bin" "${resume[@]}" > "$tmp/intact.log" 2>&1 || { cat "$tmp/intact.log"; fail "the restored checkpoint"; }
 
