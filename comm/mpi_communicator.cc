@@ -89,7 +89,7 @@ Status Abandon(MPI_Request* requests, int count, Status failure) {
         std::fprintf(stderr, "ddp_train: error: %s; a transfer in flight could not be cancelled: ending the job\n",
                      failure.message().c_str());
         std::fflush(nullptr);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        AbortJob();
       }
       if (!done) sched_yield();
     }
@@ -112,7 +112,7 @@ Status Complete(MPI_Request* request, const char* call, int count = 1, long max_
       std::fprintf(stderr, "ddp_train: error: %s; a collective failed in flight: ending the job\n",
                    MpiFailure(call, code).message().c_str());
       std::fflush(nullptr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
+      AbortJob();
     }
     if (done) return Status::Ok();
     if (++idle < 64) continue;
@@ -206,6 +206,16 @@ void CheckHost(const Tensor& t, const char* what) {
 }
 
 }  // namespace
+
+void AbortJob() {
+  int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && MPI_Query_thread(&provided) == MPI_SUCCESS && provided == MPI_THREAD_MULTIPLE) {
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::_Exit(1);
+}
 
 std::string MpiErrorString(int code) {
   char text[MPI_MAX_ERROR_STRING];

@@ -18,6 +18,15 @@
 
 namespace ddp {
 
+// Ends the whole job from any thread, after the caller printed its line:
+// MPI_Abort where MPI runs at MPI_THREAD_MULTIPLE (Open MPI's default here),
+// which mpirun and srun turn into the end of every rank. Below that level
+// another thread may be inside MPI, where MPI_Abort from this one is not
+// allowed: only this process ends (std::_Exit), which mpirun also turns into
+// the job's end, and which under srun leaves the peers' collectives
+// unanswered until their watchdogs end them.
+[[noreturn]] void AbortJob();
+
 class MpiCommunicator final : public Communicator {
  public:
   // Duplicates `comm`, so its traffic never mixes with other MPI use. MPI

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
+#include "runtime/clock.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/testing/tensor_testing.h"
 
@@ -118,6 +121,56 @@ TEST(NcclCommunicatorTest, CollectivesAreExactOnDeviceAndHostTensors) {
   comm->reset();
   cuda::SetCurrentStream(rank, nullptr);
   cuda::DestroyStream(compute);
+#endif
+}
+
+// The abort path, as far as one GPU per rank allows: a collective queued
+// behind compute that does not finish within DDP_NCCL_TIMEOUT_S (a busy
+// kernel stands in for a dead peer) makes the host's wait return the
+// timeout instead of hanging; the communicator is aborted (ncclCommAbort)
+// and every later call fails at once with the same reason.
+TEST(NcclCommunicatorTest, StuckCollectiveTimesOutAndAbortsTheCommunicator) {
+  [[maybe_unused]] const int rank = Rank(), world = World();
+  if (cuda::DeviceCount() < world) {
+    GTEST_SKIP() << (cuda::BuiltWithCuda() ? "fewer GPUs than ranks" : "built without CUDA");
+  }
+#ifdef DDP_HAVE_CUDA
+  const char* before = std::getenv("DDP_NCCL_TIMEOUT_S");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("DDP_NCCL_TIMEOUT_S", "1", /*overwrite=*/1);
+  cuda::SetDevice(rank);
+  void* compute = cuda::CreateStream();
+  cuda::SetCurrentStream(rank, compute);
+  StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(MPI_COMM_WORLD, rank, compute);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  NcclCommunicator& c = **comm;
+  Tensor t = Tensor::FromVector<float>({1.0f, 2.0f}, {2}).To(Device::Cuda(rank));
+  const double busy_seconds = 4.0;
+  cuda::BusyStream(compute, busy_seconds);
+  // Issuing does not block the host, nor does Wait (a stream dependency).
+  const double start = SteadySeconds();
+  EXPECT_TRUE(c.AllReduce(t, ReduceOp::kSum)->Wait().ok());
+  const Status stuck = c.Synchronize();
+  const double waited = SteadySeconds() - start;
+  EXPECT_EQ(stuck.code(), StatusCode::kDeadlineExceeded) << stuck.ToString();
+  EXPECT_NE(stuck.message().find("DDP_NCCL_TIMEOUT_S"), std::string::npos) << stuck.message();
+  EXPECT_GE(waited, 1.0);
+  // ncclCommAbort's frees may wait for the busy kernel, never longer.
+  EXPECT_LT(waited, busy_seconds + 3.0);
+  const Status later = c.AllReduce(t, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(later.message(), stuck.message());
+  EXPECT_EQ(c.Synchronize().message(), stuck.message());
+  // Released before the compute stream is waited for: the wait watchdog
+  // would end the process on the aborted communicator's status.
+  comm->reset();
+  cuda::Synchronize(compute);
+  cuda::SetCurrentStream(rank, nullptr);
+  cuda::DestroyStream(compute);
+  if (before != nullptr) {
+    setenv("DDP_NCCL_TIMEOUT_S", saved.c_str(), 1);
+  } else {
+    unsetenv("DDP_NCCL_TIMEOUT_S");
+  }
 #endif
 }
 

@@ -4,7 +4,7 @@
 // while it runs; a thread checks every half second, and one that has not
 // finished within the timeout (--comm-timeout-s) gets one line naming it
 // (what it was, the bucket, the step) and ends the job: on_timeout aborts
-// (MPI_Abort makes mpirun or srun end every rank).
+// (AbortJob: MPI_Abort makes mpirun or srun end every rank).
 #pragma once
 
 #include <cstdint>

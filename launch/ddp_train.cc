@@ -38,13 +38,13 @@ int Fail(const RankInfo& ranks, const Status& status) {
 }
 
 // A fatal CUDA condition the user can act on (out of memory): one line, then
-// every rank ends (MPI_Abort: the others may be inside a collective).
+// every rank ends (AbortJob: the others may be inside a collective).
 RankInfo g_ranks;
 void FatalOnThisRank(const std::string& line) {
   if (g_ranks.world_size > 1) {
     std::fprintf(stderr, "ddp_train: rank %d: error: %s\n", g_ranks.rank, line.c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::fflush(nullptr);
+    AbortJob();
   }
   std::fprintf(stderr, "ddp_train: error: %s\n", line.c_str());
   std::fflush(nullptr);
@@ -239,8 +239,7 @@ int Main(int argc, char** argv) {
     CollectiveWatchdog::Start(options->comm_timeout_s, [rank = ranks.rank](const std::string& line) {
       std::fprintf(stderr, "ddp_train: rank %d: error: %s\n", rank, line.c_str());
       std::fflush(nullptr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-      std::_Exit(1);
+      AbortJob();
     });
   }
   StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*options, comm.get(), ranks, stream);

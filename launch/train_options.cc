@@ -376,6 +376,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   };
   RETURN_IF_ERROR(rank_step("DDP_TEST_STOP_IN_BACKWARD", &o.stop_in_backward_rank, &o.stop_in_backward_step));
   RETURN_IF_ERROR(rank_step("DDP_TEST_THROW", &o.throw_at_rank, &o.throw_at_step));
+  RETURN_IF_ERROR(rank_step("DDP_TEST_BUSY_GPU", &o.busy_gpu_rank, &o.busy_gpu_step));
   const char* digest = std::getenv("DDP_TEST_STATE_DIGEST");
   o.print_state_digest = digest != nullptr && std::string(digest) == "1";
   return o;

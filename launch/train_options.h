@@ -108,6 +108,12 @@ struct TrainOptions {
   // catches at 1-based step STEP (a corrupt sample it cannot skip).
   int throw_at_rank = -1;
   int64_t throw_at_step = 0;
+  // DDP_TEST_BUSY_GPU "RANK:STEP": rank RANK's compute stream is kept busy
+  // for --comm-timeout-s + 4 s after the forward of 1-based step STEP (what
+  // a collective that never finishes looks like to the host's next wait),
+  // so NCCL's wait watchdog must end the process.
+  int busy_gpu_rank = -1;
+  int64_t busy_gpu_step = 0;
 };
 
 // "dynamic", "none" or the static scale: --loss-scale as resolved.

@@ -270,9 +270,10 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   }
   if (resume_from_) RETURN_IF_ERROR(ResumeOptimizer());
   if (checkpointer_) PrepareStaging();
-  // A resumed run adds to the metrics of the run it continues.
+  // A resumed run continues the metrics of the run it resumes.
   if (!options_.metrics_file.empty() && is_root()) {
-    RETURN_IF_ERROR(metrics_.Open(options_.metrics_file, resume_from_.has_value()));
+    RETURN_IF_ERROR(resume_from_ ? metrics_.OpenResumed(options_.metrics_file, start_step_)
+                                 : metrics_.Open(options_.metrics_file));
   }
   if (distributed() && !zero_) {
     ReducerOptions reducer;
@@ -382,6 +383,10 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     if (step + 1 == options_.stop_in_backward_step && ranks_.rank == options_.stop_in_backward_rank && micro == 0) {
       std::raise(SIGSTOP);  // DDP_TEST_STOP_IN_BACKWARD
     }
+    if (step + 1 == options_.busy_gpu_step && ranks_.rank == options_.busy_gpu_rank && micro == 0 &&
+        ctx_.device().is_cuda()) {
+      cuda::BusyStream(ctx_.cuda_stream(), options_.comm_timeout_s + 4.0);  // DDP_TEST_BUSY_GPU
+    }
     if (step + 1 == options_.throw_at_step && ranks_.rank == options_.throw_at_rank && micro == 0) {
       throw std::runtime_error("rank " + std::to_string(ranks_.rank) + " cannot read sample " +
                                std::to_string(batch.first_sample) + ": it is corrupt (DDP_TEST_THROW)");
@@ -413,6 +418,10 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     for (const Tensor& g : held) nonfinite = nonfinite || !AllFinite(ctx_, g);
     local_nonfinite = nonfinite;
   };
+  // Whether the pending checkpoint's files are durable on this rank (a
+  // write that finished, checked for its error), without waiting for it.
+  const bool written = checkpointer_ && checkpointer_->pending() && checkpointer_->LocalDone();
+  const Status write_status = written ? checkpointer_->WaitLocal() : Status::Ok();
   if (distributed()) {
     ReduceStats stats;  // a replayed graph has waited for its all-reduces
     // A failed gradient reduction is this rank's error, shared below like
@@ -436,8 +445,6 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     // skips a step alone (under ZeRO each rank checks only its pieces).
     // And how the pending checkpoint's write stands on each rank: every
     // rank's files durable (rank 0 commits after the step), or one failed.
-    const bool written = checkpointer_ && checkpointer_->pending() && checkpointer_->LocalDone();
-    const Status write_status = written ? checkpointer_->WaitLocal() : Status::Ok();
     const CollectiveLabel label("the step's all-reduce of losses and agreements");
     Tensor shared = Tensor::FromVector<double>(
         {result.loss, step_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens),
@@ -461,10 +468,8 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   } else {
     check_gradients();
     result.stop = PreemptionSignal() != 0;
-    if (checkpointer_ && checkpointer_->pending() && checkpointer_->LocalDone()) {
-      RETURN_IF_ERROR(checkpointer_->WaitLocal());
-      result.checkpoint_ready = true;
-    }
+    RETURN_IF_ERROR(write_status);
+    result.checkpoint_ready = written;
   }
   if (nonfinite && !scaler_->enabled()) {
     const std::string where = " at step " + std::to_string(step + 1);
@@ -801,18 +806,21 @@ Status Trainer::FinishPendingCheckpoint() {
   }
   RETURN_IF_ERROR(agree(checkpointer_->WaitLocal(),
                         "another rank failed to write the checkpoint of step " + std::to_string(step) + "; stopping"));
-  Status committed = Status::Ok();
-  if (is_root()) {
-    committed = checkpointer_->Commit();
-    if (committed.ok()) {
-      std::printf("checkpoint: step %lld written to %s/%s\n", static_cast<long long>(step),
-                  options_.checkpoint_dir.c_str(), CheckpointName(step).c_str());
-      std::fflush(stdout);
-    }
-  } else {
+  return agree(CommitPendingCheckpoint(),
+               "rank 0 failed to commit the checkpoint of step " + std::to_string(step) + "; stopping");
+}
+
+Status Trainer::CommitPendingCheckpoint() {
+  if (!is_root()) {
     checkpointer_->Finish();
+    return Status::Ok();
   }
-  return agree(committed, "rank 0 failed to commit the checkpoint of step " + std::to_string(step) + "; stopping");
+  const int64_t step = checkpointer_->pending_step();
+  RETURN_IF_ERROR(checkpointer_->Commit());
+  std::printf("checkpoint: step %lld written to %s/%s\n", static_cast<long long>(step),
+              options_.checkpoint_dir.c_str(), CheckpointName(step).c_str());
+  std::fflush(stdout);
+  return Status::Ok();
 }
 
 std::string Trainer::FirstNonFiniteGradient() {
@@ -985,18 +993,9 @@ StatusOr<TrainResult> Trainer::Run() {
     // previous write, if it is still going).
     if (r.checkpoint_ready) {
       const int64_t committed_step = checkpointer_->pending_step();
-      if (is_root()) {
-        const Status committed = checkpointer_->Commit();
-        if (committed.ok()) {
-          record["checkpoint_committed"] = committed_step;
-          std::printf("checkpoint: step %lld written to %s/%s\n", static_cast<long long>(committed_step),
-                      options_.checkpoint_dir.c_str(), CheckpointName(committed_step).c_str());
-        } else if (local.ok()) {
-          local = committed;  // every rank learns of it at the next step
-        }
-      } else {
-        checkpointer_->Finish();
-      }
+      const Status committed = CommitPendingCheckpoint();
+      if (committed.ok() && is_root()) record["checkpoint_committed"] = committed_step;
+      if (!committed.ok() && local.ok()) local = committed;  // every rank learns of it at the next step
     }
     // Preempted: every rank stops after this step, with a checkpoint of it.
     // (A signal during the last step changes nothing: the run finishes.)
@@ -1022,8 +1021,10 @@ StatusOr<TrainResult> Trainer::Run() {
       }
       record["buckets"] = buckets;
     }
-    const bool evaluate =
-        has_eval && options_.eval_every > 0 && (step + 1) % options_.eval_every == 0 && step + 1 < total_steps_;
+    // Not on the step a preemption stops at: the checkpoint commits after
+    // the loop, and the grace before SIGKILL is short.
+    const bool evaluate = has_eval && options_.eval_every > 0 && (step + 1) % options_.eval_every == 0 &&
+                          step + 1 < total_steps_ && !stop;
     double accuracy = 0.0;
     if (evaluate) {
       ASSIGN_OR_RETURN(accuracy, Evaluate());

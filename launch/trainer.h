@@ -126,6 +126,9 @@ class Trainer {
   Status ResumeOptimizer();
   StatusOr<CheckpointSnapshot> TakeSnapshot(int64_t step);
   Status FinishPendingCheckpoint();
+  // Rank 0 commits the pending checkpoint (its files durable on every rank)
+  // and prints where; the others let it go. Rank 0's commit error, if any.
+  Status CommitPendingCheckpoint();
   // Where each optimizer slot lies: its parameter and first element there.
   struct SlotPlace {
     std::string name;

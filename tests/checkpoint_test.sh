@@ -5,7 +5,8 @@
 # the rename before `latest`), resumes from the previous complete
 # checkpoint, and its losses and final weights equal the uninterrupted
 # run's bit for bit: 1 rank AdamW, 2 ranks SGD at ZeRO 0, 1 and 2, and
-# bert-tiny at 2 ranks, ZeRO 2, dropout on. Retention keeps the newest K.
+# bert-tiny at 2 ranks, ZeRO 2, dropout on; the metrics file the crashed and
+# the resumed run share holds each step once. Retention keeps the newest K.
 # Resharded: a ZeRO checkpoint written at 4 ranks x 1 micro-batch resumes at
 # 2 ranks x 2 (stage 1), one at 2 x 3 at 3 x 2 (stage 2), and a plain DDP
 # one under ZeRO, each within DESIGN.md's tolerances of the same-world
@@ -36,8 +37,11 @@ case_() {
   rm -rf "$dir"
   mpi "$np" "$bin" "$@" --metrics-file "$tmp/$name.full.jsonl" --save-weights "$tmp/$name.full.safetensors" \
     > "$tmp/$name.full.log" 2>&1 || { cat "$tmp/$name.full.log"; fail "$name: uninterrupted run"; return; }
+  # The crashed attempt and the resumed one share a metrics file.
+  rm -f "$tmp/$name.resumed.jsonl"
   DDP_TEST_CHECKPOINT_CRASH="$crash" mpi "$np" "$bin" "$@" --checkpoint-dir "$dir" --checkpoint-every "$every" \
-    > "$tmp/$name.crash.log" 2>&1 && { cat "$tmp/$name.crash.log"; fail "$name: the run survived its crash at $crash"; }
+    --metrics-file "$tmp/$name.resumed.jsonl" > "$tmp/$name.crash.log" 2>&1 &&
+    { cat "$tmp/$name.crash.log"; fail "$name: the run survived its crash at $crash"; }
   grep -q "DDP_TEST_CHECKPOINT_CRASH" "$tmp/$name.crash.log" || { cat "$tmp/$name.crash.log"; fail "$name: no crash"; }
   mpi "$np" "$bin" "$@" --checkpoint-dir "$dir" --checkpoint-every "$every" --resume \
     --metrics-file "$tmp/$name.resumed.jsonl" --save-weights "$tmp/$name.resumed.safetensors" \
@@ -45,8 +49,13 @@ case_() {
   grep -q "continuing from .*step_0*$every at step $every" "$tmp/$name.resumed.log" ||
     { cat "$tmp/$name.resumed.log"; fail "$name: did not resume from step $every"; }
   echo "$name ($np ranks, killed at $crash):"
-  /usr/bin/python3 tests/compare_losses.py "$tmp/$name.full.jsonl" "$tmp/$name.resumed.jsonl" --resumed --rtol 0 ||
+  # Every step once (the crashed attempt's steps after the checkpoint
+  # dropped, the resumed run's in their place), equal to the uninterrupted
+  # run's, and one summary, last.
+  /usr/bin/python3 tests/compare_losses.py "$tmp/$name.full.jsonl" "$tmp/$name.resumed.jsonl" --rtol 0 ||
     fail "$name: resumed losses differ"
+  [ "$(grep -c '"summary"' "$tmp/$name.resumed.jsonl")" = 1 ] && tail -n 1 "$tmp/$name.resumed.jsonl" | grep -q '^{"summary"' ||
+    fail "$name: the metrics file does not end with its one summary"
   tools/compare_weights "$tmp/$name.full.safetensors" "$tmp/$name.resumed.safetensors" --rtol 0 ||
     fail "$name: resumed weights differ"
   ls "$dir" | grep -q '\.tmp$' && fail "$name: a temporary directory was left after the resumed run"

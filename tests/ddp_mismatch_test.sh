@@ -39,6 +39,16 @@ expect_all_ranks_fail "ranks disagree on --lr: rank 0 has 0.10000000000000001, r
   -np 1 "$bin" --model resnet18 "${base[@]}" --lr 0.1 : -np 1 "$bin" --model resnet18 "${base[@]}" --lr 0.2
 expect_all_ranks_fail "ranks disagree on --lr-schedule: rank 0 has constant, rank 1 has cosine" -- \
   -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" --lr-schedule cosine
+# Under --epochs the step count comes from the data: each node reads its own
+# copy of the file, compared by path only. Two "nodes" (working directories)
+# hold files of the same name with 16 and 24 samples.
+mkdir -p "$tmp/node0" "$tmp/node1"
+tools/make_image_dataset --out "$tmp/node0/data.safetensors" --samples 16 > /dev/null &&
+  tools/make_image_dataset --out "$tmp/node1/data.safetensors" --samples 24 > /dev/null || fail "writing datasets"
+epochs=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 2 --epochs 1 --threads 1
+        --data tensors:data.safetensors)
+expect_all_ranks_fail "ranks disagree on the training data's sample count: rank 0 has 16, rank 1 has 24" -- \
+  -np 1 -wdir "$tmp/node0" "$PWD/$bin" "${epochs[@]}" : -np 1 -wdir "$tmp/node1" "$PWD/$bin" "${epochs[@]}"
 # One rank fails alone (its weights file is missing): the other stops too.
 expect_all_ranks_fail "rank 1 failed: --load-weights $tmp/missing.safetensors: cannot open" -- \
   -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" \

@@ -33,6 +33,7 @@ void* CreateStream() { NoCuda("cuda::CreateStream"); }
 void DestroyStream(void*) { NoCuda("cuda::DestroyStream"); }
 void Synchronize(void*) { NoCuda("cuda::Synchronize"); }
 void SetWaitWatchdog(std::string (*)(double)) {}
+void BusyStream(void*, double) { NoCuda("cuda::BusyStream"); }
 void WaitForEvent(void*) { NoCuda("cuda::WaitForEvent"); }
 void SetCurrentStream(int, void*) { NoCuda("cuda::SetCurrentStream"); }
 void* CurrentStream(int) { NoCuda("cuda::CurrentStream"); }

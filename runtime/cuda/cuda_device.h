@@ -48,6 +48,10 @@ void DestroyStream(void* stream);
 // that will never finish (a dead peer) ends the process with one line
 // instead of hanging it.
 void Synchronize(void* stream);
+// Keeps `stream` busy for `seconds` (one thread of a kernel that watches
+// the GPU's clock): what a stuck collective looks like to everything queued
+// after it, for tests of the wait watchdog.
+void BusyStream(void* stream, double seconds);
 // The watchdog: given the seconds waited so far, an empty string while all
 // is well, else the line to end the process with (the NCCL communicator
 // installs one that reads NCCL's error state and applies its timeout).

@@ -438,6 +438,22 @@ void DestroyStream(void* stream) {
 
 void SetWaitWatchdog(std::string (*watchdog)(double)) { g_watchdog.store(watchdog); }
 
+namespace {
+__global__ void BusyKernel(unsigned long long nanoseconds) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(1000000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < nanoseconds);
+}
+}  // namespace
+
+void BusyStream(void* stream, double seconds) {
+  BusyKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<unsigned long long>(seconds * 1e9));
+  Check(cudaGetLastError(), "BusyKernel launch", __FILE__, __LINE__);
+}
+
 void WaitForEvent(void* event) {
   const auto start = std::chrono::steady_clock::now();
   for (int polls = 0;; ++polls) {

@@ -185,13 +185,31 @@ if [ "$oom_rc" -eq 1 ] && [ "$(printf '%s\n' "$oom" | grep -c .)" -le 2 ]; then
   case "$oom_line" in *"CUDA out of memory"*"resnet50 at --batch-size 4096"*"smaller --batch-size"*) oom_ok=true ;; esac
 fi
 [ "$oom_ok" = true ] || status=failed
+# NCCL's wait watchdog, as far as one rank shows it: the GPU kept busy
+# past --comm-timeout-s at step 2 (what a collective that never finishes
+# looks like to the host) ends the run, exit 1, with one line; within the
+# start-up, the timeout and 10 s.
+stall_start=$(now)
+stall=$(DDP_TEST_BUSY_GPU=0:2 timeout "$(limit 60)" "$B/bin/ddp_train" --model resnet18 --device cuda --comm nccl \
+  --batch-size 8 --image-size 32 --num-classes 10 --steps 4 --comm-timeout-s 3 2>&1)
+stall_rc=$?
+stall_s=$(( $(now) - stall_start ))
+printf '%s\n' "$stall" >> "$LOG"
+stall_line=$(printf '%s\n' "$stall" | grep 'error:' | tail -n 1)
+stall_ok=false
+if [ "$stall_rc" -eq 1 ] && [ "$stall_s" -le 40 ]; then
+  case "$stall_line" in *"past DDP_NCCL_TIMEOUT_S"*) stall_ok=true ;; esac
+fi
+[ "$stall_ok" = true ] || status=failed
 tier training "$status" $(( $(now) - start )) \
-  "{\"summary\": ${line:-null}, \"exit\": $rc, \"oom_line\": \"$(json_string "$oom_line")\", \"oom_ok\": $oom_ok}" \
+  "{\"summary\": ${line:-null}, \"exit\": $rc, \"oom_line\": \"$(json_string "$oom_line")\", \"oom_ok\": $oom_ok, \"stall_ok\": $stall_ok, \"stall_s\": $stall_s}" \
   "ddp_train ResNet-18 on the GPU through NCCL (1 rank), exit $rc: \`${line:-no summary}\`; the same on the
 cudaMalloc cache (DDP_CUDA_ALLOCATOR=caching), exit $caching_rc, and with --cuda-graphs, exit $graphs_rc: losses
 equal bit for bit, see selftest.log
 
-Out of memory (ResNet-50, batch 4096), exit $oom_rc: \`$oom_line\`"
+Out of memory (ResNet-50, batch 4096), exit $oom_rc: \`$oom_line\`
+
+GPU kept busy past --comm-timeout-s 3 (DDP_TEST_BUSY_GPU=0:2), exit $stall_rc after $stall_s s: \`$stall_line\`"
 
 # ------------------------------------------------------------- equivalence
 start=$(now)
