@@ -40,7 +40,8 @@ def main():
     ra, rb = records(args.a), records(args.b)
     if args.resumed:
         steps = {r["step"] for r in rb if "step" in r}
-        ra = [r for r in ra if r.get("step") in steps]
+        # Both runs end at the same step: their summaries compare too.
+        ra = [r for r in ra if r.get("step") in steps or "summary" in r]
         print(f"steps {sorted(steps)}")
     a, b = losses(ra), losses(rb)
     worst = max((abs(x - y) / abs(x) if x != 0 else abs(y) for x, y in zip(a, b)), default=0.0)

@@ -4,14 +4,16 @@
 # each stop every rank at one step boundary with a checkpoint of it and
 # exit code 75; a single rank stops on SIGTERM the same way. Resumed with
 # --resume, each continues where it stopped, with the losses of a run never
-# stopped, bit for bit.
+# stopped, bit for bit. The step stopped at skips its evaluation.
 set -u
 bin=launch/ddp_train
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+tools/make_image_dataset --out "$tmp/eval.safetensors" --samples 16 --first-sample 1000 > /dev/null || exit 1
 common=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --threads 1 --seed 11 --optimizer sgd
-        --lr 0.02 --momentum 0.9 --lr-schedule constant --zero-init-residual)
+        --lr 0.02 --momentum 0.9 --lr-schedule constant --zero-init-residual
+        --eval-data "tensors:$tmp/eval.safetensors" --eval-every 1)
 
 # preempt NAME NP HOW: trains (up to 400 steps) until step 3 is printed,
 # signals HOW (mpirun-usr1, ranks-term, one-usr1, self-term), and checks the
@@ -45,6 +47,10 @@ preempt() {
   [ -n "$stopped" ] || { cat "$log"; fail "$name: no 'stopped after step' line"; return; }
   [ "$(cat "$dir/latest")" = "$(printf 'step_%08d' "$stopped")" ] || fail "$name: latest is $(cat "$dir/latest")"
   grep -q "Check failed\|terminate called" "$log" && fail "$name: crashed"
+  # Every step evaluates but the one stopped at: its checkpoint commits
+  # only after the loop.
+  grep -q "^step *1/400 .* eval " "$log" || fail "$name: step 1 did not evaluate"
+  grep -q "^step *$stopped/400 .* eval " "$log" && fail "$name: step $stopped, stopped at, evaluated"
   local until=$((stopped + 2))
   echo "$name: $(grep '^ddp_train: stopped' "$log")"
   # Resumed, and a run never stopped, to the same step.
