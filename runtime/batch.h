@@ -22,6 +22,8 @@ struct Batch {
   // Non-padding tokens (the attention mask's sum) where the data has them,
   // counted on the host as the batch was filled; 0 for images.
   int64_t real_tokens = 0;
+  // Samples whose file would not decode, replaced by others (imagefolder).
+  int64_t replaced_samples = 0;
 
   // Null when absent.
   const Tensor* Find(const std::string& name) const {

@@ -18,6 +18,7 @@ packages=(
   openmpi-bin libopenmpi-dev                        # CPU ranks and bootstrap
   protobuf-compiler libprotobuf-dev                 # TrainConfig, checkpoint manifests
   zlib1g-dev                                        # checkpoint checksums (CRC-32)
+  libjpeg62-turbo-dev libpng-dev                    # imagefolder:DIR decoding
   libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
 )
 for arg in "$@"; do

@@ -20,10 +20,10 @@ Batch AllocateBatch(const BatchSource& source, int64_t count, Device device, All
   return batch;
 }
 
-Batch LoadBatch(const BatchSource& source, const std::vector<int64_t>& indices, Device device) {
+Batch LoadBatch(const BatchSource& source, const std::vector<int64_t>& indices, Device device, int64_t epoch) {
   const int64_t count = static_cast<int64_t>(indices.size());
   Batch host = AllocateBatch(source, count, Device::Cpu());
-  source.Fill(indices.data(), count, host);
+  source.Fill(indices.data(), count, epoch, host);
   if (device.is_cpu()) return host;
   Batch on_device = host;
   for (auto& [name, t] : on_device.tensors) t = t.To(device);
@@ -36,6 +36,7 @@ void CopyBatch(ExecutionContext& ctx, const Batch& from, Batch& to) {
   to.step = from.step;
   to.first_sample = from.first_sample;
   to.real_tokens = from.real_tokens;
+  to.replaced_samples = from.replaced_samples;
 }
 
 namespace {
@@ -49,11 +50,12 @@ class ImageSource : public BatchSource {
     const int64_t s = data_->image_size();
     return {{"images", {count, data_->channels(), s, s}, DType::kF32}, {"labels", {count}, DType::kI64}};
   }
-  void Fill(const int64_t* indices, int64_t count, Batch& batch) const override {
+  void Fill(const int64_t* indices, int64_t count, int64_t epoch, Batch& batch) const override {
     Tensor images = batch.Get("images"), labels = batch.Get("labels");
-    data_->Fill(indices, count, images, labels);
+    batch.replaced_samples = data_->Fill(indices, count, epoch, images, labels);
     batch.real_tokens = 0;
   }
+  bool ReadsFiles() const override { return data_->ReadsFiles(); }
   bool GeneratesOnDevice() const override { return data_->GeneratesOnDevice(); }
   void FillRangeOnDevice(ExecutionContext& ctx, int64_t first, Batch& batch) const override {
     Tensor images = batch.Get("images"), labels = batch.Get("labels");
@@ -88,7 +90,7 @@ class TokenSource : public BatchSource {
     }
     return specs;
   }
-  void Fill(const int64_t* indices, int64_t count, Batch& batch) const override {
+  void Fill(const int64_t* indices, int64_t count, int64_t, Batch& batch) const override {
     const TokenBatch filled = data_->Fill(indices, count);
     auto put = [&](const char* name, const Tensor& from) {
       Tensor to = batch.Get(name);

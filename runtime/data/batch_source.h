@@ -33,9 +33,13 @@ class BatchSource {
   virtual int64_t size() const = 0;
   // The tensors of a batch of `count` samples.
   virtual std::vector<TensorSpec> Specs(int64_t count) const = 0;
-  // Writes samples indices[0..count) into `batch`, whose tensors are shaped
-  // by Specs(count) and on the host; sets batch.real_tokens.
-  virtual void Fill(const int64_t* indices, int64_t count, Batch& batch) const = 0;
+  // Writes samples indices[0..count) of epoch `epoch` (which keys random
+  // augmentation) into `batch`, whose tensors are shaped by Specs(count)
+  // and on the host; sets batch.real_tokens and batch.replaced_samples.
+  virtual void Fill(const int64_t* indices, int64_t count, int64_t epoch, Batch& batch) const = 0;
+  // Whether filling decodes files: worth doing ahead, on loader threads
+  // (in-memory and generated sets fill in place).
+  virtual bool ReadsFiles() const { return false; }
   // Whether FillRangeOnDevice works: a generated set can make its samples
   // where training runs, with no host work or copy.
   virtual bool GeneratesOnDevice() const { return false; }
@@ -54,8 +58,8 @@ class BatchSource {
 // when one is given (page-locked host memory).
 Batch AllocateBatch(const BatchSource& source, int64_t count, Device device, Allocator* allocator = nullptr);
 // Samples `indices` of `source` on `device`: filled on the host, then
-// copied (evaluation, a CPU rank's micro-batch).
-Batch LoadBatch(const BatchSource& source, const std::vector<int64_t>& indices, Device device);
+// copied (evaluation).
+Batch LoadBatch(const BatchSource& source, const std::vector<int64_t>& indices, Device device, int64_t epoch = 0);
 // Copies every tensor of `from` into the one of the same name in `to`
 // (shapes alike), and the batch's counters.
 void CopyBatch(ExecutionContext& ctx, const Batch& from, Batch& to);

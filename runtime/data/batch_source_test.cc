@@ -91,7 +91,7 @@ TEST(BatchSourceTest, ImageBatchesAreTheDatasetsSamples) {
   const std::vector<int64_t> indices = {5, 9, 2};
   const Batch batch = LoadBatch(*source, indices, Device::Cpu());
   Tensor images = Tensor::Empty({3, 3, 16, 16}, DType::kF32), labels = Tensor::Empty({3}, DType::kI64);
-  reference->Fill(indices.data(), 3, images, labels);
+  reference->Fill(indices.data(), 3, /*epoch=*/0, images, labels);
   EXPECT_TRUE(SameBytes(batch.Get("images"), images));
   EXPECT_TRUE(SameBytes(batch.Get("labels"), labels));
   EXPECT_EQ(batch.real_tokens, 0);

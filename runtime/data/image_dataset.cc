@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "runtime/data/image_folder.h"
 #include "runtime/data/synthetic_images.h"
 #include "runtime/safetensors.h"
 
@@ -21,7 +22,7 @@ class TensorsDataset : public ImageDataset {
   int64_t image_size() const override { return images_.dim(2); }
   int64_t num_classes() const override { return num_classes_; }
 
-  void Fill(const int64_t* indices, int64_t count, Tensor& images, Tensor& labels) const override {
+  int64_t Fill(const int64_t* indices, int64_t count, int64_t, Tensor& images, Tensor& labels) const override {
     const int64_t sample = images_.numel() / images_.dim(0);
     CHECK_EQ(images.numel(), count * sample) << "dataset batch " << images.DebugString();
     for (int64_t b = 0; b < count; ++b) {
@@ -30,6 +31,7 @@ class TensorsDataset : public ImageDataset {
                   sample * sizeof(float));
       labels.data<int64_t>()[b] = labels_.data<int64_t>()[indices[b]];
     }
+    return 0;
   }
 
  private:
@@ -90,10 +92,29 @@ StatusOr<std::unique_ptr<ImageDataset>> OpenImageDataset(const std::string& flag
     if (!opened.ok()) return Status(opened.status().code(), flag + " " + opened.status().message());
     return opened;
   }
-  if (spec.rfind("imagefolder:", 0) == 0 || spec.rfind("tokens:", 0) == 0) {
-    return Unimplemented(flag + " '" + spec + "': this build reads synthetic and tensors:FILE data");
+  const std::string folder = "imagefolder:";
+  if (spec.rfind(folder, 0) == 0 && spec.size() > folder.size()) {
+    ImageFolderOptions o;
+    o.image_size = options.image_size;
+    o.train = options.train;
+    o.augment.scale_min = options.crop_scale_min;
+    o.augment.scale_max = options.crop_scale_max;
+    o.augment.hflip = options.hflip;
+    o.seed = options.seed;
+    o.loader_threads = options.loader_threads;
+    o.expected_classes = options.expected_classes;
+    ASSIGN_OR_RETURN(std::unique_ptr<ImageFolderDataset> data, OpenImageFolder(flag, spec.substr(folder.size()), o));
+    if (data->num_classes() != options.num_classes) {
+      return InvalidArgument(flag + " " + spec + " has " + std::to_string(data->num_classes()) +
+                             " class folders, --num-classes is " + std::to_string(options.num_classes) +
+                             ": give --num-classes " + std::to_string(data->num_classes()));
+    }
+    return std::unique_ptr<ImageDataset>(std::move(data));
   }
-  return InvalidArgument(flag + " '" + spec + "' is not synthetic or tensors:FILE");
+  if (spec.rfind("tokens:", 0) == 0) {
+    return InvalidArgument(flag + " '" + spec + "': tokens:PATH is for BERT models, not image models");
+  }
+  return InvalidArgument(flag + " '" + spec + "' is not synthetic, tensors:FILE or imagefolder:DIR");
 }
 
 }  // namespace ddp

@@ -1,11 +1,13 @@
 // Image classification data: where training and evaluation samples come
 // from. `synthetic` generates learnable images; `tensors:FILE` holds a whole
-// set in one safetensors file (images f32 [N, C, H, W], labels i64 [N]).
+// set in one safetensors file (images f32 [N, C, H, W], labels i64 [N]);
+// `imagefolder:DIR` decodes JPEG and PNG files (image_folder.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/execution_context.h"
 #include "runtime/status.h"
@@ -23,8 +25,12 @@ class ImageDataset {
   virtual int64_t image_size() const = 0;  // height = width
   virtual int64_t num_classes() const = 0;
   // Writes samples indices[0..count) into images [count, C, H, W] and labels
-  // [count].
-  virtual void Fill(const int64_t* indices, int64_t count, Tensor& images, Tensor& labels) const = 0;
+  // [count]; `epoch` keys random augmentation. Returns how many samples
+  // were replaced because their file would not decode.
+  virtual int64_t Fill(const int64_t* indices, int64_t count, int64_t epoch, Tensor& images,
+                       Tensor& labels) const = 0;
+  // Whether filling decodes files: worth doing ahead, on loader threads.
+  virtual bool ReadsFiles() const { return false; }
   // Whether FillRangeOnDevice works: a generated set can make its samples
   // where training runs, with no host work or copy.
   virtual bool GeneratesOnDevice() const { return false; }
@@ -36,12 +42,19 @@ class ImageDataset {
 };
 
 struct ImageDataOptions {
-  int64_t image_size = 224;  // synthetic only; a file has its own
+  int64_t image_size = 224;  // synthetic and imagefolder; a tensors file has its own
   int64_t num_classes = 1000;
   uint64_t seed = 1;
+  // imagefolder: training augmentation (else the evaluation transform),
+  // loader threads, and the classes a held-out folder must have.
+  bool train = true;
+  double crop_scale_min = 0.08, crop_scale_max = 1.0;
+  bool hflip = true;
+  int loader_threads = 1;
+  std::vector<std::string> expected_classes;
 };
 
-// `spec` is "synthetic" or "tensors:FILE". Errors name the flag value, the
+// `spec` is "synthetic", "tensors:FILE" or "imagefolder:DIR". Errors name the flag value, the
 // file and the tensor at fault. `flag` ("--data", "--eval-data") prefixes
 // messages about the spec itself.
 StatusOr<std::unique_ptr<ImageDataset>> OpenImageDataset(const std::string& flag, const std::string& spec,

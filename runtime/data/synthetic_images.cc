@@ -15,7 +15,7 @@ SyntheticImages::SyntheticImages(const SyntheticImagesConfig& config) : config_(
   for (float& o : offsets_) o = normal(rng);
 }
 
-void SyntheticImages::Fill(const int64_t* indices, int64_t count, Tensor& images, Tensor& labels) const {
+int64_t SyntheticImages::Fill(const int64_t* indices, int64_t count, int64_t, Tensor& images, Tensor& labels) const {
   const int64_t plane = config_.image_size * config_.image_size;
   const int64_t sample_size = config_.channels * plane;
   CHECK_EQ(images.numel(), count * sample_size) << "synthetic images " << images.DebugString();
@@ -36,12 +36,13 @@ void SyntheticImages::Fill(const int64_t* indices, int64_t count, Tensor& images
       }
     }
   }
+  return 0;
 }
 
 void SyntheticImages::FillRange(int64_t first_index, Tensor& images, Tensor& labels) const {
   std::vector<int64_t> indices(images.dim(0));
   for (size_t i = 0; i < indices.size(); ++i) indices[i] = first_index + static_cast<int64_t>(i);
-  Fill(indices.data(), static_cast<int64_t>(indices.size()), images, labels);
+  Fill(indices.data(), static_cast<int64_t>(indices.size()), /*epoch=*/0, images, labels);
 }
 
 bool SyntheticImages::GeneratesOnDevice() const {

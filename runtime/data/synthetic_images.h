@@ -29,7 +29,7 @@ class SyntheticImages : public ImageDataset {
   int64_t channels() const override { return config_.channels; }
   int64_t image_size() const override { return config_.image_size; }
   int64_t num_classes() const override { return config_.num_classes; }
-  void Fill(const int64_t* indices, int64_t count, Tensor& images, Tensor& labels) const override;
+  int64_t Fill(const int64_t* indices, int64_t count, int64_t epoch, Tensor& images, Tensor& labels) const override;
   // Samples first_index, first_index + 1, ...
   void FillRange(int64_t first_index, Tensor& images, Tensor& labels) const;
   // The same samples made by a CUDA kernel (synthetic_images_cuda.h) into
