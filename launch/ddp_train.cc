@@ -103,6 +103,8 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--dropout", std::to_string(o.dropout)},
           {"--task", o.task},
           {"--image-size", std::to_string(o.image_size)},
+          {"--crop-scale", Exact(o.crop_scale_min) + "," + Exact(o.crop_scale_max)},
+          {"--hflip", o.hflip ? "true" : "false"},
           {"--data", o.data},
           {"--eval-data", o.eval_data},
           {"--seed", std::to_string(o.seed)},

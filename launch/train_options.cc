@@ -50,11 +50,19 @@ DEFINE_double(lr_step_gamma, 0.1, "step schedule: decay factor");
 DEFINE_double(lr_poly_power, 2.0, "poly schedule: power");
 DEFINE_double(label_smoothing, 0.0, "cross-entropy label smoothing in [0, 1)");
 DEFINE_double(clip_grad_norm, 0.0, "clip gradients to this global norm; 0: no clipping");
-DEFINE_string(data, "synthetic", "synthetic or tensors:FILE.safetensors");
+DEFINE_string(data, "synthetic",
+              "synthetic, tensors:FILE.safetensors, or imagefolder:DIR (one folder of JPEG/PNG images per class)");
 DEFINE_string(eval_data, "", "held-out data in the same forms; reports top-1 accuracy");
 DEFINE_int64(eval_every, 0, "evaluate every this many steps (and at the end); 0: at the end only");
 DEFINE_bool(shuffle, true, "shuffle each epoch (seed + epoch); --noshuffle keeps file order");
-DEFINE_int64(image_size, 224, "synthetic image height and width");
+DEFINE_int64(image_size, 224, "image height and width (synthetic and imagefolder data)");
+DEFINE_string(crop_scale, "0.08,1",
+              "imagefolder training crops: MIN,MAX share of the image's area (RandomResizedCrop's scale)");
+DEFINE_bool(hflip, true, "imagefolder training: flip half the images horizontally; --nohflip for digits or text");
+DEFINE_int32(loader_threads, 0,
+             "threads per rank decoding imagefolder data; 0: 1 on CPU ranks, the node's cores divided among its ranks "
+             "less one on GPU ranks");
+DEFINE_int32(prefetch, 2, "batches each rank's loader prepares ahead of the step");
 DEFINE_int64(num_classes, 1000, "classes");
 DEFINE_int64(seq_len, 128, "BERT: tokens per sequence of synthetic data (at most 512)");
 DEFINE_double(dropout, 0.1, "BERT: hidden and attention dropout probability in [0, 1)");
@@ -279,6 +287,23 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--image-size must be at least 32 for ResNet, got " + std::to_string(FLAGS_image_size));
   }
   o.image_size = FLAGS_image_size;
+  {
+    double lo = 0.0, hi = 0.0;
+    int used = 0;
+    if (std::sscanf(FLAGS_crop_scale.c_str(), "%lf,%lf%n", &lo, &hi, &used) != 2 ||
+        used != static_cast<int>(FLAGS_crop_scale.size()) || !(lo > 0.0 && lo <= hi && hi <= 1.0)) {
+      return InvalidArgument("--crop-scale '" + FLAGS_crop_scale + "' is not MIN,MAX with 0 < MIN <= MAX <= 1");
+    }
+    o.crop_scale_min = lo;
+    o.crop_scale_max = hi;
+  }
+  o.hflip = FLAGS_hflip;
+  if (FLAGS_loader_threads < 0) {
+    return InvalidArgument("--loader-threads must be non-negative, got " + std::to_string(FLAGS_loader_threads));
+  }
+  o.loader_threads = FLAGS_loader_threads;
+  if (FLAGS_prefetch < 1) return InvalidArgument("--prefetch must be at least 1, got " + std::to_string(FLAGS_prefetch));
+  o.prefetch = FLAGS_prefetch;
   if (FLAGS_num_classes < 2) return InvalidArgument("--num-classes must be at least 2, got " + std::to_string(FLAGS_num_classes));
   o.num_classes = FLAGS_num_classes;
   if (FLAGS_seq_len < 8 || FLAGS_seq_len > 512) {
@@ -377,6 +402,12 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   RETURN_IF_ERROR(rank_step("DDP_TEST_STOP_IN_BACKWARD", &o.stop_in_backward_rank, &o.stop_in_backward_step));
   RETURN_IF_ERROR(rank_step("DDP_TEST_THROW", &o.throw_at_rank, &o.throw_at_step));
   RETURN_IF_ERROR(rank_step("DDP_TEST_BUSY_GPU", &o.busy_gpu_rank, &o.busy_gpu_step));
+  if (const char* slow = std::getenv("DDP_TEST_SLOW_LOADER_MS"); slow != nullptr && *slow != '\0') {
+    int used = 0;
+    if (std::sscanf(slow, "%d%n", &o.slow_loader_ms, &used) != 1 || slow[used] != '\0' || o.slow_loader_ms < 0) {
+      return InvalidArgument(std::string("DDP_TEST_SLOW_LOADER_MS '") + slow + "' is not a count of milliseconds");
+    }
+  }
   const char* digest = std::getenv("DDP_TEST_STATE_DIGEST");
   o.print_state_digest = digest != nullptr && std::string(digest) == "1";
   return o;

@@ -53,6 +53,12 @@ struct TrainOptions {
   int64_t eval_every = 0;
   bool shuffle = true;
   int64_t image_size = 224, num_classes = 1000;
+  // imagefolder: training crops' area share and flips; decode threads per
+  // rank (0: the default, launch/training_data.h) and batches prepared ahead.
+  double crop_scale_min = 0.08, crop_scale_max = 1.0;
+  bool hflip = true;
+  int loader_threads = 0;
+  int prefetch = 2;
   // BERT: --seq-len (synthetic data; a file has its own) and --dropout.
   int64_t seq_len = 128;
   float dropout = 0.1f;
@@ -114,6 +120,9 @@ struct TrainOptions {
   // so NCCL's wait watchdog must end the process.
   int busy_gpu_rank = -1;
   int64_t busy_gpu_step = 0;
+  // DDP_TEST_SLOW_LOADER_MS "N": every training batch takes N ms longer to
+  // load (the input-wait warning's test).
+  int slow_loader_ms = 0;
 };
 
 // "dynamic", "none" or the static scale: --loss-scale as resolved.

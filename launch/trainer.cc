@@ -16,6 +16,7 @@
 #include "comm/watchdog.h"
 #include "launch/preemption.h"
 #include "runtime/allocator.h"
+#include "runtime/clock.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/ops/conv2d.h"
 #include "runtime/ops/elementwise.h"
@@ -24,6 +25,9 @@
 
 namespace ddp {
 namespace {
+
+// Input waits above this share of step time get a warning.
+constexpr double kInputWaitWarnShare = 0.05;
 
 int DefaultThreads() {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -109,6 +113,26 @@ Status CheckWritable(const std::string& flag, const std::string& path) {
   return Status::Ok();
 }
 
+// DDP_TEST_SLOW_LOADER_MS: a source whose batches take longer to load.
+class SlowedSource : public BatchSource {
+ public:
+  SlowedSource(std::unique_ptr<BatchSource> data, int ms) : data_(std::move(data)), ms_(ms) {}
+  int64_t size() const override { return data_->size(); }
+  std::vector<TensorSpec> Specs(int64_t count) const override { return data_->Specs(count); }
+  void Fill(const int64_t* indices, int64_t count, int64_t epoch, Batch& batch) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    data_->Fill(indices, count, epoch, batch);
+  }
+  bool ReadsFiles() const override { return data_->ReadsFiles(); }
+  const char* sample_noun() const override { return data_->sample_noun(); }
+  int64_t tokens_per_sample() const override { return data_->tokens_per_sample(); }
+  std::string Describe() const override { return data_->Describe() + " (slowed by " + std::to_string(ms_) + " ms)"; }
+
+ private:
+  std::unique_ptr<BatchSource> data_;
+  int ms_;
+};
+
 }  // namespace
 
 Status Trainer::Setup() {
@@ -116,7 +140,14 @@ Status Trainer::Setup() {
     RETURN_IF_ERROR(CheckWritable("--save-weights", options_.save_weights));
     RETURN_IF_ERROR(CheckWritable("--metrics-file", options_.metrics_file));
   }
+  // Decode threads: on a CPU rank one, beside --threads compute threads (a
+  // loader that keeps ahead is mostly idle); on a GPU rank the node's cores
+  // less the rank's own thread, shared among its ranks.
+  if (options_.loader_threads == 0) {
+    options_.loader_threads = on_gpu() ? std::max(1, DefaultThreads() / std::max(1, ranks_.local_size) - 1) : 1;
+  }
   ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
+  if (options_.slow_loader_ms > 0) data_.train = std::make_unique<SlowedSource>(std::move(data_.train), options_.slow_loader_ms);
   if (!options_.checkpoint_dir.empty() && is_root()) {
     // Before any training: a typo in the path costs seconds, not a run.
     RETURN_IF_ERROR(Checkpointer::PrepareDirectory(options_.checkpoint_dir, options_.resume));
@@ -291,10 +322,14 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
     // Synthetic data is made on the GPU, in place, each micro-batch: no host
     // work, no copy (the benchmark measures training).
     batch_ = AllocateBatch(*data_.train, b, ctx_.device());
-  } else if (on_gpu()) {
-    stager_ = std::make_unique<BatchStager>(data_.train.get(), b, ctx_.device().index, ctx_.cuda_stream());
+  } else if (on_gpu() || data_.train->ReadsFiles()) {
+    // Filled ahead by the loader: into pinned buffers copied to the GPU on
+    // a stream of their own, or on a CPU rank, host batches decoded while
+    // the step computes.
+    stager_ = std::make_unique<BatchStager>(data_.train.get(), b, on_gpu() ? ctx_.device().index : -1,
+                                            ctx_.cuda_stream(), options_.prefetch);
   } else {
-    batch_ = AllocateBatch(*data_.train, b, Device::Cpu());
+    batch_ = AllocateBatch(*data_.train, b, Device::Cpu());  // in memory or generated: filled in place
   }
   if (options_.cuda_graphs) {
     // ddp_train has refused CPU ranks, MPI between several ranks, and ZeRO.
@@ -324,28 +359,33 @@ Batch Trainer::LoadMicroBatch(int64_t step, int64_t micro) {
   const int64_t k = options_.accumulation_steps;
   Batch batch;
   if (!stager_) {
+    const double start = SteadySeconds();
     const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
     if (batch_.tensors.front().second.device().is_cuda()) {
       // Generated data: the sampler's indices are consecutive.
       data_.train->FillRangeOnDevice(ctx_, indices.front(), batch_);
     } else {
-      data_.train->Fill(indices.data(), static_cast<int64_t>(indices.size()), batch_);
+      data_.train->Fill(indices.data(), static_cast<int64_t>(indices.size()), sampler_->EpochOf(step), batch_);
     }
     batch = batch_;
+    input_wait_seconds_ += SteadySeconds() - start;
   } else {
     // Micro-batches are consumed in run order, so the stager's queue always
     // starts at this one: keep it as full as it goes, within the run.
     CHECK_EQ(prefetched_ - stager_->queued(), step * k + micro) << "micro-batches out of order";
     auto top_up = [&] {
-      while (prefetched_ < total_steps_ * k && stager_->queued() < BatchStager::kDepth - 1) {
-        stager_->Prefetch(sampler_->MicroBatch(prefetched_ / k, prefetched_ % k));
+      while (prefetched_ < total_steps_ * k && stager_->queued() < stager_->depth()) {
+        const int64_t s = prefetched_ / k;
+        stager_->Prefetch(sampler_->MicroBatch(s, prefetched_ % k), sampler_->EpochOf(s));
         ++prefetched_;
       }
     };
     top_up();
     batch = stager_->Next();
+    input_wait_seconds_ += stager_->last_wait_seconds();
     top_up();
   }
+  replaced_samples_ += batch.replaced_samples;
   batch.step = step;
   batch.first_sample = FirstSample(micro);
   return batch;
@@ -355,6 +395,8 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   const int64_t k = options_.accumulation_steps;
   double loss_sum = 0.0;
   StepResult result;
+  input_wait_seconds_ = 0.0;
+  replaced_samples_ = 0;
   // Counted from this run's first step: a resumed run warms up eagerly too.
   result.graphed = options_.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
   // ZeRO-2 reduce-scatters every micro-batch into the gradient pieces;
@@ -400,6 +442,8 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   }
   result.loss = loss_sum / static_cast<double>(k);
   result.loss_scale = scaler_->scale();
+  result.input_wait_seconds = input_wait_seconds_;
+  result.replaced_samples = replaced_samples_;
   // Whether this rank's gradients are all finite: one check per optimizer
   // step, after reduction, over what the rank holds. Under loss scaling a
   // non-finite step is skipped; without, it stops every rank before the
@@ -448,8 +492,9 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     const CollectiveLabel label("the step's all-reduce of losses and agreements");
     Tensor shared = Tensor::FromVector<double>(
         {result.loss, step_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens),
-         written && write_status.ok() ? 1.0 : 0.0, write_status.ok() ? 0.0 : 1.0, PreemptionSignal() != 0 ? 1.0 : 0.0},
-        {7});
+         written && write_status.ok() ? 1.0 : 0.0, write_status.ok() ? 0.0 : 1.0, PreemptionSignal() != 0 ? 1.0 : 0.0,
+         result.input_wait_seconds, static_cast<double>(result.replaced_samples)},
+        {9});
     RETURN_IF_ERROR(comm_->AllReduce(shared, ReduceOp::kSum)->Wait());
     if (!step_status.ok()) return step_status;
     if (shared.data<double>()[1] > 0.0) return FailedPrecondition("another rank failed; stopping");
@@ -463,6 +508,8 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     result.tokens = static_cast<int64_t>(shared.data<double>()[3]);
     result.checkpoint_ready = shared.data<double>()[4] == static_cast<double>(ranks_.world_size);
     result.stop = shared.data<double>()[6] > 0.0;
+    result.input_wait_seconds = shared.data<double>()[7] / ranks_.world_size;
+    result.replaced_samples = static_cast<int64_t>(shared.data<double>()[8]);
   } else if (!local_status.ok()) {
     return local_status;
   } else {
@@ -947,8 +994,10 @@ StatusOr<TrainResult> Trainer::Run() {
   // --cuda-graphs the step that captures the graph as well.
   const int64_t warmup =
       std::min<int64_t>(options_.cuda_graphs ? kGraphWarmupSteps + 1 : 2, total_steps_ - start_step_ - 1);
-  double timed_seconds = 0.0, timed_exposed = 0.0;
+  double timed_seconds = 0.0, timed_exposed = 0.0, timed_input_wait = 0.0;
   int64_t timed_tokens = 0;  // token data: non-padding tokens of the timed steps
+  int64_t timed_count = 0, replaced_samples = 0;
+  bool warned_input = false;
   // Everything allocated from here on is per-step working memory
   // (activations, their gradients, transient buffers).
   Allocator* memory = GetAllocator(ctx_.device());  // the rank's device: host or GPU
@@ -968,7 +1017,10 @@ StatusOr<TrainResult> Trainer::Run() {
       timed_seconds += seconds;
       timed_exposed += r.exposed_comm_seconds;
       timed_tokens += r.tokens;
+      timed_input_wait += r.input_wait_seconds;
+      ++timed_count;
     }
+    replaced_samples += r.replaced_samples;
     result.final_loss = r.loss;
     if (r.skipped) ++skipped;
     if (options_.print_state_digest) PrintStateDigest(step);
@@ -987,6 +1039,8 @@ StatusOr<TrainResult> Trainer::Run() {
       record["skipped"] = r.skipped;
     }
     if (r.graphed) record["cuda_graph"] = true;
+    record["input_wait_s"] = r.input_wait_seconds;
+    if (r.replaced_samples > 0) record["replaced_samples"] = r.replaced_samples;
     // Checkpoints: the pending one, once every rank's files are durable, is
     // committed by rank 0; every --checkpoint-every steps a new one starts,
     // stalling the step only for the copy to host memory (and for the
@@ -1044,6 +1098,17 @@ StatusOr<TrainResult> Trainer::Run() {
       std::fflush(stdout);
       const Status written = metrics_.Write(record);
       if (local.ok()) local = written;
+      // Input that keeps the step waiting: said once, over the timed steps
+      // (five at least, or the whole run).
+      if (!warned_input && timed_count > 0 && (timed_count >= 5 || step + 1 == total_steps_) &&
+          timed_input_wait > kInputWaitWarnShare * timed_seconds) {
+        std::printf("ddp_train: warning: waiting for input took %.1f%% of step time over %lld steps (above %.0f%%): "
+                    "the data loader is the bottleneck; raise --loader-threads (now %d) or --prefetch (now %d)\n",
+                    100.0 * timed_input_wait / timed_seconds, static_cast<long long>(timed_count),
+                    100.0 * kInputWaitWarnShare, options_.loader_threads, options_.prefetch);
+        std::fflush(stdout);
+        warned_input = true;
+      }
     }
     if (stop) break;
   }
@@ -1116,6 +1181,10 @@ StatusOr<TrainResult> Trainer::Run() {
     summary["skipped_steps"] = skipped;
   }
   if (preempted) summary["preempted_at_step"] = end_step;
+  summary["input_wait_s"] = timed_input_wait / timed_steps;  // per timed step, the mean over ranks
+  summary["input_wait_share"] = timed_seconds > 0.0 ? timed_input_wait / timed_seconds : 0.0;
+  summary["loader_threads"] = options_.loader_threads;
+  summary["replaced_samples"] = replaced_samples;
   if (has_eval && !preempted) summary["eval_accuracy"] = result.eval_accuracy;  // the model's first count: BERT's masked tokens
   if (seq_len > 0) {
     summary["seq_len"] = seq_len;
@@ -1148,6 +1217,11 @@ StatusOr<TrainResult> Trainer::Run() {
   if (scaler_->enabled()) {
     std::printf("  loss scale %g  skipped steps %lld", scaler_->scale(), static_cast<long long>(skipped));
   }
+  if (data_.train->ReadsFiles()) {
+    std::printf("  input wait %.1f%% (%d loader thread%s)", timed_seconds > 0.0 ? 100.0 * timed_input_wait / timed_seconds : 0.0,
+                options_.loader_threads, options_.loader_threads == 1 ? "" : "s");
+  }
+  if (replaced_samples > 0) std::printf("  %lld samples replaced (undecodable)", static_cast<long long>(replaced_samples));
   std::printf("  peak tensor memory %.1f MiB  peak resident %.1f MiB\n",
               allocator_peak / 1048576.0, PeakResidentBytes() / 1048576.0);
   std::printf("memory (rank 0): parameters %.1f MiB  gradients %.1f MiB  optimizer state %.1f MiB  transient buckets "

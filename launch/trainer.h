@@ -99,6 +99,8 @@ class Trainer {
     bool skipped = false;     // a rank saw non-finite gradients: no update
     bool graphed = false;     // replayed from a CUDA graph: no per-bucket timings
     int64_t tokens = 0;       // token data: non-padding tokens of the step, every rank's
+    double input_wait_seconds = 0.0;  // waiting for input, the mean over ranks
+    int64_t replaced_samples = 0;     // files that would not decode, replaced: every rank's
     double exposed_comm_seconds = 0.0;
     std::vector<BucketTiming> buckets;  // per bucket: launch, finish, wait
     // The checkpoint being written: every rank's files are durable (commit
@@ -164,6 +166,10 @@ class Trainer {
   Batch batch_;  // a CPU rank's host buffers, or a GPU rank's for data generated on the device
   std::unique_ptr<BatchStager> stager_;  // GPU ranks reading host data
   int64_t prefetched_ = 0;               // micro-batches handed to the stager, counted over the run
+  // This step's so far: time spent waiting for input, and samples whose
+  // file would not decode (replaced).
+  double input_wait_seconds_ = 0.0;
+  int64_t replaced_samples_ = 0;
   // --cuda-graphs: after kGraphWarmupSteps eager steps (algorithm search,
   // the bucket-order check, lazily sized buffers), the executable graph of a
   // step's micro-batches, the loss scale it was captured at, its inputs (one

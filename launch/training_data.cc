@@ -2,6 +2,7 @@
 
 #include "models/bert.h"
 #include "models/registry.h"
+#include "runtime/data/image_folder.h"
 
 namespace ddp {
 namespace {
@@ -18,11 +19,19 @@ StatusOr<TrainingData> OpenImageData(const TrainOptions& options) {
   data_options.image_size = options.image_size;
   data_options.num_classes = options.num_classes;
   data_options.seed = options.seed;
+  data_options.crop_scale_min = options.crop_scale_min;
+  data_options.crop_scale_max = options.crop_scale_max;
+  data_options.hflip = options.hflip;
+  data_options.loader_threads = options.loader_threads;
   ASSIGN_OR_RETURN(std::unique_ptr<ImageDataset> train, OpenImageDataset("--data", options.data, data_options));
   const int64_t image = train->image_size();
   std::unique_ptr<ImageDataset> eval;
   if (!options.eval_data.empty()) {
-    // Held-out synthetic data: other samples of the same classes.
+    // Held-out data: the evaluation transform, the training data's classes.
+    data_options.train = false;
+    if (const auto* folder = dynamic_cast<const ImageFolderDataset*>(train.get())) {
+      data_options.expected_classes = folder->classes();
+    }
     ASSIGN_OR_RETURN(eval, OpenImageDataset("--eval-data", options.eval_data, data_options));
     if (eval->size() == ImageDataset::kEndless) {
       return InvalidArgument("--eval-data must be a tensors:FILE dataset, not '" + options.eval_data + "'");

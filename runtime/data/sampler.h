@@ -30,6 +30,9 @@ class GlobalBatchSampler {
   // Sample indices of micro-batch `micro` of global step `step` (0-based,
   // counted across epochs) for this rank.
   std::vector<int64_t> MicroBatch(int64_t step, int64_t micro);
+  // The epoch global step `step` belongs to (0 for endless data), which
+  // keys random augmentation.
+  int64_t EpochOf(int64_t step) const { return step / steps_per_epoch_; }
 
  private:
   SamplerOptions options_;

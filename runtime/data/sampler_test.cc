@@ -62,6 +62,31 @@ TEST(SamplerTest, ShuffledEpochsArePermutationsThatDifferPerEpoch) {
   EXPECT_EQ(SeededPermutation(40, 7), SeededPermutation(40, 7));
 }
 
+TEST(SamplerTest, TwoRanksSeeDisjointSamplesThatTogetherCoverTheEpoch) {
+  // 41 samples, 2 ranks x 2 micro-batches x 5: 2 steps of 20 per epoch, one
+  // sample dropped; each epoch the ranks' samples are disjoint, and with the
+  // dropped one they are the whole set.
+  const int64_t n = 41;
+  GlobalBatchSampler r0(Options(n, 2, 0, 2, 5, true)), r1(Options(n, 2, 1, 2, 5, true));
+  ASSERT_EQ(r0.steps_per_epoch(), 2);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    std::set<int64_t> mine[2];
+    for (int64_t step = 2 * epoch; step < 2 * epoch + 2; ++step) {
+      EXPECT_EQ(r0.EpochOf(step), epoch);
+      for (int64_t micro = 0; micro < 2; ++micro) {
+        for (int64_t i : r0.MicroBatch(step, micro)) mine[0].insert(i);
+        for (int64_t i : r1.MicroBatch(step, micro)) mine[1].insert(i);
+      }
+    }
+    ASSERT_EQ(mine[0].size(), 20u);
+    ASSERT_EQ(mine[1].size(), 20u);
+    std::set<int64_t> both = mine[0];
+    both.insert(mine[1].begin(), mine[1].end());
+    EXPECT_EQ(both.size(), 40u) << "epoch " << epoch << ": the ranks share samples";
+    for (int64_t i : both) EXPECT_TRUE(i >= 0 && i < n);
+  }
+}
+
 TEST(SamplerTest, EndlessDataContinues) {
   GlobalBatchSampler s(Options(-1, 2, 1, 1, 4, true));
   EXPECT_EQ(s.MicroBatch(3, 0), (std::vector<int64_t>{28, 29, 30, 31}));

@@ -18,13 +18,13 @@ TEST(SyntheticImagesTest, SamplesDependOnlyOnSeedAndIndex) {
   SyntheticImages again(config);
   Tensor one = Tensor::Empty({1, 3, 8, 8}, DType::kF32), label = Tensor::Empty({1}, DType::kI64);
   const int64_t index = 12;
-  again.Fill(&index, 1, one, label);
+  again.Fill(&index, 1, /*epoch=*/0, one, label);
   EXPECT_EQ(label.data<int64_t>()[0], labels.data<int64_t>()[2]);
   EXPECT_EQ(std::memcmp(one.raw_data(), batch.View(2 * 192, {192}).raw_data(), 192 * sizeof(float)), 0);
   // Another seed gives other samples.
   config.seed = 2;
   SyntheticImages other(config);
-  other.Fill(&index, 1, one, label);
+  other.Fill(&index, 1, /*epoch=*/0, one, label);
   EXPECT_NE(std::memcmp(one.raw_data(), batch.View(2 * 192, {192}).raw_data(), 192 * sizeof(float)), 0);
 }
 

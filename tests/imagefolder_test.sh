@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# imagefolder:DIR end to end, on a JPEG folder generated here (4 classes of
+# hue and stripes at three sizes, some PNG, grayscale and CMYK files, one
+# four corrupt files):
+# - ResNet-18 learns it to >= 90% held-out accuracy; each corrupt file is
+#   named once and counted once per epoch in the metrics;
+# - 2 ranks under mpirun equal 1 rank with 2 accumulated micro-batches, bit
+#   for bit (random crops and flips keyed by sample, not rank; corrupt
+#   files replaced alike), with 1 and 3 loader threads;
+# - a loader slowed on purpose (a test hook) gets the input-wait warning,
+#   and one slowed less than the step is hidden by prefetching;
+# - a missing directory, an empty class folder, a folder of non-images and
+#   a held-out folder with other classes each end with one line.
+set -u
+bin=launch/ddp_train
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# 4 x 95 images and 4 corrupt files: 384 samples, 24 whole batches of 16,
+# so every epoch meets each corrupt file once.
+tools/make_image_folder --out "$tmp/train" --classes 4 --per-class 95 --sizes 64x48,48x64,80x60 --corrupt 4 ||
+  exit 1
+# Held out: other images of the same classes, in colour (a grayscale image
+# keeps only the stripes, which the hue outweighs in what the model learns).
+tools/make_image_folder --out "$tmp/val" --classes 4 --per-class 25 --first-index 100000 --sizes 64x48,56x56,48x64 \
+  --gray-share 0 || exit 1
+common=(--model resnet18 --num-classes 4 --image-size 32 --threads 1 --seed 3 --crop-scale 0.35,1
+        --data "imagefolder:$tmp/train")
+
+# Learns, and the corrupt file is skipped, named once, counted each epoch.
+"$bin" "${common[@]}" --batch-size 16 --epochs 3 --lr 0.05 --lr-schedule cosine --warmup-steps 5 --zero-init-residual \
+  --threads 2 --eval-data "imagefolder:$tmp/val" \
+  --metrics-file "$tmp/learn.jsonl" > "$tmp/learn.log" 2>&1 || { cat "$tmp/learn.log"; fail "training run"; }
+/usr/bin/python3 - "$tmp/learn.jsonl" <<'PY' || fail "held-out accuracy or replaced count"
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1])]
+summary = records[-1]["summary"]
+steps = [r for r in records if "step" in r]
+print(f"eval accuracy {summary['eval_accuracy']:.4f} (bar 0.90, chance 0.25), "
+      f"replaced {summary['replaced_samples']} over 3 epochs, input wait {100 * summary['input_wait_share']:.2f}%")
+ok = summary["eval_accuracy"] >= 0.90 and summary["replaced_samples"] == 12
+ok = ok and sum(r.get("replaced_samples", 0) for r in steps) == 12 and all("input_wait_s" in r for r in steps)
+sys.exit(0 if ok else 1)
+PY
+for k in 00 01 02 03; do
+  [ "$(grep -c "warning: --data imagefolder:$tmp/train: skipping $tmp/train/class_00/corrupt_$k.jpg: corrupt JPEG" \
+      "$tmp/learn.log")" = 1 ] || { cat "$tmp/learn.log"; fail "corrupt_$k.jpg was not named exactly once"; }
+done
+
+# 2 ranks against 1 rank with 2 micro-batches.
+equivalence() {  # equivalence LOADER_THREADS
+  local t="$1" run=(--batch-size 4 --steps 4 --lr 0.02 --zero-init-residual --loader-threads "$1")
+  timeout 180 mpirun -np 2 --oversubscribe --bind-to none "$bin" "${common[@]}" "${run[@]}" \
+    --metrics-file "$tmp/np2_$t.jsonl" --save-weights "$tmp/np2_$t.safetensors" > "$tmp/np2_$t.log" 2>&1 ||
+    { cat "$tmp/np2_$t.log"; fail "2 ranks, $t loader threads"; return; }
+  "$bin" "${common[@]}" "${run[@]}" --accumulation-steps 2 --metrics-file "$tmp/np1_$t.jsonl" \
+    --save-weights "$tmp/np1_$t.safetensors" > "$tmp/np1_$t.log" 2>&1 ||
+    { cat "$tmp/np1_$t.log"; fail "1 rank, $t loader threads"; return; }
+  echo "2 ranks vs 1 rank with 2 micro-batches, $t loader threads:"
+  /usr/bin/python3 tests/compare_losses.py "$tmp/np1_$t.jsonl" "$tmp/np2_$t.jsonl" --rtol 0 || fail "losses differ ($t)"
+  tools/compare_weights "$tmp/np1_$t.safetensors" "$tmp/np2_$t.safetensors" --rtol 0 --exclude running_,num_batches_tracked ||
+    fail "weights differ ($t)"
+}
+equivalence 1
+equivalence 3
+# The replaced count agrees too (whether or not the corrupt file fell in
+# these steps).
+a=$(grep -o '"replaced_samples":[0-9]*' "$tmp/np1_1.jsonl" | tail -1)
+b=$(grep -o '"replaced_samples":[0-9]*' "$tmp/np2_1.jsonl" | tail -1)
+[ "$a" = "$b" ] || fail "replaced counts differ: $a vs $b"
+
+# A loader slower than the step warns; one faster is hidden by prefetching.
+DDP_TEST_SLOW_LOADER_MS=600 "$bin" "${common[@]}" --batch-size 8 --steps 8 > "$tmp/slow.log" 2>&1 ||
+  { cat "$tmp/slow.log"; fail "slowed run"; }
+grep -q "^ddp_train: warning: waiting for input took [0-9.]*% of step time over [0-9]* steps (above 5%): the data loader is the bottleneck; raise --loader-threads (now 1) or --prefetch (now 2)$" \
+  "$tmp/slow.log" || { cat "$tmp/slow.log"; fail "no input-wait warning"; }
+echo "slowed loader: $(grep 'waiting for input' "$tmp/slow.log")"
+DDP_TEST_SLOW_LOADER_MS=20 "$bin" "${common[@]}" --batch-size 8 --steps 8 --prefetch 3 > "$tmp/hidden.log" 2>&1 ||
+  fail "lightly slowed run"
+grep -q "waiting for input" "$tmp/hidden.log" && { cat "$tmp/hidden.log"; fail "20 ms per batch was not hidden"; }
+
+# Bad folders: one line each, exit 1.
+refuse() {  # refuse PATTERN ARGS...
+  local pattern="$1"; shift
+  local out rc
+  out=$("$bin" --model resnet18 --image-size 32 --batch-size 2 --steps 1 --threads 1 "$@" 2>&1); rc=$?
+  if [ "$rc" -ne 1 ] || [ "$(printf '%s\n' "$out" | grep -c .)" -ne 1 ] || ! printf '%s\n' "$out" | grep -qF -- "$pattern"; then
+    fail "expected exit 1 and one line with '$pattern', got exit $rc:"; printf '%s\n' "$out"
+  else
+    echo "refused: $out"
+  fi
+}
+mkdir -p "$tmp/empty_class/a" "$tmp/empty_class/b" "$tmp/texts/a"
+jpeg=$(ls "$tmp"/train/class_01/*.jpg | head -1)
+cp "$jpeg" "$tmp/empty_class/a/"
+echo "words" > "$tmp/texts/a/notes.txt"
+refuse "--data imagefolder:$tmp/nowhere: no such directory" --num-classes 2 --data "imagefolder:$tmp/nowhere"
+refuse "class folder $tmp/empty_class/b holds no .jpg, .jpeg or .png files" --num-classes 2 \
+  --data "imagefolder:$tmp/empty_class"
+refuse "class folder $tmp/texts/a holds no .jpg, .jpeg or .png files" --num-classes 2 --data "imagefolder:$tmp/texts"
+refuse "has 4 class folders, --num-classes is 10: give --num-classes 4" --num-classes 10 --data "imagefolder:$tmp/train"
+mkdir -p "$tmp/other_val/class_00" "$tmp/other_val/class_09"
+cp "$jpeg" "$tmp/other_val/class_00/"; cp "$jpeg" "$tmp/other_val/class_09/"
+refuse "--eval-data imagefolder:$tmp/other_val: class 1 is 'class_09', the training data's is 'class_01'" \
+  --num-classes 4 --data "imagefolder:$tmp/train" --eval-data "imagefolder:$tmp/other_val"
+refuse "--crop-scale '0.5' is not MIN,MAX with 0 < MIN <= MAX <= 1" --crop-scale 0.5
+refuse "--prefetch must be at least 1, got 0" --prefetch 0
+
+[ "$failures" -eq 0 ] && echo "imagefolder test: all passed" && exit 0
+echo "imagefolder test: $failures failure(s)"
+exit 1
