@@ -90,8 +90,8 @@ class TokenSource : public BatchSource {
     }
     return specs;
   }
-  void Fill(const int64_t* indices, int64_t count, int64_t, Batch& batch) const override {
-    const TokenBatch filled = data_->Fill(indices, count);
+  void Fill(const int64_t* indices, int64_t count, int64_t epoch, Batch& batch) const override {
+    const TokenBatch filled = data_->Fill(indices, count, epoch);
     auto put = [&](const char* name, const Tensor& from) {
       Tensor to = batch.Get(name);
       CHECK(to.shape() == from.shape()) << "batch tensor '" << name << "' is " << to.DebugString() << ", the data's "
@@ -108,6 +108,7 @@ class TokenSource : public BatchSource {
     for (int64_t i = 0; i < filled.attention_mask.numel(); ++i) real += mask[i];
     batch.real_tokens = real;
   }
+  bool ReadsFiles() const override { return data_->ReadsFiles(); }
   const char* sample_noun() const override { return "sequences"; }
   int64_t tokens_per_sample() const override { return data_->seq_len(); }
   std::string Describe() const override {

@@ -136,7 +136,7 @@ StatusOr<int64_t> ImageFolderDataset::Load(int64_t index, int64_t epoch, float* 
   const int size = static_cast<int>(options_.image_size);
   ImagePlan plan;
   if (options_.train) {
-    SampleRng rng(options_.seed, epoch, index);
+    SampleRng rng(options_.seed, kAugmentStream, epoch, index);
     plan = TrainPlan(info->width, info->height, size, options_.augment, rng);
   } else {
     plan = EvalPlan(info->width, info->height, size);

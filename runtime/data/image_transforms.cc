@@ -6,7 +6,6 @@
 #include <cmath>
 #include <vector>
 
-#include "runtime/philox.h"
 
 namespace ddp {
 namespace {
@@ -75,33 +74,6 @@ AxisPlan Scaled(const AxisPlan& a, int full, int scaled) {
 }
 
 }  // namespace
-
-SampleRng::SampleRng(uint64_t seed, int64_t epoch, int64_t index) {
-  // The stream's own key: other draws of the same seed (data order,
-  // dropout) use other keys.
-  const uint64_t key = seed ^ 0x6175676d656e7473ull;  // "augments"
-  key_[0] = static_cast<uint32_t>(key);
-  key_[1] = static_cast<uint32_t>(key >> 32);
-  counter_[0] = 0;
-  counter_[1] = static_cast<uint32_t>(epoch);
-  counter_[2] = static_cast<uint32_t>(index);
-  counter_[3] = static_cast<uint32_t>(static_cast<uint64_t>(index) >> 32);
-}
-
-double SampleRng::Uniform() {
-  if (used_ == 4) {
-    const Philox4x32 out = Philox4x32_10(Philox4x32{{counter_[0], counter_[1], counter_[2], counter_[3]}}, key_[0],
-                                         key_[1]);
-    for (int i = 0; i < 4; ++i) block_[i] = out.v[i];
-    ++counter_[0];
-    used_ = 0;
-  }
-  return block_[used_++] * (1.0 / 4294967296.0);
-}
-
-int64_t SampleRng::Below(int64_t n) {
-  return std::min<int64_t>(static_cast<int64_t>(Uniform() * static_cast<double>(n)), n - 1);
-}
 
 ImagePlan TrainPlan(int width, int height, int size, const AugmentOptions& options, SampleRng& rng) {
   const CropBox box = RandomResizedCropBox(width, height, options.scale_min, options.scale_max, options.ratio_min,

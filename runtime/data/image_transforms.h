@@ -18,25 +18,9 @@
 #include <cstdint>
 
 #include "runtime/data/image_decode.h"
+#include "runtime/data/sample_rng.h"
 
 namespace ddp {
-
-// Draws for one sample: Philox4x32-10 keyed by the seed, counting over
-// (epoch, sample index, draw).
-class SampleRng {
- public:
-  SampleRng(uint64_t seed, int64_t epoch, int64_t index);
-  // Uniform in [0, 1), 32 bits.
-  double Uniform();
-  // Uniform integer in [0, n), n > 0.
-  int64_t Below(int64_t n);
-
- private:
-  uint32_t key_[2];
-  uint32_t counter_[4];
-  uint32_t block_[4];
-  int used_ = 4;
-};
 
 struct CropBox {
   int x = 0, y = 0, width = 0, height = 0;  // torchvision's j, i, w, h

@@ -62,7 +62,7 @@ TEST(RandomResizedCropTest, FollowsTorchvisionsArithmetic) {
 TEST(RandomResizedCropTest, SeededDrawsAreInRangeAndKeyedBySeedEpochAndIndex) {
   std::set<std::vector<int>> seen;
   for (int64_t index = 0; index < 200; ++index) {
-    SampleRng rng(7, 3, index);
+    SampleRng rng(7, kAugmentStream, 3, index);
     const CropBox box = RandomResizedCropBox(500, 375, 0.08, 1.0, 3.0 / 4.0, 4.0 / 3.0, rng);
     ASSERT_GT(box.width, 0);
     ASSERT_GT(box.height, 0);
@@ -75,7 +75,8 @@ TEST(RandomResizedCropTest, SeededDrawsAreInRangeAndKeyedBySeedEpochAndIndex) {
     EXPECT_GT(ratio, 3.0 / 4.0 / 1.03) << index;
     seen.insert({box.x, box.y, box.width, box.height});
     // The same key gives the same box; another epoch or seed, another.
-    SampleRng again(7, 3, index), epoch(7, 4, index), seed(8, 3, index);
+    SampleRng again(7, kAugmentStream, 3, index), epoch(7, kAugmentStream, 4, index),
+        seed(8, kAugmentStream, 3, index);
     const CropBox same = RandomResizedCropBox(500, 375, 0.08, 1.0, 3.0 / 4.0, 4.0 / 3.0, again);
     EXPECT_EQ(same.x, box.x);
     EXPECT_EQ(same.width, box.width);
@@ -91,14 +92,14 @@ TEST(TrainPlanTest, FlipsAboutHalfTheSamplesAndOnlyWhenAsked) {
   AugmentOptions options;
   int flipped = 0;
   for (int64_t i = 0; i < 1000; ++i) {
-    SampleRng rng(1, 0, i);
+    SampleRng rng(1, kAugmentStream, 0, i);
     flipped += TrainPlan(64, 48, 32, options, rng).flip ? 1 : 0;
   }
   EXPECT_GT(flipped, 440);
   EXPECT_LT(flipped, 560);
   options.hflip = false;
   for (int64_t i = 0; i < 100; ++i) {
-    SampleRng rng(1, 0, i);
+    SampleRng rng(1, kAugmentStream, 0, i);
     EXPECT_FALSE(TrainPlan(64, 48, 32, options, rng).flip);
   }
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/data/sampler.h"
+#include "runtime/data/token_shards.h"
 #include "runtime/random.h"
 #include "runtime/safetensors.h"
 
@@ -38,7 +39,7 @@ class SyntheticTokens : public TokenDataset {
   int64_t seq_len() const override { return options_.seq_len; }
   bool classification() const override { return options_.classes > 0; }
 
-  TokenBatch Fill(const int64_t* indices, int64_t count) const override {
+  TokenBatch Fill(const int64_t* indices, int64_t count, int64_t /*epoch*/) const override {
     const int64_t t = options_.seq_len;
     const bool classify = options_.classes > 0;
     std::vector<int64_t> ids(count * t, kPadToken), types(count * t, 0), mask(count * t, 0),
@@ -120,7 +121,7 @@ class TensorTokens : public TokenDataset {
   int64_t seq_len() const override { return all_.input_ids.dim(1); }
   bool classification() const override { return all_.labels.ndim() == 1; }
 
-  TokenBatch Fill(const int64_t* indices, int64_t count) const override {
+  TokenBatch Fill(const int64_t* indices, int64_t count, int64_t /*epoch*/) const override {
     const int64_t t = seq_len();
     TokenBatch batch;
     auto gather = [&](const Tensor& from, int64_t width) {
@@ -245,7 +246,15 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenDataset(const std::string& flag
     if (!opened.ok()) return Status(opened.status().code(), flag + " " + opened.status().message());
     return opened;
   }
-  return InvalidArgument(flag + " '" + spec + "' is not synthetic or tensors:FILE");
+  const std::string shards = "tokens:";
+  if (spec.rfind(shards, 0) == 0 && spec.size() > shards.size()) {
+    if (options.classes > 0) {
+      return InvalidArgument(flag + " '" + spec + "': tokens:PATH is pretraining text; classification reads "
+                             "tensors:FILE");
+    }
+    return OpenTokenShards(flag, spec.substr(shards.size()), options);
+  }
+  return InvalidArgument(flag + " '" + spec + "' is not synthetic, tensors:FILE or tokens:PATH");
 }
 
 }  // namespace ddp

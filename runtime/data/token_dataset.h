@@ -35,8 +35,11 @@ class TokenDataset {
   virtual int64_t seq_len() const = 0;
   // Sequence classification data: labels i64 [N], no next_sentence_label.
   virtual bool classification() const = 0;
-  // Host tensors of `count` samples: indices[0..count).
-  virtual TokenBatch Fill(const int64_t* indices, int64_t count) const = 0;
+  // Host tensors of `count` samples: indices[0..count) of epoch `epoch`
+  // (which keys tokens:PATH's pairs and masks; the others ignore it).
+  virtual TokenBatch Fill(const int64_t* indices, int64_t count, int64_t epoch = 0) const = 0;
+  // Whether filling reads files: worth doing ahead, on the loader thread.
+  virtual bool ReadsFiles() const { return false; }
 };
 
 struct TokenDataOptions {
@@ -55,8 +58,8 @@ struct TokenDataOptions {
 // BERT's special ids (bert-base-uncased's vocabulary).
 constexpr int64_t kPadToken = 0, kClsToken = 101, kSepToken = 102, kMaskToken = 103;
 
-// `spec` is "synthetic" or "tensors:FILE"; errors name `flag`, the file and
-// the tensor at fault.
+// `spec` is "synthetic", "tensors:FILE" or "tokens:PATH" (token_shards.h);
+// errors name `flag`, the file and the tensor at fault.
 StatusOr<std::unique_ptr<TokenDataset>> OpenTokenDataset(const std::string& flag, const std::string& spec,
                                                          const TokenDataOptions& options);
 
