@@ -7,7 +7,8 @@
 #
 # DIR holds:
 #   bin/       wrappers: ddp_train, gpu_tests, gpu_info, make_image_dataset,
-#              compare_weights, mpirun (and orterun, orted)
+#              compare_weights, make_image_folder, tokenize_text, mpirun (and
+#              orterun, orted)
 #   libexec/   the stripped programs
 #   lib/       every shared library they need except the NVIDIA driver and the
 #              large CUDA libraries (cuDNN, cuBLAS/cuBLASLt, NCCL), glibc and
@@ -26,10 +27,12 @@ out=$(realpath -m "$1")
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-targets=(//launch:ddp_train //tests:gpu_tests //tools:gpu_info //tools:make_image_dataset //tools:compare_weights)
+targets=(//launch:ddp_train //tests:gpu_tests //tools:gpu_info //tools:make_image_dataset //tools:compare_weights
+         //tools:make_image_folder //tools:tokenize_text)
 bazel build "${targets[@]}" >&2
 programs=(bazel-bin/launch/ddp_train bazel-bin/tests/gpu_tests bazel-bin/tools/gpu_info
-          bazel-bin/tools/make_image_dataset bazel-bin/tools/compare_weights)
+          bazel-bin/tools/make_image_dataset bazel-bin/tools/compare_weights bazel-bin/tools/make_image_folder
+          bazel-bin/tools/tokenize_text)
 for p in bazel-bin/launch/ddp_train bazel-bin/tests/gpu_tests; do
   ldd "$p" | grep -q libcudart || { echo "gpu_bundle.sh: $p was built without CUDA (no nvcc?)" >&2; exit 1; }
 done
@@ -89,7 +92,7 @@ find "$out/lib" -maxdepth 1 -name '*.so*' -type f -exec strip --strip-unneeded {
 # library path (env.sh), so it needs nothing from the host but the kernel,
 # the NVIDIA driver and the CUDA libraries env.sh finds.
 install -m 644 tools/bundle/env.sh "$out/env.sh"
-for name in ddp_train gpu_tests gpu_info make_image_dataset compare_weights orterun orted; do
+for name in ddp_train gpu_tests gpu_info make_image_dataset compare_weights make_image_folder tokenize_text orterun orted; do
   cat > "$out/bin/$name" <<EOF
 #!/bin/sh
 B=\$(cd "\$(dirname "\$0")/.." && pwd)
@@ -103,6 +106,7 @@ ln -s orterun "$out/bin/mpiexec"
 
 install -m 755 tools/bundle/selftest.sh "$out/selftest.sh"
 install -m 644 tests/compare_losses.py tools/bench_resnet_gpu_pytorch.py tools/check_bert_interop.py tools/bench_bert_pytorch.py \
+  tools/check_tokenizer.py \
   tests/golden/bert_state_dict_manifest.json "$out/tools/"
 git -C "$repo" rev-parse HEAD > "$out/VERSION" 2>/dev/null || echo unknown > "$out/VERSION"
 "$out/bin/gpu_info" > "$out/built_versions.json" || true  # built-against versions (exit 3 here: no GPU)

@@ -19,6 +19,7 @@ packages=(
   protobuf-compiler libprotobuf-dev                 # TrainConfig, checkpoint manifests
   zlib1g-dev                                        # checkpoint checksums (CRC-32)
   libjpeg62-turbo-dev libpng-dev                    # imagefolder:DIR decoding
+  libicu-dev                                        # tools/tokenize_text (BERT's tokenizer)
   libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
 )
 for arg in "$@"; do

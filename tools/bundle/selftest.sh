@@ -13,7 +13,9 @@
 # --comm mpi against 1 rank with 2 accumulated micro-batches, ZeRO stages 0,
 # 1 and 2) -> BERT (bert-tiny 2 ranks against 1 with accumulation, ZeRO 0
 # and 2; bert-base tokens/s against eager PyTorch) -> mixed precision (fp16 with dynamic loss scaling: a step made
-# to overflow is skipped and the scale halves; bf16 trains) -> benchmarks
+# to overflow is skipped and the scale halves; bf16 trains) -> data (an
+# imagefolder run with a corrupt file; tokenize_text against transformers'
+# BertTokenizer) -> BERT interop -> benchmarks
 # (ResNet-50 images/s and peak memory at fp32 and TF32, batch 64, and at
 # fp16 and bf16, batch 128, 224^2, against PyTorch eager (AMP with
 # channels-last for 16-bit) in the same run when python3 has torch).
@@ -310,6 +312,33 @@ timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --precis
   --image-size 64 --num-classes 10 --steps 5 --metrics-file "$OUT/mixed_bf16.jsonl" >>"$LOG" 2>&1 || mp_status=failed
 tier mixed_precision "$mp_status" $(( $(now) - start )) "{\"fp16_skip\": \"$(json_string "$mp_check")\"}" \
   "fp16 with dynamic loss scaling, a non-finite gradient injected at step 3: $mp_check; bf16 run: see selftest.log"
+
+# ------------------------------------------------------------------ data
+# Real data on the GPU: a generated JPEG folder (one corrupt file) trained
+# from through the pinned-buffer stager, the corrupt file counted; and,
+# where the machine's Python has transformers, tools/tokenize_text against
+# BertTokenizer on the same vocabulary.
+start=$(now)
+data_status=passed
+"$B/bin/make_image_folder" --out "$OUT/folder" --classes 4 --per-class 40 --sizes 96x72,72x96 --corrupt 1 >>"$LOG" 2>&1
+timeout "$(limit 60)" "$B/bin/ddp_train" --model resnet18 --device cuda --data "imagefolder:$OUT/folder" \
+  --num-classes 4 --image-size 64 --batch-size 32 --epochs 2 --metrics-file "$OUT/folder.jsonl" >>"$LOG" 2>&1 ||
+  data_status=failed
+folder=$(grep '"summary"' "$OUT/folder.jsonl" 2>/dev/null | tail -n 1)
+case "$folder" in *'"replaced_samples":2'*) ;; *) data_status=failed ;; esac
+tok=$(timeout "$(limit 60)" $PY "$B/tools/check_tokenizer.py" --tokenize-text "$B/bin/tokenize_text" \
+      --out "$OUT/tokenizer" 2>&1)
+tok_rc=$?
+printf '%s\n' "$tok" >> "$LOG"
+case "$tok_rc" in 0|3) ;; *) data_status=failed ;; esac
+tier data "$data_status" $(( $(now) - start )) \
+  "{\"imagefolder_summary\": ${folder:-null}, \"tokenizer_rc\": $tok_rc, \"tokenizer\": \"$(json_string "$tok")\"}" \
+  "imagefolder ResNet-18 on the GPU, 2 epochs over 161 files (one corrupt, replaced once an epoch): \`${folder:-no summary}\`
+
+tokenize_text against transformers' BertTokenizer (exit $tok_rc; 3: no transformers):
+\`\`\`
+$tok
+\`\`\`"
 
 # ------------------------------------------------------------ BERT interop
 # Where the machine's Python has transformers: a bert-tiny file saved by

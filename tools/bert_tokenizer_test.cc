@@ -1,0 +1,75 @@
+// BERT's uncased tokenizer on tokenizations worked out by hand from
+// Hugging Face's BasicTokenizer and WordpieceTokenizer rules, against a
+// small vocabulary made here.
+#include "tools/bert_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+namespace ddp {
+namespace {
+
+using Tokens = std::vector<std::string>;
+
+BertTokenizer Make(bool lower_case = true) {
+  const Tokens vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "un", "##aff", "##able",
+                        ",",     "!",     "the",   "caf",   "##e",    "i",     "—",     "$",  "你",    "好",
+                        "##s",   "run",   "##ning", "a",    "σοφος",  "ς",     "'",     "don", "t",    "ü"};
+  return BertTokenizer::FromTokens(vocab, lower_case).value();
+}
+
+TEST(BertTokenizerTest, BasicTokenizerCleansLowersStripsAccentsAndSplitsPunctuation) {
+  const BertTokenizer t = Make();
+  EXPECT_EQ(t.BasicTokens("Hello, World!"), (Tokens{"hello", ",", "world", "!"}));
+  // Whitespace of every kind (tab, no-break space U+00A0, ideographic space
+  // U+3000), control characters (BEL, a zero-width joiner U+200D is Cf)
+  // dropped, NUL and U+FFFD dropped.
+  EXPECT_EQ(t.BasicTokens("  \tHELLO\xc2\xa0wor\x07ld\xe3\x80\x80" "a\xe2\x80\x8d" "b\xef\xbf\xbd" "c"),
+            (Tokens{"hello", "world", "abc"}));
+  // Accents: café (precomposed é, or e + combining acute) -> cafe.
+  EXPECT_EQ(t.BasicTokens("Caf\xc3\xa9 CAFE\xcc\x81"), (Tokens{"cafe", "cafe"}));
+  // İ lower-cases to i + a combining dot, which accent stripping removes.
+  EXPECT_EQ(t.BasicTokens("\xc4\xb0"), (Tokens{"i"}));
+  // ASCII symbols are punctuation ($, ^ are not P* in Unicode), as are
+  // Unicode's dashes and quotes; letters and digits stay together.
+  EXPECT_EQ(t.BasicTokens("cost:$5^2 a\xe2\x80\x94" "b \xe2\x80\x9cq\xe2\x80\x9d"),
+            (Tokens{"cost", ":", "$", "5", "^", "2", "a", "\xe2\x80\x94", "b", "\xe2\x80\x9c", "q", "\xe2\x80\x9d"}));
+  // CJK ideographs stand alone; kana do not.
+  EXPECT_EQ(t.BasicTokens("ab\xe4\xbd\xa0\xe5\xa5\xbd" "cd \xe3\x81\x82\xe3\x81\x84"),
+            (Tokens{"ab", "\xe4\xbd\xa0", "\xe5\xa5\xbd", "cd", "\xe3\x81\x82\xe3\x81\x84"}));
+  // A final capital sigma lower-cases to ς (ΣΟΦΟΣ -> σοφος), and the
+  // special tokens are never split or lower-cased.
+  EXPECT_EQ(t.BasicTokens("\xce\xa3\xce\x9f\xce\xa6\xce\x9f\xce\xa3 [MASK] [mask]"),
+            (Tokens{"\xcf\x83\xce\xbf\xcf\x86\xce\xbf\xcf\x82", "[MASK]", "[", "mask", "]"}));
+  // Cased: no lower-casing, no accent stripping.
+  EXPECT_EQ(Make(false).BasicTokens("Caf\xc3\xa9!"), (Tokens{"Caf\xc3\xa9", "!"}));
+}
+
+TEST(BertTokenizerTest, WordPieceIsGreedyLongestMatchFirst) {
+  const BertTokenizer t = Make();
+  EXPECT_EQ(t.Tokenize("unaffable"), (Tokens{"un", "##aff", "##able"}));
+  EXPECT_EQ(t.Tokenize("Running runs"), (Tokens{"run", "##ning", "run", "##s"}));
+  EXPECT_EQ(t.Tokenize("Caf\xc3\xa9 don't"), (Tokens{"caf", "##e", "don", "'", "t"}));
+  // A word the vocabulary cannot cover whole is one [UNK], not pieces.
+  EXPECT_EQ(t.Tokenize("unaffablex hello"), (Tokens{"[UNK]", "hello"}));
+  EXPECT_EQ(t.Tokenize(std::string(101, 'a')), (Tokens{"[UNK]"}));  // longer than 100 characters
+  EXPECT_EQ(t.Tokenize("\xe4\xbd\xa0\xe5\xa5\xbd\xe5\x90\x97"), (Tokens{"\xe4\xbd\xa0", "\xe5\xa5\xbd", "[UNK]"}));
+  // Ids are the vocabulary's lines.
+  EXPECT_EQ(t.Encode("Hello, world! [SEP]"), (std::vector<uint32_t>{5, 10, 6, 11, 3}));
+  EXPECT_EQ(t.special().pad, 0u);
+  EXPECT_EQ(t.special().cls, 2u);
+  EXPECT_EQ(t.special().sep, 3u);
+  EXPECT_EQ(t.special().mask, 4u);
+  EXPECT_EQ(t.unk(), 1u);
+  EXPECT_EQ(t.vocab_size(), 30u);
+}
+
+TEST(BertTokenizerTest, AVocabularyWithoutTheSpecialTokensIsRefused) {
+  const StatusOr<BertTokenizer> t = BertTokenizer::FromTokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(), "the vocabulary has no [MASK] token");
+  EXPECT_EQ(BertTokenizer::FromVocabFile("/nonexistent/vocab.txt").status().message(),
+            "--vocab /nonexistent/vocab.txt: cannot open");
+}
+
+}  // namespace
+}  // namespace ddp
