@@ -85,7 +85,8 @@ expect_error "--config $tmp/bad.cfg: line 1" --config "$tmp/bad.cfg"
 expect_error "--data $tmp/none.safetensors: cannot open" "${small[@]}" --data "tensors:$tmp/none.safetensors"
 head -c 100 "$tmp/train.safetensors" > "$tmp/truncated.safetensors"
 expect_error "$tmp/truncated.safetensors: malformed safetensors file" "${small[@]}" --data "tensors:$tmp/truncated.safetensors"
-expect_error "--data 'imagenet' is not synthetic or tensors:FILE" --data imagenet
+expect_error "--data 'imagenet' is not synthetic, tensors:FILE or imagefolder:DIR" --data imagenet
+expect_error "--data 'tokens:x.tokens': tokens:PATH is for BERT models, not image models" --data tokens:x.tokens
 expect_error "outside [0, 5) for --num-classes 5" "${small[@]}" --num-classes 5 --data "tensors:$tmp/train.safetensors"
 expect_error "fewer than one global batch of 32" "${small[@]}" --batch-size 32 --data "tensors:$tmp/train.safetensors"
 /usr/bin/python3 - "$tmp/f32labels.safetensors" <<'PY'
