@@ -6,7 +6,8 @@
 #   named once and counted once per epoch in the metrics;
 # - 2 ranks under mpirun equal 1 rank with 2 accumulated micro-batches, bit
 #   for bit (random crops and flips keyed by sample, not rank; corrupt
-#   files replaced alike), with 1 and 3 loader threads;
+#   files replaced alike), with 1 and 3 loader threads; a run killed while
+#   writing a checkpoint resumes with the same sample stream, bit for bit;
 # - a loader slowed on purpose (a test hook) gets the input-wait warning,
 #   and one slowed less than the step is hidden by prefetching;
 # - a missing directory, an empty class folder, a folder of non-images and
@@ -69,6 +70,21 @@ equivalence 3
 a=$(grep -o '"replaced_samples":[0-9]*' "$tmp/np1_1.jsonl" | tail -1)
 b=$(grep -o '"replaced_samples":[0-9]*' "$tmp/np2_1.jsonl" | tail -1)
 [ "$a" = "$b" ] || fail "replaced counts differ: $a vs $b"
+
+# Resumable: a run killed while writing the checkpoint of step 4 resumes
+# from step 2's with the sample stream (crops, flips, replacements) of the
+# run never stopped, bit for bit.
+run=(--batch-size 4 --steps 4 --lr 0.02 --zero-init-residual --loader-threads 2 --accumulation-steps 2)
+DDP_TEST_CHECKPOINT_CRASH=files:0:4 "$bin" "${common[@]}" "${run[@]}" --checkpoint-dir "$tmp/ckpt" \
+  --checkpoint-every 2 --metrics-file "$tmp/resumed.jsonl" > "$tmp/crashed.log" 2>&1 &&
+  { cat "$tmp/crashed.log"; fail "the crash hook did not fire"; }
+"$bin" "${common[@]}" "${run[@]}" --checkpoint-dir "$tmp/ckpt" --checkpoint-every 2 --resume \
+  --metrics-file "$tmp/resumed.jsonl" --save-weights "$tmp/resumed.safetensors" > "$tmp/resumed.log" 2>&1 ||
+  { cat "$tmp/resumed.log"; fail "resumed run"; }
+grep -q "continuing from .* at step 2" "$tmp/resumed.log" || { cat "$tmp/resumed.log"; fail "did not resume at step 2"; }
+echo "resumed at step 2 vs never stopped:"
+/usr/bin/python3 tests/compare_losses.py "$tmp/np1_1.jsonl" "$tmp/resumed.jsonl" --rtol 0 || fail "resumed losses differ"
+tools/compare_weights "$tmp/np1_1.safetensors" "$tmp/resumed.safetensors" --rtol 0 || fail "resumed weights differ"
 
 # A loader slower than the step warns; one faster is hidden by prefetching.
 DDP_TEST_SLOW_LOADER_MS=600 "$bin" "${common[@]}" --batch-size 8 --steps 8 > "$tmp/slow.log" 2>&1 ||
