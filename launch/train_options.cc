@@ -76,6 +76,7 @@ DEFINE_bool(zero_init_residual, false, "start each residual block's last BN at z
 DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters and buffers to start from");
 DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
 DEFINE_string(metrics_file, "", "JSON lines: one record per step, then a summary");
+DEFINE_string(tensorboard_dir, "", "rank 0 writes each step's scalars there as a TensorBoard event file");
 DEFINE_string(checkpoint_dir, "",
               "directory of checkpoints (step_NNNNNNNN/ each, and a 'latest' file); shared by every rank");
 DEFINE_int64(checkpoint_every, 0, "write a checkpoint every N optimizer steps (0: never)");
@@ -323,6 +324,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.load_weights = FLAGS_load_weights;
   o.save_weights = FLAGS_save_weights;
   o.metrics_file = FLAGS_metrics_file;
+  o.tensorboard_dir = FLAGS_tensorboard_dir;
   if (FLAGS_checkpoint_every < 0) {
     return InvalidArgument("--checkpoint-every must be 0 (never) or positive, got " +
                            std::to_string(FLAGS_checkpoint_every));

@@ -70,6 +70,7 @@ struct TrainOptions {
   bool zero_init_residual = false;
 
   std::string load_weights, save_weights, metrics_file;
+  std::string tensorboard_dir;  // rank 0's TensorBoard event file goes there
   // Checkpoints (launch/checkpointer.h): where, how often (optimizer
   // steps; 0 never), how many complete ones to keep (0 all), and whether to
   // continue from the newest.

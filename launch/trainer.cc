@@ -113,6 +113,17 @@ Status CheckWritable(const std::string& flag, const std::string& path) {
   return Status::Ok();
 }
 
+// A metrics record's numbers as TensorBoard scalars: "train/loss", ...,
+// "eval/accuracy".
+std::vector<std::pair<std::string, double>> TensorBoardScalars(const nlohmann::ordered_json& record) {
+  std::vector<std::pair<std::string, double>> scalars;
+  for (const auto& [key, value] : record.items()) {
+    if (key == "step" || !value.is_number()) continue;
+    scalars.emplace_back(key == "eval_accuracy" ? "eval/accuracy" : "train/" + key, value.get<double>());
+  }
+  return scalars;
+}
+
 // DDP_TEST_SLOW_LOADER_MS: a source whose batches take longer to load.
 class SlowedSource : public BatchSource {
  public:
@@ -139,6 +150,8 @@ Status Trainer::Setup() {
   if (is_root()) {
     RETURN_IF_ERROR(CheckWritable("--save-weights", options_.save_weights));
     RETURN_IF_ERROR(CheckWritable("--metrics-file", options_.metrics_file));
+    // Created now: a path that cannot be written fails before training.
+    if (!options_.tensorboard_dir.empty()) RETURN_IF_ERROR(tensorboard_.Open(options_.tensorboard_dir));
   }
   // Decode threads: on a CPU rank one, beside --threads compute threads (a
   // loader that keeps ahead is mostly idle); on a GPU rank the node's cores
@@ -1098,6 +1111,8 @@ StatusOr<TrainResult> Trainer::Run() {
       std::fflush(stdout);
       const Status written = metrics_.Write(record);
       if (local.ok()) local = written;
+      const Status plotted = tensorboard_.AddScalars(step + 1, TensorBoardScalars(record));
+      if (local.ok()) local = plotted;
       // Input that keeps the step waiting: said once, over the timed steps
       // (five at least, or the whole run).
       if (!warned_input && timed_count > 0 && (timed_count >= 5 || step + 1 == total_steps_) &&
@@ -1201,6 +1216,12 @@ StatusOr<TrainResult> Trainer::Run() {
                        {"reserved_bytes", memory->reserved_bytes()},
                        {"peak_resident_bytes", PeakResidentBytes()}};
   RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));
+  {
+    std::vector<std::pair<std::string, double>> scalars = {{"summary/samples_per_s", result.samples_per_s}};
+    if (has_eval && !preempted) scalars.emplace_back("eval/accuracy", result.eval_accuracy);
+    for (const auto& [key, value] : summary["memory"].items()) scalars.emplace_back("memory/" + key, value.get<double>());
+    RETURN_IF_ERROR(tensorboard_.AddScalars(end_step, scalars));
+  }
   std::printf("summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f %s/s (excluding %lld warm-up steps)",
               options_.model.c_str(), ranks_.world_size, ranks_.world_size == 1 ? "" : "s",
               static_cast<long long>(end_step), result.final_loss, result.samples_per_s,

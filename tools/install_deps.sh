@@ -20,6 +20,7 @@ packages=(
   zlib1g-dev                                        # checkpoint checksums (CRC-32)
   libjpeg62-turbo-dev libpng-dev                    # imagefolder:DIR decoding
   libicu-dev                                        # tools/tokenize_text (BERT's tokenizer)
+  python3-crc32c                                    # the tests' independent TensorBoard reader
   libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
 )
 for arg in "$@"; do
