@@ -17,87 +17,8 @@ tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-skip() {  # a JUnit record Bazel keeps, so the summary counts a skip, not a pass
-  if [ "${DDP_REQUIRE_SLURM:-0}" = 1 ]; then echo "FAIL: $* (DDP_REQUIRE_SLURM=1)"; exit 1; fi
-  echo "SKIPPED: $*"
-  if [ -n "${XML_OUTPUT_FILE:-}" ]; then
-    cat > "$XML_OUTPUT_FILE" <<XML
-<?xml version="1.0" encoding="UTF-8"?>
-<testsuites><testsuite name="slurm_launch" tests="1" skipped="1">
-<testcase classname="SlurmLaunch" name="SrunMatchesMpirun"><skipped message="$*"/></testcase>
-</testsuite></testsuites>
-XML
-  fi
-  exit 0
-}
-[ "$(id -u)" -eq 0 ] || skip "slurmd must run as root"
-for tool in slurmctld slurmd srun sinfo; do
-  command -v "$tool" >/dev/null || skip "$tool not installed"
-done
-
-host=$(hostname -s)
-# Slurm resolves the host's name, with AI_ADDRCONFIG: a network namespace
-# with only loopback has no address that counts (.ci/run adds one).
-getent ahostsv4 "$host" >/dev/null || skip "host name $host does not resolve to an IPv4 address"
-
-# Two free TCP ports on loopback for slurmctld and slurmd.
-read -r ctld_port slurmd_port < <(/usr/bin/python3 -c '
-import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')
-
-# Slurm's step daemon puts Unix sockets in its spool directory, whose path
-# must stay under 108 bytes: Bazel's TEST_TMPDIR is too deep.
-dir=$(mktemp -d /tmp/ddp-slurm.XXXXXX) || exit 1
-mkdir -p "$dir/state" "$dir/spool" "$dir/log"
-export SLURM_CONF="$dir/slurm.conf"
-cat > "$SLURM_CONF" <<CONF
-ClusterName=ddptest
-SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-AuthType=auth/none
-CredType=cred/none
-SlurmUser=root
-SlurmdUser=root
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
-SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
-SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
-NodeName=ddpnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
-PartitionName=test Nodes=ddpnode Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-CONF
-
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-slurmctld -D -c -i -f "$SLURM_CONF" > "$dir/log/slurmctld.out" 2>&1 & pids+=($!)
-slurmd -D -N ddpnode -f "$SLURM_CONF" > "$dir/log/slurmd.out" 2>&1 & pids+=($!)
-ready=0
-for _ in $(seq 1 30); do
-  if timeout 5 sinfo -h -N -o '%T' 2>/dev/null | grep -qE '^(idle|mixed)'; then ready=1; break; fi
-  sleep 1
-done
-if [ "$ready" -ne 1 ]; then
-  echo "FAIL: Slurm did not come up within 30 s; its logs:"; tail -n 20 "$dir"/log/*.log
-  exit 1
-fi
-echo "slurm up: $(sinfo -h -N -o '%N %T %c')"
-srun --mpi=list 2>&1 | grep -q pmix || { srun --mpi=list; echo "FAIL: this Slurm has no pmix plugin"; exit 1; }
+slurm_suite=SlurmLaunch slurm_case=SrunMatchesMpirun
+. tests/slurm_cluster.sh
 
 tools/make_image_dataset --out "$tmp/data.safetensors" --samples 32 --image-size 32 --num-classes 10 || exit 1
 common=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --steps 2
@@ -112,7 +33,7 @@ if ! timeout 300 mpirun -np 2 --oversubscribe --bind-to none "$bin" "${common[@]
 fi
 if ! timeout 300 srun --mpi=pmix -n 2 --overcommit "$bin" "${common[@]}" \
     --metrics-file "$tmp/srun.jsonl" --save-weights "$tmp/srun.safetensors" > "$tmp/srun.log" 2>&1; then
-  cat "$tmp/srun.log"; tail -n 20 "$dir"/log/*.log; fail "srun --mpi=pmix -n 2 failed"
+  cat "$tmp/srun.log"; tail -n 20 "$slurm_dir"/log/*.log; fail "srun --mpi=pmix -n 2 failed"
 fi
 cat "$tmp/srun.log"
 grep -q "2 ranks x $threads threads" "$tmp/srun.log" || fail "srun job did not report 2 ranks x $threads threads"

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# tools/ddp_sbatch: its usage errors (no `--`, --nodes 0, an unknown
+# option, a flag it owns) are one line and exit 2; the printed script holds
+# the srun line, one task per GPU, the USR1 signal, requeue and resume, and
+# the NCCL_*/OMPI_MCA_* variables set. On a real single-node Slurm (as the
+# srun test starts it): a submitted 2-rank ResNet-18 job completes with
+# exit 0:0 and the metrics it wrote; a job sent USR1 mid-run (as Slurm does
+# before its time limit) checkpoints, exits 75, is requeued, resumes and
+# completes, its metrics holding each step once.
+set -u
+bin=launch/ddp_train
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+sbatch_tool=tools/ddp_sbatch
+
+usage_error() {  # usage_error PATTERN ARGS...
+  local pattern="$1"; shift
+  local out rc
+  out=$(bash "$sbatch_tool" "$@" 2>&1); rc=$?
+  if [ "$rc" -ne 2 ] || [ "$(printf '%s\n' "$out" | grep -c .)" -ne 1 ] || ! printf '%s\n' "$out" | grep -qF -- "$pattern"; then
+    fail "ddp_sbatch $*: expected exit 2 and one line with '$pattern', got exit $rc:"; printf '%s\n' "$out"
+  fi
+}
+usage_error "'--' must separate ddp_sbatch's options from ddp_train's flags" --nodes 1 --ntasks-per-node 2
+usage_error "--nodes must be a positive integer, got '0'" --nodes 0 --ntasks-per-node 2 -- --steps 1
+usage_error "unknown option '--gpus'" --nodes 1 --ntasks-per-node 2 --gpus 2 -- --steps 1
+usage_error "--ntasks-per-node is required" --nodes 1 -- --steps 1
+usage_error "leave --metrics-file to ddp_sbatch" --nodes 1 --ntasks-per-node 2 -- --metrics-file m.jsonl
+
+script=$(NCCL_IB_DISABLE=1 OMPI_MCA_btl=self,vader bash "$sbatch_tool" --nodes 2 --ntasks-per-node 4 --gpus-per-node 4 \
+         --time 2:00:00 --partition gpu --output-dir "$tmp/printed" -- --model resnet50 --lr 0.1)
+for want in "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --gpus-per-node=4" "#SBATCH --time=2:00:00" \
+            "#SBATCH --partition=gpu" "#SBATCH --signal=USR1@120" "#SBATCH --requeue" "export NCCL_IB_DISABLE=1" \
+            "export OMPI_MCA_btl=self\\,vader" "srun --mpi=pmix --kill-on-bad-exit=1 " " --model resnet50 --lr 0.1 " \
+            '--checkpoint-dir "$run/checkpoints" --resume' 'scontrol requeue "$SLURM_JOB_ID"'; do
+  printf '%s\n' "$script" | grep -qF -- "$want" || { printf '%s\n' "$script"; fail "the script lacks '$want'"; }
+done
+
+slurm_suite=DdpSbatch slurm_case=SubmittedJobsTrainAndRequeue
+. tests/slurm_cluster.sh
+
+# wait_job ID SECONDS: until the job has left the queue; prints its state.
+wait_job() {
+  local state
+  for _ in $(seq 1 "$2"); do
+    state=$(scontrol show job "$1" -o 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) echo "$state"; return ;; esac
+    sleep 1
+  done
+  echo "still ${state:-unknown} after $2 s"
+}
+
+tools/make_image_dataset --out "$tmp/data.safetensors" --samples 64 --image-size 32 --num-classes 10 >/dev/null || exit 1
+train=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --batch-size 4
+       --threads 1 --lr 0.02)
+job=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/jobs" --ddp-train "$PWD/$bin" --submit \
+      -- "${train[@]}" --steps 3) || fail "submission"
+echo "submitted job $job"
+state=$(wait_job "$job" 120)
+info=$(scontrol show job "$job" -o)
+[ "$state" = COMPLETED ] && printf '%s\n' "$info" | grep -q 'ExitCode=0:0' ||
+  { printf '%s\n' "$info"; cat "$tmp/jobs/"*"-$job.out"; fail "job $job: $state"; }
+/usr/bin/python3 - "$tmp/jobs/$job/metrics.jsonl" <<'PY' || fail "job $job's metrics"
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1])]
+s = records[-1]["summary"]
+assert s["world_size"] == 2 and s["steps"] == 3, s
+assert [r["step"] for r in records[:-1]] == [1, 2, 3]
+print(f"job metrics: {s['world_size']} ranks, {s['steps']} steps, {s['samples_per_s']:.1f} images/s")
+PY
+
+# Preempted: USR1 to the job's tasks once it trains, a checkpoint, exit 75,
+# requeued, resumed, completed.
+job=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/jobs" --ddp-train "$PWD/$bin" --submit \
+      -- "${train[@]}" --steps 150) || fail "submission"
+log="$tmp/jobs/ddp_train-$job.out"
+for _ in $(seq 1 240); do grep -q "^step     5/" "$log" 2>/dev/null && break; sleep 0.25; done
+scancel --signal=USR1 "$job" || fail "scancel --signal=USR1"
+state=$(wait_job "$job" 240)
+info=$(scontrol show job "$job" -o)
+echo "preempted job $job: $state, $(printf '%s\n' "$info" | grep -o 'Restarts=[0-9]*')"
+[ "$state" = COMPLETED ] || { printf '%s\n' "$info"; cat "$log"; fail "preempted job $job ended $state"; }
+grep -q "ddp_sbatch: preempted; requeueing job $job" "$log" || { cat "$log"; fail "no requeue"; }
+grep -q "continuing from .* at step" "$log" || { cat "$log"; fail "the requeued job did not resume"; }
+/usr/bin/python3 - "$tmp/jobs/$job/metrics.jsonl" <<'PY' || fail "job $job's metrics after the requeue"
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1])]
+assert "summary" in records[-1] and records[-1]["summary"]["steps"] == 150, records[-1]
+steps = [r["step"] for r in records[:-1]]
+assert steps == list(range(1, 151)), f"steps {steps[:10]}... ({len(steps)})"
+print("after the requeue: each of 150 steps once, one summary")
+PY
+
+[ "$failures" -eq 0 ] && echo "ddp_sbatch test: all passed" && exit 0
+echo "ddp_sbatch test: $failures failure(s)"
+exit 1
