@@ -77,6 +77,9 @@ DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters an
 DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
 DEFINE_string(metrics_file, "", "JSON lines: one record per step, then a summary");
 DEFINE_string(tensorboard_dir, "", "rank 0 writes each step's scalars there as a TensorBoard event file");
+DEFINE_int64(log_every, 0,
+             "progress lines in a log (not a terminal, where one line is redrawn): every this many steps; 0: about "
+             "every 10 s");
 DEFINE_string(checkpoint_dir, "",
               "directory of checkpoints (step_NNNNNNNN/ each, and a 'latest' file); shared by every rank");
 DEFINE_int64(checkpoint_every, 0, "write a checkpoint every N optimizer steps (0: never)");
@@ -325,6 +328,8 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.save_weights = FLAGS_save_weights;
   o.metrics_file = FLAGS_metrics_file;
   o.tensorboard_dir = FLAGS_tensorboard_dir;
+  if (FLAGS_log_every < 0) return InvalidArgument("--log-every must be non-negative, got " + std::to_string(FLAGS_log_every));
+  o.log_every = FLAGS_log_every;
   if (FLAGS_checkpoint_every < 0) {
     return InvalidArgument("--checkpoint-every must be 0 (never) or positive, got " +
                            std::to_string(FLAGS_checkpoint_every));

@@ -71,6 +71,7 @@ struct TrainOptions {
 
   std::string load_weights, save_weights, metrics_file;
   std::string tensorboard_dir;  // rank 0's TensorBoard event file goes there
+  int64_t log_every = 0;        // progress lines in a log: every N steps; 0: about every 10 s
   // Checkpoints (launch/checkpointer.h): where, how often (optimizer
   // steps; 0 never), how many complete ones to keep (0 all), and whether to
   // continue from the newest.

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <thread>
@@ -122,6 +123,16 @@ std::vector<std::pair<std::string, double>> TensorBoardScalars(const nlohmann::o
     scalars.emplace_back(key == "eval_accuracy" ? "eval/accuracy" : "train/" + key, value.get<double>());
   }
   return scalars;
+}
+
+// Whether progress may redraw one line: stdout is a terminal and no
+// launcher stands between it and the user (mpirun hands its ranks
+// pseudo-terminals even when its own output goes to a file).
+bool StdoutIsATerminal() {
+  for (const char* launched : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_ID"}) {
+    if (std::getenv(launched) != nullptr) return false;
+  }
+  return ::isatty(STDOUT_FILENO) == 1;
 }
 
 // DDP_TEST_SLOW_LOADER_MS: a source whose batches take longer to load.
@@ -877,6 +888,7 @@ Status Trainer::CommitPendingCheckpoint() {
   }
   const int64_t step = checkpointer_->pending_step();
   RETURN_IF_ERROR(checkpointer_->Commit());
+  progress_.EndLine();
   std::printf("checkpoint: step %lld written to %s/%s\n", static_cast<long long>(step),
               options_.checkpoint_dir.c_str(), CheckpointName(step).c_str());
   std::fflush(stdout);
@@ -1020,6 +1032,8 @@ StatusOr<TrainResult> Trainer::Run() {
   TrainResult result;
   Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
   int64_t skipped = 0;  // steps skipped for non-finite gradients (every rank counts the same)
+  progress_ = ProgressPrinter(options_.log_every, StdoutIsATerminal());
+  const double run_start = SteadySeconds();
   for (int64_t step = start_step_; step < total_steps_; ++step) {
     CollectiveWatchdog::SetPhase("step " + std::to_string(step + 1));
     const float lr = static_cast<float>(options_.schedule.At(step));
@@ -1098,17 +1112,30 @@ StatusOr<TrainResult> Trainer::Run() {
       record["eval_accuracy"] = accuracy;
     }
     if (is_root()) {
-      std::printf("step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f %s/s", static_cast<long long>(step + 1),
-                  static_cast<long long>(total_steps_), r.loss, lr, seconds, samples_per_step / seconds,
-                  noun);
-      if (seq_len > 0) std::printf("  %.0f tokens/s", static_cast<double>(samples_per_step * seq_len) / seconds);
-      if (distributed() && !r.graphed) std::printf("  exposed comm %.3f s", r.exposed_comm_seconds);
-      if (r.graphed) std::printf("  cuda graph");
-      if (scaler_->enabled()) std::printf("  loss scale %g", r.loss_scale);
-      if (r.skipped) std::printf("  skipped: non-finite gradients");
-      if (evaluate) std::printf("  eval %s %.4f", eval_label_.c_str(), accuracy);
-      std::printf("\n");
-      std::fflush(stdout);
+      const double now = SteadySeconds();
+      const bool keep = evaluate || r.skipped;
+      if (progress_.Due(step + 1, total_steps_, keep, now)) {
+        // The time left, at this run's pace so far (evaluations and
+        // checkpoints included).
+        const double per_step = (now - run_start) / static_cast<double>(step + 1 - start_step_);
+        char line[512];
+        int at = std::snprintf(line, sizeof(line), "step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f %s/s",
+                               static_cast<long long>(step + 1), static_cast<long long>(total_steps_), r.loss, lr,
+                               seconds, samples_per_step / seconds, noun);
+        auto add = [&](const char* format, auto... values) {
+          at += std::snprintf(line + at, sizeof(line) - static_cast<size_t>(at), format, values...);
+        };
+        if (seq_len > 0) add("  %.0f tokens/s", static_cast<double>(samples_per_step * seq_len) / seconds);
+        if (distributed() && !r.graphed) add("  exposed comm %.3f s", r.exposed_comm_seconds);
+        if (r.graphed) add("  cuda graph");
+        if (scaler_->enabled()) add("  loss scale %g", r.loss_scale);
+        if (r.skipped) add("  skipped: non-finite gradients");
+        if (evaluate) add("  eval %s %.4f", eval_label_.c_str(), accuracy);
+        if (step + 1 < total_steps_) {
+          add("  ETA %s", FormatDuration(per_step * static_cast<double>(total_steps_ - step - 1)).c_str());
+        }
+        progress_.Print(line, keep, now);
+      }
       const Status written = metrics_.Write(record);
       if (local.ok()) local = written;
       const Status plotted = tensorboard_.AddScalars(step + 1, TensorBoardScalars(record));
@@ -1117,6 +1144,7 @@ StatusOr<TrainResult> Trainer::Run() {
       // (five at least, or the whole run).
       if (!warned_input && timed_count > 0 && (timed_count >= 5 || step + 1 == total_steps_) &&
           timed_input_wait > kInputWaitWarnShare * timed_seconds) {
+        progress_.EndLine();
         std::printf("ddp_train: warning: waiting for input took %.1f%% of step time over %lld steps (above %.0f%%): "
                     "the data loader is the bottleneck; raise --loader-threads (now %d) or --prefetch (now %d)\n",
                     100.0 * timed_input_wait / timed_seconds, static_cast<long long>(timed_count),
@@ -1127,6 +1155,7 @@ StatusOr<TrainResult> Trainer::Run() {
     }
     if (stop) break;
   }
+  progress_.EndLine();
   // A metrics write that failed after the last step (rank 0 only): decided
   // together, so no rank goes on alone into evaluation's collectives.
   if (distributed()) {

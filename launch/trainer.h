@@ -18,6 +18,7 @@
 #include "runtime/data/sampler.h"
 #include "runtime/execution_context.h"
 #include "runtime/metrics.h"
+#include "launch/progress.h"
 #include "runtime/tensorboard.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
@@ -164,6 +165,7 @@ class Trainer {
   std::vector<Tensor> grads_;
   MetricsWriter metrics_;
   TensorBoardWriter tensorboard_;  // rank 0, with --tensorboard-dir
+  ProgressPrinter progress_{0, false};  // rank 0's step lines
   int64_t total_steps_ = 0;
   Batch batch_;  // a CPU rank's host buffers, or a GPU rank's for data generated on the device
   std::unique_ptr<BatchStager> stager_;  // GPU ranks reading host data

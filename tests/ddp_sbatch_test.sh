@@ -53,7 +53,7 @@ wait_job() {
 
 tools/make_image_dataset --out "$tmp/data.safetensors" --samples 64 --image-size 32 --num-classes 10 >/dev/null || exit 1
 train=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --batch-size 4
-       --threads 1 --lr 0.02)
+       --threads 1 --lr 0.02 --log-every 1)
 job=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/jobs" --ddp-train "$PWD/$bin" --submit \
       -- "${train[@]}" --steps 3) || fail "submission"
 echo "submitted job $job"

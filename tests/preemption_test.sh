@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 tools/make_image_dataset --out "$tmp/eval.safetensors" --samples 16 --first-sample 1000 > /dev/null || exit 1
 common=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --threads 1 --seed 11 --optimizer sgd
         --lr 0.02 --momentum 0.9 --lr-schedule constant --zero-init-residual
-        --eval-data "tensors:$tmp/eval.safetensors" --eval-every 1)
+        --eval-data "tensors:$tmp/eval.safetensors" --eval-every 1 --log-every 1)
 
 # preempt NAME NP HOW: trains (up to 400 steps) until step 3 is printed,
 # signals HOW (mpirun-usr1, ranks-term, one-usr1, self-term), and checks the
