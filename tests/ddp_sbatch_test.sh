@@ -77,6 +77,19 @@ job=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/jobs"
 log="$tmp/jobs/ddp_train-$job.out"
 for _ in $(seq 1 240); do grep -q "^step     5/" "$log" 2>/dev/null && break; sleep 0.25; done
 scancel --signal=USR1 "$job" || fail "scancel --signal=USR1"
+# A requeued job waits a while before it is eligible again (Slurm's way);
+# once the node has finished cleaning up after the first attempt, the test
+# makes it eligible at once.
+for _ in $(seq 1 240); do
+  # (Until the first attempt's step daemons are gone, a new attempt's step
+  # of the same id fails to launch.)
+  if scontrol show job "$job" -o 2>/dev/null | grep -q 'JobState=PENDING' &&
+     [ "$(sinfo -h -N -o '%T' 2>/dev/null)" = idle ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
+    sleep 2
+    scontrol update JobId="$job" StartTime=now 2>/dev/null && break
+  fi
+  sleep 0.5
+done
 state=$(wait_job "$job" 240)
 info=$(scontrol show job "$job" -o)
 echo "preempted job $job: $state, $(printf '%s\n' "$info" | grep -o 'Restarts=[0-9]*')"
