@@ -409,6 +409,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   RETURN_IF_ERROR(rank_step("DDP_TEST_STOP_IN_BACKWARD", &o.stop_in_backward_rank, &o.stop_in_backward_step));
   RETURN_IF_ERROR(rank_step("DDP_TEST_THROW", &o.throw_at_rank, &o.throw_at_step));
   RETURN_IF_ERROR(rank_step("DDP_TEST_BUSY_GPU", &o.busy_gpu_rank, &o.busy_gpu_step));
+  RETURN_IF_ERROR(rank_step("DDP_TEST_SLOW_RANK", &o.slow_rank, &o.slow_rank_ms));  // RANK:MS
   if (const char* slow = std::getenv("DDP_TEST_SLOW_LOADER_MS"); slow != nullptr && *slow != '\0') {
     int used = 0;
     if (std::sscanf(slow, "%d%n", &o.slow_loader_ms, &used) != 1 || slow[used] != '\0' || o.slow_loader_ms < 0) {

@@ -125,6 +125,10 @@ struct TrainOptions {
   // DDP_TEST_SLOW_LOADER_MS "N": every training batch takes N ms longer to
   // load (the input-wait warning's test).
   int slow_loader_ms = 0;
+  // DDP_TEST_SLOW_RANK "RANK:MS": rank RANK sleeps MS ms in each step's
+  // forward (the straggler report's test).
+  int slow_rank = -1;
+  int64_t slow_rank_ms = 0;
 };
 
 // "dynamic", "none" or the static scale: --loss-scale as resolved.

@@ -5,6 +5,7 @@
 
 #include <gflags/gflags.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cmath>
@@ -29,6 +30,9 @@ namespace {
 
 // Input waits above this share of step time get a warning.
 constexpr double kInputWaitWarnShare = 0.05;
+// A rank whose median compute time exceeds the others' by this factor is
+// named a straggler.
+constexpr double kStragglerShare = 1.10;
 
 int DefaultThreads() {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -73,7 +77,12 @@ ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks,
 Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream)
     : options_(options), comm_(comm), ranks_(ranks), ctx_(MakeContext(options, ranks, cuda_stream)) {}
 
-Trainer::~Trainer() { DestroyStepGraph(); }
+Trainer::~Trainer() {
+  DestroyStepGraph();
+  for (void* e : compute_events_) {
+    if (e != nullptr) cuda::DestroyEvent(e);
+  }
+}
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, Communicator* comm,
                                                    const RankInfo& ranks, void* cuda_stream) {
@@ -430,6 +439,18 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     ASSIGN_OR_RETURN(const double mean, ReplayMicroBatches(step));
     loss_sum = mean * static_cast<double>(k);
   }
+  // Compute time: forward and backward until the last gradient is ready,
+  // input and in-loop collective waits aside; on a GPU between events on
+  // the compute stream (host clocks would time the launches).
+  const double compute_start = SteadySeconds();
+  double in_loop_waits = 0.0;
+  const bool gpu_timing = on_gpu() && !result.graphed;
+  if (gpu_timing) {
+    if (compute_events_[0] == nullptr) {
+      for (void*& e : compute_events_) e = cuda::CreateTimingEvent();
+    }
+    cuda::RecordEvent(compute_events_[0], ctx_.cuda_stream());
+  }
   for (int64_t micro = 0; micro < k && !result.graphed; ++micro) {
     // Micro-batch losses are means; the step's gradient is their mean over
     // micro-batches and ranks. Dividing the loss gradient by K x world here
@@ -453,6 +474,9 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
         ctx_.device().is_cuda()) {
       cuda::BusyStream(ctx_.cuda_stream(), options_.comm_timeout_s + 4.0);  // DDP_TEST_BUSY_GPU
     }
+    if (ranks_.rank == options_.slow_rank && micro == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(options_.slow_rank_ms));  // DDP_TEST_SLOW_RANK
+    }
     if (step + 1 == options_.throw_at_step && ranks_.rank == options_.throw_at_rank && micro == 0) {
       throw std::runtime_error("rank " + std::to_string(ranks_.rank) + " cannot read sample " +
                                std::to_string(batch.first_sample) + ": it is corrupt (DDP_TEST_THROW)");
@@ -462,8 +486,13 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     if (reduce_each_micro_batch && micro < k - 1) {
       ASSIGN_OR_RETURN(const ReduceStats stats, zero_->Wait());
       result.exposed_comm_seconds += stats.exposed_seconds;
+      in_loop_waits += stats.exposed_seconds;
     }
   }
+  if (gpu_timing) cuda::RecordEvent(compute_events_[1], ctx_.cuda_stream());
+  result.compute_seconds = result.graphed && on_gpu()
+                               ? -1.0  // a replayed graph: no events inside it
+                               : SteadySeconds() - compute_start - input_wait_seconds_ - in_loop_waits;
   result.loss = loss_sum / static_cast<double>(k);
   result.loss_scale = scaler_->scale();
   result.input_wait_seconds = input_wait_seconds_;
@@ -519,7 +548,9 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
          written && write_status.ok() ? 1.0 : 0.0, write_status.ok() ? 0.0 : 1.0, PreemptionSignal() != 0 ? 1.0 : 0.0,
          result.input_wait_seconds, static_cast<double>(result.replaced_samples)},
         {9});
+    const double shared_start = SteadySeconds();
     RETURN_IF_ERROR(comm_->AllReduce(shared, ReduceOp::kSum)->Wait());
+    result.comm_wait_seconds = stats.exposed_seconds + in_loop_waits + (SteadySeconds() - shared_start);
     if (!step_status.ok()) return step_status;
     if (shared.data<double>()[1] > 0.0) return FailedPrecondition("another rank failed; stopping");
     if (!write_status.ok()) return write_status;
@@ -553,6 +584,9 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
                               "'; stopping before the optimizer step touches the weights (look for NaN or Inf in "
                               "the data, or lower --lr)");
   }
+  // The step's reductions waited on the GPU past its backward (with
+  // several ranks), so its events have happened; -1 where not yet.
+  if (gpu_timing) result.compute_seconds = cuda::ElapsedSeconds(compute_events_[0], compute_events_[1]);
   if (!std::isfinite(result.loss)) {
     // Under loss scaling an overflowing forward (fp16) skips the step, as
     // GradScaler does; every rank sees the same all-reduced loss. Without
@@ -895,6 +929,70 @@ Status Trainer::CommitPendingCheckpoint() {
   return Status::Ok();
 }
 
+namespace {
+
+// The median of the known (>= 0) values; -1 without any.
+double MedianOfKnown(std::vector<double> values) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return v < 0.0; }), values.end());
+  if (values.empty()) return -1.0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// min, median and max over ranks of the known values, with the rank of the
+// largest and every rank's value.
+nlohmann::ordered_json Spread(const std::vector<double>& by_rank) {
+  double lo = 0.0, hi = -1.0;
+  int slowest = -1;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (by_rank[r] < 0.0) continue;
+    if (slowest < 0 || by_rank[r] < lo) lo = by_rank[r];
+    if (slowest < 0 || by_rank[r] > hi) hi = by_rank[r], slowest = static_cast<int>(r);
+  }
+  return {{"min", lo}, {"median", MedianOfKnown(by_rank)}, {"max", hi}, {"slowest_rank", slowest},
+          {"by_rank", by_rank}};
+}
+
+}  // namespace
+
+StatusOr<Trainer::RankTimes> Trainer::GatherRankTimes(const std::vector<double>& compute,
+                                                      const std::vector<double>& wait) {
+  Tensor mine = Tensor::FromVector<double>({MedianOfKnown(compute), MedianOfKnown(wait)}, {2});
+  RankTimes times;
+  if (!distributed()) {
+    times.compute = {mine.data<double>()[0]};
+    times.wait = {mine.data<double>()[1]};
+    return times;
+  }
+  Tensor all = Tensor::Empty({2 * ranks_.world_size}, DType::kF64);
+  const CollectiveLabel label("the gather of every rank's step times");
+  RETURN_IF_ERROR(comm_->AllGather(mine, all)->Wait());
+  for (int r = 0; r < ranks_.world_size; ++r) {
+    times.compute.push_back(all.data<double>()[2 * r]);
+    times.wait.push_back(all.data<double>()[2 * r + 1]);
+  }
+  return times;
+}
+
+void Trainer::ReportStragglers(const RankTimes& times, nlohmann::ordered_json& summary) {
+  summary["compute_s"] = Spread(times.compute);
+  summary["comm_wait_s"] = Spread(times.wait);
+  // A rank whose compute is well above the others' holds every rank back:
+  // the others wait for it in the collectives.
+  for (size_t r = 0; r < times.compute.size() && times.compute.size() > 1; ++r) {
+    std::vector<double> others = times.compute;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(r));
+    const double reference = MedianOfKnown(others), mine = times.compute[r];
+    if (reference <= 0.0 || mine <= kStragglerShare * reference) continue;
+    std::printf("ddp_train: warning: rank %zu is a straggler: its median compute time, %.3f s a step, is %.0f%% "
+                "above the other ranks' %.3f s, and in synchronous data parallelism every rank waits for it (look "
+                "at that GPU's clocks, temperature and PCIe link, or at its node's load)\n",
+                r, mine, 100.0 * (mine / reference - 1.0), reference);
+  }
+  std::fflush(stdout);
+}
+
 std::string Trainer::FirstNonFiniteGradient() {
   if (zero_) {
     for (const OptimizerSlot& slot : zero_->OptimizerSlots([](const Parameter&) { return 0.0f; })) {
@@ -1023,6 +1121,7 @@ StatusOr<TrainResult> Trainer::Run() {
   int64_t timed_tokens = 0;  // token data: non-padding tokens of the timed steps
   int64_t timed_count = 0, replaced_samples = 0;
   bool warned_input = false;
+  std::vector<double> compute_times, wait_times;  // this rank's, per timed step
   // Everything allocated from here on is per-step working memory
   // (activations, their gradients, transient buffers).
   Allocator* memory = GetAllocator(ctx_.device());  // the rank's device: host or GPU
@@ -1046,6 +1145,8 @@ StatusOr<TrainResult> Trainer::Run() {
       timed_tokens += r.tokens;
       timed_input_wait += r.input_wait_seconds;
       ++timed_count;
+      if (r.compute_seconds >= 0.0) compute_times.push_back(r.compute_seconds);
+      wait_times.push_back(r.comm_wait_seconds);
     }
     replaced_samples += r.replaced_samples;
     result.final_loss = r.loss;
@@ -1168,6 +1269,7 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   // The last checkpoint's write, waited for and committed.
   if (checkpointer_ && checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
+  ASSIGN_OR_RETURN(const RankTimes rank_times, GatherRankTimes(compute_times, wait_times));
   // The last update, before eval and saving; after 16-bit gathers the f32
   // master weights too, so every rank holds all of them.
   if (zero_) RETURN_IF_ERROR(zero_->GatherMasterWeights());
@@ -1225,6 +1327,7 @@ StatusOr<TrainResult> Trainer::Run() {
     summary["skipped_steps"] = skipped;
   }
   if (preempted) summary["preempted_at_step"] = end_step;
+  ReportStragglers(rank_times, summary);
   summary["input_wait_s"] = timed_input_wait / timed_steps;  // per timed step, the mean over ranks
   summary["input_wait_share"] = timed_seconds > 0.0 ? timed_input_wait / timed_seconds : 0.0;
   summary["loader_threads"] = options_.loader_threads;
@@ -1260,6 +1363,11 @@ StatusOr<TrainResult> Trainer::Run() {
                 static_cast<double>(timed_tokens) / timed_seconds);
   }
   if (distributed() && !options_.cuda_graphs) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
+  if (distributed() && summary["compute_s"]["max"].get<double>() >= 0.0) {
+    std::printf("  compute %.3f/%.3f/%.3f s/step (min/median/max over ranks)",
+                summary["compute_s"]["min"].get<double>(), summary["compute_s"]["median"].get<double>(),
+                summary["compute_s"]["max"].get<double>());
+  }
   if (options_.cuda_graphs) std::printf("  cuda graph captures %lld", static_cast<long long>(graph_captures_));
   if (has_eval && !preempted) {
     std::printf("  eval %s %.4f", eval_label_.c_str(), result.eval_accuracy);

@@ -102,6 +102,10 @@ class Trainer {
     bool graphed = false;     // replayed from a CUDA graph: no per-bucket timings
     int64_t tokens = 0;       // token data: non-padding tokens of the step, every rank's
     double input_wait_seconds = 0.0;  // waiting for input, the mean over ranks
+    // This rank's: forward and backward until its last gradient was ready
+    // (-1: unknown, a replayed graph), and the time it waited in the step's
+    // collectives (the gradient reduction's wait and the shared all-reduce).
+    double compute_seconds = -1.0, comm_wait_seconds = 0.0;
     int64_t replaced_samples = 0;     // files that would not decode, replaced: every rank's
     double exposed_comm_seconds = 0.0;
     std::vector<BucketTiming> buckets;  // per bucket: launch, finish, wait
@@ -118,6 +122,15 @@ class Trainer {
   // The name of the first parameter (piece, under ZeRO) of this rank whose
   // gradient holds a NaN or Inf.
   std::string FirstNonFiniteGradient();
+  // Each rank's median compute time and collective wait over the timed
+  // steps (-1: unknown), every rank's in rank order (a collective); and
+  // rank 0's report of them: their spread in the summary, and a warning
+  // naming a straggler.
+  struct RankTimes {
+    std::vector<double> compute, wait;
+  };
+  StatusOr<RankTimes> GatherRankTimes(const std::vector<double>& compute, const std::vector<double>& wait);
+  void ReportStragglers(const RankTimes& times, nlohmann::ordered_json& summary);
   // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and
   // optimizer state, and its loss scale, printed after each step.
   void PrintStateDigest(int64_t step);
@@ -173,6 +186,7 @@ class Trainer {
   // This step's so far: time spent waiting for input, and samples whose
   // file would not decode (replaced).
   double input_wait_seconds_ = 0.0;
+  void* compute_events_[2] = {nullptr, nullptr};  // GPU: a step's compute, from start to its last gradient
   int64_t replaced_samples_ = 0;
   // --cuda-graphs: after kGraphWarmupSteps eager steps (algorithm search,
   // the bucket-order check, lazily sized buffers), the executable graph of a

@@ -38,6 +38,8 @@ void WaitForEvent(void*) { NoCuda("cuda::WaitForEvent"); }
 void SetCurrentStream(int, void*) { NoCuda("cuda::SetCurrentStream"); }
 void* CurrentStream(int) { NoCuda("cuda::CurrentStream"); }
 void* CreateEvent() { NoCuda("cuda::CreateEvent"); }
+void* CreateTimingEvent() { NoCuda("cuda::CreateTimingEvent"); }
+double ElapsedSeconds(void*, void*) { NoCuda("cuda::ElapsedSeconds"); }
 void DestroyEvent(void*) { NoCuda("cuda::DestroyEvent"); }
 void RecordEvent(void*, void*) { NoCuda("cuda::RecordEvent"); }
 void StreamWaitEvent(void*, void*) { NoCuda("cuda::StreamWaitEvent"); }

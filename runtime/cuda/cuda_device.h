@@ -64,6 +64,10 @@ void* CurrentStream(int device);
 
 // Events without timing, for ordering streams and polling completion.
 void* CreateEvent();
+// An event that records when it happened on the GPU, and the seconds
+// between two that have (-1 while either has not).
+void* CreateTimingEvent();
+double ElapsedSeconds(void* start, void* end);
 // Polls `event` (through the watchdog) until it has happened.
 void WaitForEvent(void* event);
 void DestroyEvent(void* event);

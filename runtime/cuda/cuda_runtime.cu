@@ -492,6 +492,20 @@ void* CreateEvent() {
   return event;
 }
 
+void* CreateTimingEvent() {
+  cudaEvent_t event = nullptr;
+  Check(cudaEventCreate(&event), "cudaEventCreate", __FILE__, __LINE__);
+  return event;
+}
+
+double ElapsedSeconds(void* start, void* end) {
+  if (!EventDone(start) || !EventDone(end)) return -1.0;
+  float ms = 0.0f;
+  Check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)),
+        "cudaEventElapsedTime", __FILE__, __LINE__);
+  return ms / 1000.0;
+}
+
 void DestroyEvent(void* event) {
   Check(cudaEventDestroy(static_cast<cudaEvent_t>(event)), "cudaEventDestroy", __FILE__, __LINE__);
 }
