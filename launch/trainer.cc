@@ -33,6 +33,8 @@ constexpr double kInputWaitWarnShare = 0.05;
 // A rank whose median compute time exceeds the others' by this factor is
 // named a straggler.
 constexpr double kStragglerShare = 1.10;
+// GPU clocks, temperature, power and throttling: sampled this often.
+constexpr double kHealthIntervalSeconds = 5.0;
 
 int DefaultThreads() {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -166,6 +168,50 @@ class SlowedSource : public BatchSource {
 
 }  // namespace
 
+void Trainer::StartGpuHealth() {
+  const int gpu = ctx_.device().index;
+  const std::string name = "GPU " + std::to_string(gpu);
+  const std::string prefix =
+      ranks_.world_size > 1 ? "ddp_train: rank " + std::to_string(ranks_.rank) + ": " : std::string("ddp_train: ");
+  const char* root = std::getenv("DDP_SYSFS_ROOT");  // tests: a fake tree
+  const std::string sysfs = root != nullptr ? root : "/sys";
+  const std::string address = cuda::PciAddress(gpu);
+  const StatusOr<PcieLink> link = ReadPcieLink(sysfs, address);
+  std::string line = prefix + name + " (" + cuda::DeviceDescription(gpu) + ", " + address + "): ";
+  if (link.ok()) {
+    line += "PCIe " + DescribeLink(link->speed_gts, link->width) + ", the card's " +
+            DescribeLink(link->max_speed_gts, link->max_width) + " (speed drops while idle)";
+    gpu_summary_["pcie"] = DescribeLink(link->speed_gts, link->width);
+    gpu_summary_["pcie_max"] = DescribeLink(link->max_speed_gts, link->max_width);
+  } else {
+    line += "PCIe link unknown (" + link.status().message() + ")";
+  }
+  std::vector<int> peers, strangers;
+  for (int d = 0; d < cuda::DeviceCount(); ++d) {
+    if (d != gpu) (cuda::CanAccessPeer(gpu, d) ? peers : strangers).push_back(d);
+  }
+  auto list = [](const std::vector<int>& v) {
+    std::string out;
+    for (int d : v) out += (out.empty() ? "" : ", ") + std::to_string(d);
+    return out;
+  };
+  if (!peers.empty()) line += "; peer access to GPU " + list(peers);
+  if (!strangers.empty()) line += "; no peer access to GPU " + list(strangers) + " (NCCL goes through host memory)";
+  gpu_summary_["peer_access"] = peers;
+  std::printf("%s\n", line.c_str());
+  if (link.ok()) {
+    const std::string narrow = LinkWidthWarning(name, *link);
+    if (!narrow.empty()) std::printf("%swarning: %s\n", prefix.c_str(), narrow.c_str());
+  }
+  std::string why;
+  std::unique_ptr<GpuSensor> sensor = OpenNvmlSensor(address, &why);
+  if (!sensor) std::printf("%s%s: clocks, temperature and throttling not sampled: %s\n", prefix.c_str(), name.c_str(), why.c_str());
+  std::fflush(stdout);
+  health_ = std::make_unique<HealthMonitor>(name, prefix, std::move(sensor),
+                                            [sysfs, address] { return ReadPcieLink(sysfs, address); },
+                                            kHealthIntervalSeconds);
+}
+
 Status Trainer::Setup() {
   if (is_root()) {
     RETURN_IF_ERROR(CheckWritable("--save-weights", options_.save_weights));
@@ -181,6 +227,7 @@ Status Trainer::Setup() {
   }
   ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
   if (options_.slow_loader_ms > 0) data_.train = std::make_unique<SlowedSource>(std::move(data_.train), options_.slow_loader_ms);
+  if (on_gpu()) StartGpuHealth();
   if (!options_.checkpoint_dir.empty() && is_root()) {
     // Before any training: a typo in the path costs seconds, not a run.
     RETURN_IF_ERROR(Checkpointer::PrepareDirectory(options_.checkpoint_dir, options_.resume));
@@ -1257,6 +1304,15 @@ StatusOr<TrainResult> Trainer::Run() {
     if (stop) break;
   }
   progress_.EndLine();
+  if (health_) {
+    health_->Stop();
+    const ThrottleTracker& t = health_->tracker();
+    gpu_summary_["samples"] = t.samples();
+    gpu_summary_["throttled_s"] = t.throttled_seconds(health_->stopped_at());
+    gpu_summary_["max_temperature_c"] = t.max_temperature_c();
+    gpu_summary_["min_sm_clock_mhz"] = t.min_sm_clock_mhz();
+    gpu_summary_["max_power_w"] = t.max_power_w();
+  }
   // A metrics write that failed after the last step (rank 0 only): decided
   // together, so no rank goes on alone into evaluation's collectives.
   if (distributed()) {
@@ -1328,6 +1384,7 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   if (preempted) summary["preempted_at_step"] = end_step;
   ReportStragglers(rank_times, summary);
+  if (!gpu_summary_.empty()) summary["gpu_health"] = gpu_summary_;
   summary["input_wait_s"] = timed_input_wait / timed_steps;  // per timed step, the mean over ranks
   summary["input_wait_share"] = timed_seconds > 0.0 ? timed_input_wait / timed_seconds : 0.0;
   summary["loader_threads"] = options_.loader_threads;

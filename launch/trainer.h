@@ -18,6 +18,7 @@
 #include "runtime/data/sampler.h"
 #include "runtime/execution_context.h"
 #include "runtime/metrics.h"
+#include "launch/gpu_health.h"
 #include "launch/progress.h"
 #include "runtime/tensorboard.h"
 #include "runtime/optim/loss_scaler.h"
@@ -179,6 +180,11 @@ class Trainer {
   MetricsWriter metrics_;
   TensorBoardWriter tensorboard_;  // rank 0, with --tensorboard-dir
   ProgressPrinter progress_{0, false};  // rank 0's step lines
+  // GPU ranks: the PCIe link and peer access reported at start, NVML
+  // sampled during training (launch/gpu_health.h), for the summary.
+  void StartGpuHealth();
+  std::unique_ptr<HealthMonitor> health_;
+  nlohmann::ordered_json gpu_summary_;
   int64_t total_steps_ = 0;
   Batch batch_;  // a CPU rank's host buffers, or a GPU rank's for data generated on the device
   std::unique_ptr<BatchStager> stager_;  // GPU ranks reading host data

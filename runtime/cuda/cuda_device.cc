@@ -27,6 +27,8 @@ void Check(int, const char* call, const char*, int) { NoCuda(call); }
 void SetDevice(int) { NoCuda("cuda::SetDevice"); }
 std::string DeviceUuid(int) { NoCuda("cuda::DeviceUuid"); }
 std::string DeviceDescription(int) { NoCuda("cuda::DeviceDescription"); }
+std::string PciAddress(int) { NoCuda("cuda::PciAddress"); }
+bool CanAccessPeer(int, int) { NoCuda("cuda::CanAccessPeer"); }
 int DriverVersion() { NoCuda("cuda::DriverVersion"); }
 int RuntimeVersion() { NoCuda("cuda::RuntimeVersion"); }
 void* CreateStream() { NoCuda("cuda::CreateStream"); }

@@ -34,6 +34,10 @@ void SetDevice(int index);
 std::string DeviceUuid(int index);
 // "NVIDIA H200, compute capability 9.0, 139.8 GiB".
 std::string DeviceDescription(int index);
+// The device's PCI address as sysfs names it ("0000:01:00.0", lower case).
+std::string PciAddress(int index);
+// Whether device `a` can reach device `b`'s memory directly (peer to peer).
+bool CanAccessPeer(int a, int b);
 // Versions as numbers: the driver's CUDA (e.g. 13000) and the runtime's.
 int DriverVersion();
 int RuntimeVersion();

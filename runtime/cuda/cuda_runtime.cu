@@ -2,6 +2,7 @@
 // exists (cuda_device.cc holds the stand-ins of a CPU-only build).
 #include <cuda_runtime.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -412,6 +413,20 @@ std::string DeviceDescription(int index) {
   std::snprintf(text, sizeof(text), "%s, compute capability %d.%d, %.1f GiB", prop.name, prop.major, prop.minor,
                 static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
   return text;
+}
+
+std::string PciAddress(int index) {
+  char id[32] = {0};
+  Check(cudaDeviceGetPCIBusId(id, sizeof(id), index), "cudaDeviceGetPCIBusId", __FILE__, __LINE__);
+  std::string out = id;
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool CanAccessPeer(int a, int b) {
+  int can = 0;
+  Check(cudaDeviceCanAccessPeer(&can, a, b), "cudaDeviceCanAccessPeer", __FILE__, __LINE__);
+  return can != 0;
 }
 
 int DriverVersion() {

@@ -152,6 +152,9 @@ timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --comm n
 rc=$?
 line=$(grep '"summary"' "$smoke" 2>/dev/null | tail -n 1)
 if [ "$rc" -eq 0 ] && [ -n "$line" ]; then status=passed; else status=failed; fi
+# GPU health: the PCIe link read from sysfs and NVML sampled (the summary's
+# gpu_health; its start line is in selftest.log).
+case "$line" in *'"gpu_health"'*'"pcie"'*) ;; *) status=failed ;; esac
 # The same run on the fallback allocator (cudaMalloc blocks cached by size).
 DDP_CUDA_ALLOCATOR=caching timeout "$(limit 40)" "$B/bin/ddp_train" --model resnet18 --device cuda --deterministic \
   --batch-size 32 --image-size 64 --num-classes 10 --steps 6 --metrics-file "$OUT/smoke_caching.jsonl" >>"$LOG" 2>&1
