@@ -81,6 +81,7 @@ StatusOr<ReduceStats> Reducer::Wait() {
     stats.buckets.push_back(timing);
   }
   stats.exposed_seconds += cast_seconds_;
+  stats.backward_start = backward_start_;
   sync_ = false;
 
   // The first synchronized backward: the observed order must be the static

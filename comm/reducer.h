@@ -51,6 +51,7 @@ struct ReduceStats {
   // blocked in Wait(), plus casting for compression.
   double exposed_seconds = 0.0;
   std::vector<BucketTiming> buckets;
+  double backward_start = 0.0;  // SteadySeconds() when backward began: the buckets' clock's zero
 };
 
 // Seconds after `start` that `work` finished, or -1 when unknown.

@@ -197,6 +197,7 @@ StatusOr<ReduceStats> ZeroReducer::Wait() {
   }
   ReduceStats stats;
   stats.buckets = timings_;
+  stats.backward_start = backward_start_;
   // Includes waits inside backward for a free pool buffer (stage 2).
   for (const BucketTiming& t : timings_) stats.exposed_seconds += t.waited;
   // And the waits of this step's forward for the previous update's gather.

@@ -77,6 +77,8 @@ DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters an
 DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
 DEFINE_string(metrics_file, "", "JSON lines: one record per step, then a summary");
 DEFINE_string(tensorboard_dir, "", "rank 0 writes each step's scalars there as a TensorBoard event file");
+DEFINE_string(timeline, "", "Chrome trace-event JSON of the steps in --timeline-steps, every rank's, written by rank 0");
+DEFINE_string(timeline_steps, "3:12", "A:B: the 1-based steps, inclusive, the --timeline records");
 DEFINE_int64(log_every, 0,
              "progress lines in a log (not a terminal, where one line is redrawn): every this many steps; 0: about "
              "every 10 s");
@@ -328,6 +330,17 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.save_weights = FLAGS_save_weights;
   o.metrics_file = FLAGS_metrics_file;
   o.tensorboard_dir = FLAGS_tensorboard_dir;
+  o.timeline = FLAGS_timeline;
+  {
+    long long a = 0, b = 0;
+    int used = 0;
+    if (std::sscanf(FLAGS_timeline_steps.c_str(), "%lld:%lld%n", &a, &b, &used) != 2 ||
+        used != static_cast<int>(FLAGS_timeline_steps.size()) || a < 1 || b < a) {
+      return InvalidArgument("--timeline-steps '" + FLAGS_timeline_steps + "' is not A:B with 1 <= A <= B");
+    }
+    o.timeline_first = a;
+    o.timeline_last = b;
+  }
   if (FLAGS_log_every < 0) return InvalidArgument("--log-every must be non-negative, got " + std::to_string(FLAGS_log_every));
   o.log_every = FLAGS_log_every;
   if (FLAGS_checkpoint_every < 0) {

@@ -72,6 +72,8 @@ struct TrainOptions {
   std::string load_weights, save_weights, metrics_file;
   std::string tensorboard_dir;  // rank 0's TensorBoard event file goes there
   int64_t log_every = 0;        // progress lines in a log: every N steps; 0: about every 10 s
+  std::string timeline;         // Chrome trace-event JSON, written by rank 0
+  int64_t timeline_first = 3, timeline_last = 12;  // the 1-based steps it records
   // Checkpoints (launch/checkpointer.h): where, how often (optimizer
   // steps; 0 never), how many complete ones to keep (0 all), and whether to
   // continue from the newest.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <thread>
@@ -20,10 +21,12 @@
 #include "runtime/allocator.h"
 #include "runtime/clock.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/durable_files.h"
 #include "runtime/ops/conv2d.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/safetensors.h"
+#include "runtime/timeline.h"
 
 namespace ddp {
 namespace {
@@ -33,6 +36,7 @@ constexpr double kInputWaitWarnShare = 0.05;
 // A rank whose median compute time exceeds the others' by this factor is
 // named a straggler.
 constexpr double kStragglerShare = 1.10;
+constexpr int64_t kStragglerMinSteps = 5;  // timed steps before anyone is named
 // GPU clocks, temperature, power and throttling: sampled this often.
 constexpr double kHealthIntervalSeconds = 5.0;
 
@@ -218,6 +222,7 @@ Status Trainer::Setup() {
     RETURN_IF_ERROR(CheckWritable("--metrics-file", options_.metrics_file));
     // Created now: a path that cannot be written fails before training.
     if (!options_.tensorboard_dir.empty()) RETURN_IF_ERROR(tensorboard_.Open(options_.tensorboard_dir));
+    RETURN_IF_ERROR(CheckWritable("--timeline", options_.timeline));
   }
   // Decode threads: on a CPU rank one, beside --threads compute threads (a
   // loader that keeps ahead is mostly idle); on a GPU rank the node's cores
@@ -437,6 +442,7 @@ int64_t Trainer::FirstSample(int64_t micro) const {
 
 Batch Trainer::LoadMicroBatch(int64_t step, int64_t micro) {
   const int64_t k = options_.accumulation_steps;
+  const double load_start = SteadySeconds();
   Batch batch;
   if (!stager_) {
     const double start = SteadySeconds();
@@ -466,6 +472,7 @@ Batch Trainer::LoadMicroBatch(int64_t step, int64_t micro) {
     top_up();
   }
   replaced_samples_ += batch.replaced_samples;
+  Timeline::Get().Add("input", "input", Timeline::kDataTrack, load_start, SteadySeconds() - load_start);
   batch.step = step;
   batch.first_sample = FirstSample(micro);
   return batch;
@@ -570,8 +577,11 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     ReduceStats stats;  // a replayed graph has waited for its all-reduces
     // A failed gradient reduction is this rank's error, shared below like
     // any other before it returns: the others must not wait for it.
+    const double wait_start = SteadySeconds();
     StatusOr<ReduceStats> waited = zero_ ? zero_->Wait() : (result.graphed ? StatusOr<ReduceStats>(stats)
                                                                            : reducer_->Wait());
+    Timeline::Get().Add("wait for gradients", "wait", Timeline::kCommTrack, wait_start, SteadySeconds() - wait_start);
+    if (waited.ok()) AddBucketEvents(*waited);
     if (waited.ok()) stats = *waited;
     // A collective that failed on this rank leaves the communicator in no
     // state to agree on anything, and peers may be waiting inside it: the
@@ -663,7 +673,10 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     }
     ClipGradientsToNorm(ctx_, zero_ ? zero_->GradientPieces() : grads_, std::sqrt(squared), options_.clip_grad_norm);
   }
-  RETURN_IF_ERROR(optimizer_->Step(ctx_, lr));
+  {
+    const TimelineScope timed(ctx_, "optimizer step", "optimizer");
+    RETURN_IF_ERROR(optimizer_->Step(ctx_, lr));
+  }
   // The updated pieces travel while the next step loads data and runs its
   // forward, which waits for each bucket as it reaches its parameters (and
   // rounds it into the low-precision copy there).
@@ -987,6 +1000,19 @@ double MedianOfKnown(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+// The quarter point (25th percentile) of the known values; -1 without any.
+double QuarterOfKnown(std::vector<double> values) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return v < 0.0; }), values.end());
+  if (values.empty()) return -1.0;
+  std::sort(values.begin(), values.end());
+  return values[(values.size() - 1) / 4];
+}
+
+double MedianOfKnownOrZero(const std::vector<double>& values) {
+  const double m = MedianOfKnown(values);
+  return m < 0.0 ? 0.0 : m;
+}
+
 // min, median and max over ranks of the known values, with the rank of the
 // largest and every rank's value.
 nlohmann::ordered_json Spread(const std::vector<double>& by_rank) {
@@ -1005,19 +1031,19 @@ nlohmann::ordered_json Spread(const std::vector<double>& by_rank) {
 
 StatusOr<Trainer::RankTimes> Trainer::GatherRankTimes(const std::vector<double>& compute,
                                                       const std::vector<double>& wait) {
-  Tensor mine = Tensor::FromVector<double>({MedianOfKnown(compute), MedianOfKnown(wait)}, {2});
-  RankTimes times;
-  if (!distributed()) {
-    times.compute = {mine.data<double>()[0]};
-    times.wait = {mine.data<double>()[1]};
-    return times;
+  Tensor mine = Tensor::FromVector<double>({MedianOfKnown(compute), MedianOfKnown(wait), QuarterOfKnown(compute)}, {3});
+  Tensor all = mine;
+  if (distributed()) {
+    all = Tensor::Empty({3 * ranks_.world_size}, DType::kF64);
+    const CollectiveLabel label("the gather of every rank's step times");
+    RETURN_IF_ERROR(comm_->AllGather(mine, all)->Wait());
   }
-  Tensor all = Tensor::Empty({2 * ranks_.world_size}, DType::kF64);
-  const CollectiveLabel label("the gather of every rank's step times");
-  RETURN_IF_ERROR(comm_->AllGather(mine, all)->Wait());
+  RankTimes times;
+  times.samples = static_cast<int64_t>(compute.size());
   for (int r = 0; r < ranks_.world_size; ++r) {
-    times.compute.push_back(all.data<double>()[2 * r]);
-    times.wait.push_back(all.data<double>()[2 * r + 1]);
+    times.compute.push_back(all.data<double>()[3 * r]);
+    times.wait.push_back(all.data<double>()[3 * r + 1]);
+    times.compute_quarter.push_back(all.data<double>()[3 * r + 2]);
   }
   return times;
 }
@@ -1026,18 +1052,115 @@ void Trainer::ReportStragglers(const RankTimes& times, nlohmann::ordered_json& s
   summary["compute_s"] = Spread(times.compute);
   summary["comm_wait_s"] = Spread(times.wait);
   // A rank whose compute is well above the others' holds every rank back:
-  // the others wait for it in the collectives.
+  // the others wait for it in the collectives. Its median more than 10%
+  // above the others', and three quarters of its steps above their median
+  // (one noisy stretch on a shared CPU is no straggler).
+  if (times.samples < kStragglerMinSteps) return;
   for (size_t r = 0; r < times.compute.size() && times.compute.size() > 1; ++r) {
     std::vector<double> others = times.compute;
     others.erase(others.begin() + static_cast<std::ptrdiff_t>(r));
     const double reference = MedianOfKnown(others), mine = times.compute[r];
-    if (reference <= 0.0 || mine <= kStragglerShare * reference) continue;
+    if (reference <= 0.0 || mine <= kStragglerShare * reference || times.compute_quarter[r] <= reference) continue;
     std::printf("ddp_train: warning: rank %zu is a straggler: its median compute time, %.3f s a step, is %.0f%% "
                 "above the other ranks' %.3f s, and in synchronous data parallelism every rank waits for it (look "
                 "at that GPU's clocks, temperature and PCIe link, or at its node's load)\n",
                 r, mine, 100.0 * (mine / reference - 1.0), reference);
+    std::fflush(stdout);
   }
-  std::fflush(stdout);
+}
+
+void Trainer::AddBucketEvents(const ReduceStats& stats) {
+  Timeline& t = Timeline::Get();
+  if (!t.enabled()) return;
+  const char* kind = zero_ ? "reduce-scatter" : "all-reduce";
+  for (size_t k = 0; k < stats.buckets.size(); ++k) {
+    const BucketTiming& b = stats.buckets[k];
+    if (b.finished < 0.0) continue;  // the host never saw it finish
+    t.Add(std::string(kind) + " bucket " + std::to_string(k), "collective", Timeline::kCommTrack,
+          stats.backward_start + b.launched, b.finished - b.launched);
+  }
+}
+
+Status Trainer::StartTimeline() {
+  // Each rank's clock against rank 0's: after a barrier every rank reads
+  // its clock at about the same instant; the median of 5 rounds.
+  constexpr int kRounds = 5;
+  std::vector<std::vector<double>> seen(ranks_.world_size);
+  for (int round = 0; round < kRounds; ++round) {
+    if (distributed()) RETURN_IF_ERROR(comm_->Barrier()->Wait());
+    Tensor mine = Tensor::FromVector<double>({SteadySeconds()}, {1});
+    Tensor all = mine;
+    if (distributed()) {
+      all = Tensor::Empty({ranks_.world_size}, DType::kF64);
+      const CollectiveLabel label("the timeline's clock comparison");
+      RETURN_IF_ERROR(comm_->AllGather(mine, all)->Wait());
+    }
+    if (round == 0) timeline_zero_ = all.data<double>()[0];
+    for (int r = 0; r < ranks_.world_size; ++r) seen[r].push_back(all.data<double>()[r] - all.data<double>()[0]);
+  }
+  timeline_offsets_.clear();
+  for (auto& d : seen) timeline_offsets_.push_back(MedianOfKnownOrZero(d));
+  Timeline::Get().Start(on_gpu() ? ctx_.device().index : -1, on_gpu() ? ctx_.cuda_stream() : nullptr);
+  return Status::Ok();
+}
+
+Status Trainer::WriteTimeline() {
+  Timeline& t = Timeline::Get();
+  t.Stop();
+  // This rank's events on rank 0's clock, in microseconds from its start.
+  const double offset = timeline_offsets_[ranks_.rank];
+  const char* tracks[] = {"compute", "communication", "input"};
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", ranks_.rank},
+                    {"args", {{"name", "rank " + std::to_string(ranks_.rank)}}}});
+  for (int track = 0; track < 3; ++track) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", ranks_.rank}, {"tid", track},
+                      {"args", {{"name", tracks[track]}}}});
+  }
+  for (const TimelineEvent& e : t.Take()) {
+    events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"pid", ranks_.rank}, {"tid", e.track},
+                      {"ts", (e.start - offset - timeline_zero_) * 1e6}, {"dur", e.duration * 1e6},
+                      {"args", {{"step", e.step}}}});
+  }
+  std::string mine = events.dump();
+  std::vector<std::string> every = {mine};
+  if (distributed()) {
+    // Sizes, then the texts padded to the longest.
+    Tensor size = Tensor::FromVector<int64_t>({static_cast<int64_t>(mine.size())}, {1});
+    Tensor sizes = Tensor::Empty({ranks_.world_size}, DType::kI64);
+    const CollectiveLabel label("the gather of every rank's timeline");
+    RETURN_IF_ERROR(comm_->AllGather(size, sizes)->Wait());
+    int64_t longest = 0;
+    for (int r = 0; r < ranks_.world_size; ++r) longest = std::max(longest, sizes.data<int64_t>()[r]);
+    Tensor text = Tensor::Zeros({longest}, DType::kU8);
+    std::memcpy(text.raw_data(), mine.data(), mine.size());
+    Tensor texts = Tensor::Empty({longest * ranks_.world_size}, DType::kU8);
+    RETURN_IF_ERROR(comm_->AllGather(text, texts)->Wait());
+    every.clear();
+    for (int r = 0; r < ranks_.world_size; ++r) {
+      every.emplace_back(reinterpret_cast<const char*>(texts.data<uint8_t>()) + r * longest,
+                         static_cast<size_t>(sizes.data<int64_t>()[r]));
+    }
+  }
+  if (!is_root()) return Status::Ok();
+  std::string out = "{\"traceEvents\": [";
+  bool first = true;
+  for (const std::string& rank_events : every) {
+    const std::string inner = rank_events.substr(1, rank_events.size() - 2);  // the array's elements
+    if (inner.empty()) continue;
+    out += (first ? "" : ",") + inner;
+    first = false;
+  }
+  nlohmann::json offsets = timeline_offsets_;
+  out += "], \"displayTimeUnit\": \"ms\", \"otherData\": {\"clock_offsets_s\": " + offsets.dump() +
+         ", \"steps\": \"" + std::to_string(options_.timeline_first) + ":" + std::to_string(options_.timeline_last) +
+         "\"}}\n";
+  const Status written = WriteFileDurably(options_.timeline, out);
+  if (!written.ok()) return Status(written.code(), "--timeline " + written.message());
+  std::printf("timeline: %s (steps %lld to %lld; open it in a browser's trace viewer, e.g. ui.perfetto.dev)\n",
+              options_.timeline.c_str(), static_cast<long long>(options_.timeline_first),
+              static_cast<long long>(std::min(options_.timeline_last, total_steps_)));
+  return Status::Ok();
 }
 
 std::string Trainer::FirstNonFiniteGradient() {
@@ -1180,8 +1303,10 @@ StatusOr<TrainResult> Trainer::Run() {
   int64_t skipped = 0;  // steps skipped for non-finite gradients (every rank counts the same)
   progress_ = ProgressPrinter(options_.log_every, StdoutIsATerminal());
   const double run_start = SteadySeconds();
+  if (!options_.timeline.empty()) RETURN_IF_ERROR(StartTimeline());
   for (int64_t step = start_step_; step < total_steps_; ++step) {
     CollectiveWatchdog::SetPhase("step " + std::to_string(step + 1));
+    Timeline::Get().SetStep(step + 1, step + 1 >= options_.timeline_first && step + 1 <= options_.timeline_last);
     const float lr = static_cast<float>(options_.schedule.At(step));
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, local));
@@ -1237,6 +1362,7 @@ StatusOr<TrainResult> Trainer::Run() {
       checkpointer_->Begin(std::move(snapshot));
       const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - stall_start).count();
       record["checkpoint_stall_s"] = stall;
+      Timeline::Get().Add("checkpoint stall", "checkpoint", Timeline::kComputeTrack, SteadySeconds() - stall, stall);
       // Throughput counts what checkpoints cost the run.
       if (step - start_step_ >= warmup) timed_seconds += stall;
     }
@@ -1304,6 +1430,7 @@ StatusOr<TrainResult> Trainer::Run() {
     if (stop) break;
   }
   progress_.EndLine();
+  if (!options_.timeline.empty()) RETURN_IF_ERROR(WriteTimeline());
   if (health_) {
     health_->Stop();
     const ThrottleTracker& t = health_->tracker();

@@ -128,8 +128,16 @@ class Trainer {
   // rank 0's report of them: their spread in the summary, and a warning
   // naming a straggler.
   struct RankTimes {
-    std::vector<double> compute, wait;
+    std::vector<double> compute, wait, compute_quarter;  // medians, and the compute's 25th percentile
+    int64_t samples = 0;                                 // timed steps each rank measured
   };
+  // --timeline: clock offsets to rank 0 measured at start; each step's
+  // buckets as events; every rank's events gathered and written by rank 0.
+  Status StartTimeline();
+  void AddBucketEvents(const ReduceStats& stats);
+  Status WriteTimeline();
+  std::vector<double> timeline_offsets_;
+  double timeline_zero_ = 0.0;
   StatusOr<RankTimes> GatherRankTimes(const std::vector<double>& compute, const std::vector<double>& wait);
   void ReportStragglers(const RankTimes& times, nlohmann::ordered_json& summary);
   // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and

@@ -1,6 +1,7 @@
 #include "runtime/layers/layer.h"
 
 #include "runtime/ops/elementwise.h"
+#include "runtime/timeline.h"
 
 namespace ddp {
 namespace {
@@ -11,6 +12,7 @@ constexpr int kGradientStagingSlot = ExecutionContext::kFirstLayerScratchSlot;
 
 Tensor Layer::Forward(ExecutionContext& ctx, const Tensor& x) {
   CHECK(x.defined()) << "Forward of an undefined tensor";
+  const TimelineScope timed(ctx, name_, "forward");
   PrepareForward();
   if (!checkpointing_ || !keeps_for_backward()) return ForwardImpl(ctx, x);
   // Keep the input only; inside an outer layer's recomputation this stays
@@ -32,6 +34,7 @@ void Layer::PrepareForward() {
 Tensor Layer::Backward(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(training_) << "Backward in evaluation mode";
   CHECK(dy.defined()) << "Backward of an undefined gradient";
+  const TimelineScope timed(ctx, name_, "backward");
   if (checkpointing_) {
     CHECK(checkpoint_input_.defined()) << "checkpointed layer: Backward without a training Forward";
     SetCheckpointMode(/*keep_for_backward=*/true, /*recomputing=*/true);
@@ -71,6 +74,7 @@ void Layer::CollectState(std::vector<std::pair<std::string, Tensor>>* out) {
 }
 
 void Layer::AssignNames(const std::string& prefix) {
+  name_ = prefix.empty() ? "model" : prefix;
   auto join = [&](const std::string& local) { return prefix.empty() ? local : prefix + "." + local; };
   for (OwnParameter& p : params_) p.param->name = join(p.local_name);
   for (OwnBuffer& b : buffers_) b.buffer->name = join(b.local_name);

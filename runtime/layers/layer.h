@@ -60,6 +60,9 @@ class Layer {
   // (name, tensor) of every parameter and buffer in PyTorch's state_dict
   // order: a module's parameters, then its buffers, then its children.
   void CollectState(std::vector<std::pair<std::string, Tensor>>* out);
+  // The layer's full name ("layer1.0.conv1"; the model's root "model"),
+  // for the timeline.
+  const std::string& name() const { return name_; }
   // Sets full names: `prefix` + local names joined by '.'.
   void AssignNames(const std::string& prefix);
   void SetBackwardState(BackwardState* state);
@@ -115,6 +118,7 @@ class Layer {
   std::vector<OwnParameter> params_;
   std::vector<OwnBuffer> buffers_;
   std::vector<Named> children_;
+  std::string name_ = "model";
   bool training_ = true;
   bool keep_for_backward_ = true;
   bool recomputing_ = false;
