@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# tools/comm_bench under mpirun at 2 and 3 ranks: every operation at every
+# size from 8 B to 4 MiB checked against exact values (#wrong 0; 3 ranks
+# make sizes that do not split evenly), the columns nccl-tests prints, the
+# raw MPI columns beside the all-reduce; --min-busbw as a gate; an unknown
+# operation or a size below one element is one line, exit 2.
+set -u
+bin=tools/comm_bench
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+for np in 2 3; do
+  timeout 240 mpirun -np "$np" --oversubscribe --bind-to none "$bin" --max-bytes 4M --seconds-per-size 0.01 \
+    > "$tmp/np$np.txt" 2>&1 || { cat "$tmp/np$np.txt"; fail "$np ranks"; continue; }
+  /usr/bin/python3 - "$tmp/np$np.txt" "$np" <<'PY' || { cat "$tmp/np$np.txt"; fail "$np ranks: the table"; }
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+n = int(sys.argv[2])
+ops, rows = None, {}
+for line in lines:
+    if line.startswith("# ") and line[2:].strip() in ("allreduce", "reducescatter", "allgather", "broadcast"):
+        ops = line[2:].strip(); rows[ops] = []
+    elif ops and line.strip() and not line.startswith("#"):
+        rows[ops].append(line.split())
+assert set(rows) == {"allreduce", "reducescatter", "allgather", "broadcast"}, rows.keys()
+for op, table in rows.items():
+    sizes = [int(r[0]) for r in table]
+    assert sizes[-1] >= (4 << 20) - 4 * n and len(sizes) >= 15, (op, sizes)
+    for r in table:
+        size, count, time_us, algbw, busbw, wrong = int(r[0]), int(r[1]), float(r[2]), float(r[3]), float(r[4]), int(r[5])
+        assert wrong == 0, (op, r)
+        assert count * 4 == size and time_us > 0
+        factor = {"allreduce": 2 * (n - 1) / n, "broadcast": 1.0}.get(op, (n - 1) / n)
+        assert abs(algbw - size / (time_us * 1e-6) / 1e9) <= 0.002 + 0.01 * algbw, (op, r)
+        assert abs(busbw - algbw * factor) <= 0.002 + 0.01 * busbw, (op, r)
+        if op == "allreduce":
+            assert len(r) == 9 and float(r[6]) > 0 and float(r[7]) > 0, r
+print(f"{n} ranks: {sum(len(t) for t in rows.values())} rows, #wrong 0 everywhere")
+PY
+  grep -q "^# #wrong in all: 0$" "$tmp/np$np.txt" || fail "$np ranks: no '#wrong in all: 0'"
+done
+
+# The gate: an impossible bandwidth fails.
+timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$bin" --ops broadcast --max-bytes 1K --seconds-per-size 0.01 \
+  --min-busbw 1e9 > "$tmp/gate.txt" 2>&1 && fail "--min-busbw 1e9 passed"
+grep -q "busbw at the largest size below --min-busbw" "$tmp/gate.txt" || { cat "$tmp/gate.txt"; fail "no gate line"; }
+
+refuse() {  # refuse PATTERN ARGS...
+  local pattern="$1"; shift
+  local out rc
+  out=$(timeout 60 mpirun -np 2 --oversubscribe --bind-to none "$bin" "$@" 2>&1); rc=$?
+  # (mpirun adds its own lines about a process's non-zero exit.)
+  if [ "$rc" -ne 2 ] || [ "$(printf '%s\n' "$out" | grep -c '^comm_bench:')" -ne 1 ] ||
+     ! printf '%s\n' "$out" | grep '^comm_bench:' | grep -qF -- "$pattern"; then
+    fail "comm_bench $*: expected exit 2 and one line with '$pattern', got exit $rc:"; printf '%s\n' "$out"
+  fi
+}
+refuse "--ops: unknown operation 'alltoall'" --ops allreduce,alltoall
+refuse "--min-bytes 2 is below one f32 element (4 bytes)" --min-bytes 2
+refuse "--max-bytes 'lots' is not a size" --max-bytes lots
+
+[ "$failures" -eq 0 ] && echo "comm_bench test: all passed" && exit 0
+echo "comm_bench test: $failures failure(s)"
+exit 1
