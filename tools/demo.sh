@@ -11,4 +11,4 @@ bazel build //launch:ddp_train
 mpi_flags=(--oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpi_flags+=(--allow-run-as-root)
 mpirun -np "${DDP_RANKS:-2}" "${mpi_flags[@]}" bazel-bin/launch/ddp_train --model resnet50 --steps 20 \
-  --num-classes 10 --lr 0.005 --warmup-steps 3 --zero-init-residual "$@"
+  --num-classes 10 --lr 0.005 --warmup-steps 3 --zero-init-residual --log-every 1 "$@"
