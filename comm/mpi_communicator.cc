@@ -411,8 +411,8 @@ std::shared_ptr<Work> MpiCommunicator::AllReduce(Tensor tensor, ReduceOp op) {
     // Large tensors are reduced by the ranks themselves (Open MPI's
     // nonblocking all-reduce moved about half what its blocking one does),
     // small ones through MPI_Iallreduce, whose latency is lower.
-    if (world_size_ > 1 && tensor.nbytes() >= kOwnAllReduceBytes &&
-        tensor.nbytes() / world_size_ < static_cast<size_t>(INT_MAX)) {
+    const size_t largest_block = (tensor.numel() + world_size_ - 1) / world_size_ * DTypeSize(tensor.dtype());
+    if (world_size_ > 1 && tensor.nbytes() >= kOwnAllReduceBytes && largest_block <= static_cast<size_t>(INT_MAX)) {
       RETURN_IF_ERROR(RankOrderAllReduce(comm_, rank_, world_size_, tensor));
       if (op == ReduceOp::kAverage) DivideInPlace(tensor, world_size_);
       return Status::Ok();

@@ -6,6 +6,7 @@
 // event recorded while the stream was idle.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -28,7 +29,7 @@ class Timeline {
   static constexpr int kComputeTrack = 0, kCommTrack = 1, kDataTrack = 2;
   static Timeline& Get();
 
-  bool enabled() const { return enabled_; }
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
   // Steps that record (1-based, inclusive); `stream` (null on CPU ranks) is
   // the compute stream its GPU events go on.
   void Start(int device, void* stream);
@@ -52,7 +53,7 @@ class Timeline {
     const char* category;
     int64_t step;
   };
-  bool enabled_ = false;  // this step records
+  std::atomic<bool> enabled_{false};  // this step records
   bool started_ = false;
   int64_t step_ = 0;
   int device_ = -1;

@@ -27,12 +27,13 @@ usage_error "--nodes must be a positive integer, got '0'" --nodes 0 --ntasks-per
 usage_error "unknown option '--gpus'" --nodes 1 --ntasks-per-node 2 --gpus 2 -- --steps 1
 usage_error "--ntasks-per-node is required" --nodes 1 -- --steps 1
 usage_error "leave --metrics-file to ddp_sbatch" --nodes 1 --ntasks-per-node 2 -- --metrics-file m.jsonl
+usage_error "--time '1h' is not a Slurm time" --nodes 1 --ntasks-per-node 2 --time 1h -- --steps 1
 
 script=$(NCCL_IB_DISABLE=1 OMPI_MCA_btl=self,vader bash "$sbatch_tool" --nodes 2 --ntasks-per-node 4 --gpus-per-node 4 \
          --time 2:00:00 --partition gpu --output-dir "$tmp/printed" -- --model resnet50 --lr 0.1)
 for want in "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --gpus-per-node=4" "#SBATCH --time=2:00:00" \
             "#SBATCH --partition=gpu" "#SBATCH --signal=USR1@120" "#SBATCH --requeue" "export NCCL_IB_DISABLE=1" \
-            "export OMPI_MCA_btl=self\\,vader" "srun --mpi=pmix --kill-on-bad-exit=1 " " --model resnet50 --lr 0.1 " \
+            "export OMPI_MCA_btl=self\\,vader" "srun --mpi=pmix --kill-on-bad-exit=0 " " --model resnet50 --lr 0.1 " \
             '--checkpoint-dir "$run/checkpoints" --resume' 'scontrol requeue "$SLURM_JOB_ID"'; do
   printf '%s\n' "$script" | grep -qF -- "$want" || { printf '%s\n' "$script"; fail "the script lacks '$want'"; }
 done
@@ -76,6 +77,7 @@ job=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/jobs"
       -- "${train[@]}" --steps 150) || fail "submission"
 log="$tmp/jobs/ddp_train-$job.out"
 for _ in $(seq 1 240); do grep -q "^step     5/" "$log" 2>/dev/null && break; sleep 0.25; done
+grep -q "^step     5/" "$log" 2>/dev/null || { cat "$log"; fail "job $job did not reach step 5 in 60 s"; }
 scancel --signal=USR1 "$job" || fail "scancel --signal=USR1"
 # A requeued job waits a while before it is eligible again (Slurm's way);
 # once the node has finished cleaning up after the first attempt, the test

@@ -114,7 +114,13 @@ Status DecodeJpeg(const std::string& bytes, const PixelRegion& region, int min_w
   pixels.resize(static_cast<size_t>(width) * rows * components);
   for (int r = 0; r < rows;) {
     JSAMPROW row = pixels.data() + static_cast<size_t>(r) * width * components;
-    r += static_cast<int>(jpeg_read_scanlines(&cinfo, &row, 1));
+    const JDIMENSION read = jpeg_read_scanlines(&cinfo, &row, 1);
+    if (read == 0) {  // past the last row: the region was outside the image
+      jpeg_destroy_decompress(&cinfo);
+      return InvalidArgument("corrupt JPEG: no row " + std::to_string(y0 + r) + " of " +
+                             std::to_string(out->scaled_height));
+    }
+    r += static_cast<int>(read);
   }
   const bool inverted = cinfo.saw_Adobe_marker;
   jpeg_abort_decompress(&cinfo);  // the rows below the region stay undecoded
@@ -174,11 +180,22 @@ StatusOr<ImageInfo> ReadImageInfo(const std::string& bytes) {
     return NotAnImage(bytes);
   }
   if (info.width <= 0 || info.height <= 0) return InvalidArgument("the image has no pixels");
+  if (static_cast<int64_t>(info.width) * info.height > kMaxImagePixels) {
+    return InvalidArgument(std::to_string(info.width) + "x" + std::to_string(info.height) + " pixels, more than " +
+                           std::to_string(kMaxImagePixels) + " (PIL's limit; a decompression bomb?)");
+  }
   return info;
 }
 
 StatusOr<DecodedRegion> DecodeImageRegion(const std::string& bytes, const PixelRegion& region, int min_width,
                                           int min_height) {
+  ASSIGN_OR_RETURN(const ImageInfo header, ReadImageInfo(bytes));
+  if (region.x < 0 || region.y < 0 || region.width <= 0 || region.height <= 0 ||
+      region.x + region.width > header.width || region.y + region.height > header.height) {
+    return InvalidArgument("region " + std::to_string(region.width) + "x" + std::to_string(region.height) + " at (" +
+                           std::to_string(region.x) + ", " + std::to_string(region.y) + ") is outside the " +
+                           std::to_string(header.width) + "x" + std::to_string(header.height) + " image");
+  }
   ImageInfo info;
   DecodedRegion out;
   if (IsJpeg(bytes)) {

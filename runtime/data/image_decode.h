@@ -23,8 +23,11 @@ struct ImageInfo {
 };
 
 // Format and size from the header alone. An error says what is wrong
-// ("not a JPEG or PNG file", libjpeg's or libpng's reason).
+// ("not a JPEG or PNG file", libjpeg's or libpng's reason, more pixels
+// than kMaxImagePixels).
 StatusOr<ImageInfo> ReadImageInfo(const std::string& bytes);
+// PIL's decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS).
+inline constexpr int64_t kMaxImagePixels = 178956970;
 
 // A region of the image, in the pixels of the full-size image: columns
 // [x, x + width), rows [y, y + height).
@@ -43,10 +46,10 @@ struct DecodedRegion {
   double scale = 1.0;
 };
 
-// Decodes at least `region` (full-size pixels, inside the image) at the
-// smallest DCT scale that keeps the region at least `min_width` x
-// `min_height` pixels (JPEG; PNG decodes whole at scale 1). `min_width` <= 0
-// asks for full scale.
+// Decodes at least `region` (full-size pixels, inside the image, else an
+// error) at the smallest DCT scale that keeps the region at least
+// `min_width` x `min_height` pixels (JPEG; PNG decodes whole at scale 1).
+// `min_width` <= 0 asks for full scale.
 StatusOr<DecodedRegion> DecodeImageRegion(const std::string& bytes, const PixelRegion& region, int min_width,
                                           int min_height);
 

@@ -61,14 +61,14 @@ std::pair<int, int> InputSpan(int in_size, int out_size, int out_start, int coun
   return {c.first.front(), c.first.back() + c.length.back()};
 }
 
-// An axis plan's crop in the decoded image's pixels (a reduced DCT scale
-// maps full-size pixel p to about p * scaled / full).
-AxisPlan Scaled(const AxisPlan& a, int full, int scaled) {
-  if (full == scaled) return a;
-  const double f = static_cast<double>(scaled) / full;
+// An axis plan's crop in the pixels of an image decoded at 1/denom of its
+// size, by the decoder's own rule (image_decode.cc): the crop's first pixel
+// divided down, its end divided up, so it lies within what was decoded.
+AxisPlan Scaled(const AxisPlan& a, int denom, int scaled) {
+  if (denom == 1) return a;
   AxisPlan s = a;
-  s.crop_start = std::min(static_cast<int>(std::lround(a.crop_start * f)), scaled - 1);
-  const int end = std::min(static_cast<int>(std::lround((a.crop_start + a.crop_length) * f)), scaled);
+  s.crop_start = std::min(a.crop_start / denom, scaled - 1);
+  const int end = std::min((a.crop_start + a.crop_length + denom - 1) / denom, scaled);
   s.crop_length = std::max(end - s.crop_start, 1);
   return s;
 }
@@ -109,8 +109,9 @@ ImagePlan EvalPlan(int width, int height, int size) {
 }
 
 void ResampleNormalized(const DecodedRegion& decoded, const ImagePlan& plan, int width, int height, float* chw) {
-  const AxisPlan ax = Scaled(plan.x, width, decoded.scaled_width);
-  const AxisPlan ay = Scaled(plan.y, height, decoded.scaled_height);
+  const int denom = static_cast<int>(std::lround(1.0 / decoded.scale));
+  const AxisPlan ax = Scaled(plan.x, denom, decoded.scaled_width);
+  const AxisPlan ay = Scaled(plan.y, denom, decoded.scaled_height);
   const AxisCoefficients cx = Coefficients(ax.crop_length, ax.out_length, ax.out_start, ax.count);
   const AxisCoefficients cy = Coefficients(ay.crop_length, ay.out_length, ay.out_start, ay.count);
   const int row_lo = cy.first.front(), row_hi = cy.first.back() + cy.length.back();

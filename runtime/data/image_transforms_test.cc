@@ -4,6 +4,7 @@
 // the properties of seeded draws.
 #include "runtime/data/image_transforms.h"
 
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -11,6 +12,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "runtime/data/image_encode.h"
 
 namespace ddp {
 namespace {
@@ -210,6 +213,30 @@ TEST(ResampleTest, ConstantImagesNormalizeExactlyAndARampDownscalesByPilsWeights
   }
   ResampleNormalized(ramp, plan, 10, 6, chw.data());
   EXPECT_NEAR((chw[0] * kImageNetStd[0] + kImageNetMean[0]) * 255.0, 12.5 / 1.75, 1e-3);
+}
+
+// A crop decoded at a reduced DCT scale, of an image whose size the scale
+// does not divide, ending short of its edges: the resampler must read only
+// what the decoder decoded (it once mapped the crop's end one pixel past).
+TEST(ResampleTest, CropsDecodedAtAReducedScaleStayInsideTheDecodedRegion) {
+  for (const auto& [w, h, x, y, cw, ch] : std::vector<std::array<int, 6>>{
+           {1001, 901, 0, 0, 1000, 900}, {1003, 997, 3, 1, 999, 995}, {777, 555, 1, 2, 770, 550}}) {
+    std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
+    for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 7 % 251);
+    const std::string jpeg = EncodeJpeg(rgb.data(), w, h, 3, 80);
+    ImagePlan plan;
+    plan.x = {x, cw, 224, 0, 224};
+    plan.y = {y, ch, 224, 0, 224};
+    const DecodedRegion decoded = DecodeImageRegion(jpeg, {x, y, cw, ch}, 224, 224).value();
+    EXPECT_LT(decoded.scale, 1.0) << w << "x" << h;
+    std::vector<float> chw(3 * 224 * 224);
+    ResampleNormalized(decoded, plan, w, h, chw.data());  // CHECKs that it stays inside
+  }
+  // A region outside the image is refused, not decoded.
+  std::vector<uint8_t> rgb(64 * 64 * 3, 100);
+  const std::string jpeg = EncodeJpeg(rgb.data(), 64, 64, 3, 90);
+  EXPECT_EQ(DecodeImageRegion(jpeg, {60, 0, 10, 10}, 0, 0).status().message(),
+            "region 10x10 at (60, 0) is outside the 64x64 image");
 }
 
 }  // namespace
