@@ -14,12 +14,32 @@ std::unordered_map<const Parameter*, int64_t> FlatOffsets(const Model& model) {
   return offsets;
 }
 
-std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb) {
+std::vector<size_t> PlanBucketCounts(const std::vector<int64_t>& bytes, double first_bucket_mb, double bucket_mb) {
   CHECK(bucket_mb > 0.0 && first_bucket_mb > 0.0) << "bucket sizes must be positive";
+  std::vector<size_t> counts;
+  size_t count = 0;
+  int64_t held = 0;
+  for (int64_t b : bytes) {
+    ++count;
+    held += b;
+    const double cap_mb = counts.empty() ? first_bucket_mb : bucket_mb;
+    if (static_cast<double>(held) >= cap_mb * 1048576.0) {
+      counts.push_back(count);
+      count = 0;
+      held = 0;
+    }
+  }
+  if (count > 0) counts.push_back(count);
+  return counts;
+}
+
+std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb) {
   std::unordered_map<const Parameter*, int64_t> offset = FlatOffsets(model);
+  const std::vector<Parameter*> order = model.BackwardOrder();
+  std::vector<int64_t> sizes;
+  for (const Parameter* p : order) sizes.push_back(static_cast<int64_t>(p->value.nbytes()));
   std::vector<BucketPlan> plans;
   BucketPlan current;
-  int64_t bytes = 0;
   auto close = [&] {
     current.offset = offset[current.params.back()];  // backward order walks the flat space downwards
     for (size_t k = 0; k + 1 < current.params.size(); ++k) {
@@ -29,16 +49,15 @@ std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, 
     }
     plans.push_back(std::move(current));
     current = BucketPlan();
-    bytes = 0;
   };
-  for (Parameter* p : model.BackwardOrder()) {
-    current.params.push_back(p);
-    current.numel += p->value.numel();
-    bytes += static_cast<int64_t>(p->value.nbytes());
-    const double cap_mb = plans.empty() ? first_bucket_mb : bucket_mb;
-    if (static_cast<double>(bytes) >= cap_mb * 1048576.0) close();
+  size_t next = 0;
+  for (size_t count : PlanBucketCounts(sizes, first_bucket_mb, bucket_mb)) {
+    for (size_t k = 0; k < count; ++k, ++next) {
+      current.params.push_back(order[next]);
+      current.numel += order[next]->value.numel();
+    }
+    close();
   }
-  if (!current.params.empty()) close();
   return plans;
 }
 

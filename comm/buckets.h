@@ -19,6 +19,10 @@ struct BucketPlan {
 
 std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb);
 
+// The same rule over parameter sizes alone, in backward order: how many
+// parameters each bucket takes (the scaling model plans with it).
+std::vector<size_t> PlanBucketCounts(const std::vector<int64_t>& bytes, double first_bucket_mb, double bucket_mb);
+
 // Where each parameter starts in the flat parameter space.
 std::unordered_map<const Parameter*, int64_t> FlatOffsets(const Model& model);
 

@@ -77,6 +77,9 @@ DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters an
 DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
 DEFINE_string(metrics_file, "", "JSON lines: one record per step, then a summary");
 DEFINE_string(tensorboard_dir, "", "rank 0 writes each step's scalars there as a TensorBoard event file");
+DEFINE_string(profile_file, "",
+              "rank 0 writes its step profile there (JSON): forward, backward and each gradient's ready time, the scaling "
+              "model's input (tools/scaling_model)");
 DEFINE_string(timeline, "", "Chrome trace-event JSON of the steps in --timeline-steps, every rank's, written by rank 0");
 DEFINE_string(timeline_steps, "3:12", "A:B: the 1-based steps, inclusive, the --timeline records");
 DEFINE_int64(log_every, 0,
@@ -331,6 +334,10 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.metrics_file = FLAGS_metrics_file;
   o.tensorboard_dir = FLAGS_tensorboard_dir;
   o.timeline = FLAGS_timeline;
+  o.profile_file = FLAGS_profile_file;
+  if (!o.profile_file.empty() && o.cuda_graphs) {
+    return InvalidArgument("--profile-file times eager steps: it cannot be used with --cuda-graphs");
+  }
   {
     long long a = 0, b = 0;
     int used = 0;

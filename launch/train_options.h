@@ -73,6 +73,7 @@ struct TrainOptions {
   std::string tensorboard_dir;  // rank 0's TensorBoard event file goes there
   int64_t log_every = 0;        // progress lines in a log: every N steps; 0: about every 10 s
   std::string timeline;         // Chrome trace-event JSON, written by rank 0
+  std::string profile_file;     // rank 0's step profile (launch/step_profile.h)
   int64_t timeline_first = 3, timeline_last = 12;  // the 1-based steps it records
   // Checkpoints (launch/checkpointer.h): where, how often (optimizer
   // steps; 0 never), how many complete ones to keep (0 all), and whether to

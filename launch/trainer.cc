@@ -223,6 +223,7 @@ Status Trainer::Setup() {
     // Created now: a path that cannot be written fails before training.
     if (!options_.tensorboard_dir.empty()) RETURN_IF_ERROR(tensorboard_.Open(options_.tensorboard_dir));
     RETURN_IF_ERROR(CheckWritable("--timeline", options_.timeline));
+    RETURN_IF_ERROR(CheckWritable("--profile-file", options_.profile_file));
   }
   // Decode threads: on a CPU rank one, beside --threads compute threads (a
   // loader that keeps ahead is mostly idle); on a GPU rank the node's cores
@@ -401,6 +402,8 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
     reducer.ctx = ctx_;
     reducer_ = std::make_unique<Reducer>(comm_, model_.get(), reducer);
   }
+  // Installed last: it passes each gradient on to the reducer's hook.
+  if (!options_.profile_file.empty() && is_root()) profiler_ = std::make_unique<StepProfiler>(model_.get());
 
   const int64_t b = options_.batch_size;
   if (on_gpu() && data_.train->GeneratesOnDevice()) {
@@ -520,7 +523,9 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     // The model runs its loss on the batch's named tensors.
     const Batch batch = LoadMicroBatch(step, micro);
     result.tokens += batch.real_tokens;
+    if (profiler_) profiler_->ForwardStarted();
     loss_sum += model_->ForwardLoss(ctx_, batch).loss;
+    if (profiler_) profiler_->ForwardFinished();
     if (step + 1 == options_.stop_in_backward_step && ranks_.rank == options_.stop_in_backward_rank && micro == 0) {
       std::raise(SIGSTOP);  // DDP_TEST_STOP_IN_BACKWARD
     }
@@ -536,7 +541,9 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
                                std::to_string(batch.first_sample) + ": it is corrupt (DDP_TEST_THROW)");
     }
     prepare_reduction();
+    if (profiler_) profiler_->BackwardStarted(/*last=*/micro == k - 1);
     model_->BackwardLoss(ctx_, loss_grad, accumulate);
+    if (profiler_) profiler_->BackwardFinished();
     if (reduce_each_micro_batch && micro < k - 1) {
       ASSIGN_OR_RETURN(const ReduceStats stats, zero_->Wait());
       result.exposed_comm_seconds += stats.exposed_seconds;
@@ -1311,6 +1318,7 @@ StatusOr<TrainResult> Trainer::Run() {
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, local));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (profiler_) profiler_->StepFinished(seconds, step - start_step_ >= warmup);
     if (step - start_step_ >= warmup) {
       timed_seconds += seconds;
       timed_exposed += r.exposed_comm_seconds;
@@ -1482,6 +1490,19 @@ StatusOr<TrainResult> Trainer::Run() {
     if (!saved.ok()) return Status(saved.code(), "--save-weights " + saved.message());
   }
   if (!is_root()) return result;
+  if (profiler_) {
+    nlohmann::ordered_json about = {{"model", options_.model},
+                                    {"device", options_.device},
+                                    {"precision", options_.precision},
+                                    {"world_size", ranks_.world_size},
+                                    {"threads", ctx_.num_threads()},
+                                    {"batch_size", options_.batch_size},
+                                    {"accumulation_steps", options_.accumulation_steps},
+                                    {"image_size", options_.image_size},
+                                    {"seq_len", seq_len},
+                                    {"samples_per_step", samples_per_step}};
+    RETURN_IF_ERROR(profiler_->Write(options_.profile_file, about));
+  }
 
   const int64_t activation_peak = memory->peak_bytes_in_use() - persistent_in_use;
   const int64_t allocator_peak = std::max(setup_peak, memory->peak_bytes_in_use());

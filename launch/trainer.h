@@ -20,6 +20,7 @@
 #include "runtime/metrics.h"
 #include "launch/gpu_health.h"
 #include "launch/progress.h"
+#include "launch/step_profile.h"
 #include "runtime/tensorboard.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
@@ -183,6 +184,7 @@ class Trainer {
   DType compute_dtype_ = DType::kF32;  // activations: f32, or bf16/f16 under mixed precision
   // After model_: they unhook themselves from the model. At most one is set.
   std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<StepProfiler> profiler_;  // --profile-file, rank 0
   std::unique_ptr<ZeroReducer> zero_;
   std::vector<Tensor> grads_;
   MetricsWriter metrics_;

@@ -9,15 +9,8 @@
 # (CI) makes that a failure.
 skip() {  # a JUnit record Bazel keeps, so the summary counts a skip, not a pass
   if [ "${DDP_REQUIRE_SLURM:-0}" = 1 ]; then echo "FAIL: $* (DDP_REQUIRE_SLURM=1)"; exit 1; fi
-  echo "SKIPPED: $*"
-  if [ -n "${XML_OUTPUT_FILE:-}" ]; then
-    cat > "$XML_OUTPUT_FILE" <<XML
-<?xml version="1.0" encoding="UTF-8"?>
-<testsuites><testsuite name="$slurm_suite" tests="1" skipped="1">
-<testcase classname="$slurm_suite" name="$slurm_case"><skipped message="$*"/></testcase>
-</testsuite></testsuites>
-XML
-  fi
+  source tests/report_skip.sh
+  report_skip "$slurm_suite" "$slurm_case" "$*"
   exit 0
 }
 [ "$(id -u)" -eq 0 ] || skip "slurmd must run as root"

@@ -33,15 +33,8 @@ same() {  # same A B
 # nothing here to test, which the summary counts as a skip.
 run probe --zero-stage 0 --steps 1
 if grep -q "this CPU lacks AVX-512 BF16" "$tmp/probe.log"; then
-  echo "SKIPPED: this CPU lacks AVX-512 BF16: --precision bf16 trains in f32"
-  if [ -n "${XML_OUTPUT_FILE:-}" ]; then
-    cat > "$XML_OUTPUT_FILE" <<XML
-<?xml version="1.0" encoding="UTF-8"?>
-<testsuites><testsuite name="zero_mixed_precision" tests="1" skipped="1">
-<testcase classname="ZeroMixedPrecision" name="StagesFollowStageZeroInBf16"><skipped message="this CPU lacks AVX-512 BF16"/></testcase>
-</testsuite></testsuites>
-XML
-  fi
+  source tests/report_skip.sh
+  report_skip ZeroMixedPrecision StagesFollowStageZeroInBf16 "this CPU lacks AVX-512 BF16: --precision bf16 trains in f32"
   exit 0
 fi
 for wire in none bf16; do

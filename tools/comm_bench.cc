@@ -37,6 +37,8 @@ DEFINE_string(min_bytes, "8", "smallest size (B, K, M or G suffixes)");
 DEFINE_string(max_bytes, "256M", "largest size");
 DEFINE_double(min_busbw, 0.0, "GB/s: exit 1 when an operation's busbw at the largest size is below it");
 DEFINE_double(seconds_per_size, 0.2, "time spent timing each size (at least 3 and at most 1000 iterations)");
+DEFINE_bool(raw, true, "time raw MPI_Allreduce / MPI_Iallreduce beside the all-reduce (--noraw: the communicator only, "
+            "whose waits sleep, as a load beside compute)");
 DEFINE_string(comm, "mpi", "mpi (host buffers) or nccl (a GPU per local rank)");
 
 namespace ddp {
@@ -269,7 +271,7 @@ int Main(int argc, char** argv) {
     std::printf("# comm_bench: %d ranks, %s, f32, busbw as nccl-tests defines it\n", n, FLAGS_comm.c_str());
   }
   for (const OpInfo& info : setup->ops) {
-    const bool raw = info.op == Op::kAllReduce && FLAGS_comm == "mpi";
+    const bool raw = info.op == Op::kAllReduce && FLAGS_comm == "mpi" && FLAGS_raw;
     if (ranks.rank == 0) {
       std::printf("#\n# %s\n# %12s %12s %12s %12s %12s %7s", info.name, "size (B)", "count", "time (us)", "algbw GB/s",
                   "busbw GB/s", "#wrong");

@@ -56,6 +56,7 @@ class Model {
   void SetTraining(bool training) { root_->SetTraining(training); }
   // Installs (or with null, removes) the hook fired as each gradient is final.
   void SetGradientReadyHook(GradientReadyHook* hook) { backward_state_.hook = hook; }
+  GradientReadyHook* gradient_ready_hook() const { return backward_state_.hook; }
 
   // In registration (state_dict) order.
   const std::vector<Parameter*>& parameters() const { return parameters_; }

@@ -1,0 +1,370 @@
+#include "comm/scaling_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "comm/buckets.h"
+#include "nlohmann/json.hpp"
+#include "runtime/durable_files.h"
+
+namespace ddp {
+
+int64_t StepProfile::gradient_bytes() const {
+  int64_t total = 0;
+  for (const ParamTiming& p : params) total += p.bytes;
+  return total;
+}
+
+StatusOr<StepProfile> ParseStepProfile(const std::string& text, const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("step profile " + path + ": not a JSON object");
+  if (j.value("format", "") != "ddp_train step profile 1") {
+    return InvalidArgument("step profile " + path + ": not written by ddp_train --profile-file (no 'format')");
+  }
+  StepProfile p;
+  p.path = path;
+  try {
+    p.model = j.at("model").get<std::string>();
+    p.device = j.at("device").get<std::string>();
+    p.world_size = j.at("world_size").get<int>();
+    p.threads = j.at("threads").get<int>();
+    p.samples_per_step = j.at("samples_per_step").get<int64_t>();
+    p.accumulation_steps = j.at("accumulation_steps").get<int64_t>();
+    p.step_s = j.at("step_s").get<double>();
+    p.forward_s = j.at("forward_s").get<double>();
+    p.backward_s = j.at("backward_s").get<double>();
+    p.last_backward_s = j.at("last_backward_s").get<double>();
+    p.other_s = j.at("other_s").get<double>();
+    p.compute_sd_s = j.value("compute_sd_s", 0.0);
+    for (const auto& e : j.at("params")) {
+      p.params.push_back({e.at("name").get<std::string>(), e.at("bytes").get<int64_t>(), e.at("ready_s").get<double>()});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument("step profile " + path + ": " + e.what());
+  }
+  if (p.params.empty() || p.step_s <= 0.0 || p.samples_per_step <= 0) {
+    return InvalidArgument("step profile " + path + ": no parameters or no timed step");
+  }
+  return p;
+}
+
+StatusOr<StepProfile> ReadStepProfile(const std::string& path) {
+  StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return Status(text.status().code(), "step profile " + path + ": " + text.status().message());
+  return ParseStepProfile(*text, path);
+}
+
+const std::vector<Link>& LinkPresets() {
+  static const std::vector<Link> presets = {
+      {"pcie4-host-bounce", 12.0, 10.0, false, 0.0, 0.0,
+       "PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s per direction (PCI-SIG, PCIe 4.0 base "
+       "specification); pinned copies reach about 24-26 GB/s (CUDA's bandwidthTest on such hosts)",
+       "RTX 4090s have no peer access: NCCL stages every hop through host memory, each byte crossing PCIe "
+       "twice in series (device to host, host to device), so 24 GB/s / 2 = 12 GB/s of bus bandwidth per GPU; "
+       "the GPUs' links share one CPU's root complex and memory bandwidth, which holds at 4 GPUs on a "
+       "desktop or workstation CPU (about 50-80 GB/s of memory bandwidth against 4 x 2 x 12 GB/s of staging); "
+       "about 10 us per hop (a host-memory handshake)"},
+      {"nvlink-bridge", 50.0, 3.0, false, 0.0, 0.0,
+       "NVIDIA's RTX 3090 / RTX A6000 NVLink bridge: 112.5 GB/s both directions, 56.25 GB/s each way",
+       "about 90% of the bridge's rate as bus bandwidth, every ring hop on NVLink (a bridge joins two GPUs: "
+       "four GPUs need two bridges and a ring that crosses PCIe between the pairs, which this preset leaves out)"},
+      {"25gbe", 2.9, 25.0, false, 0.0, 0.0,
+       "IEEE 802.3by 25GBASE: 25 Gbit/s = 3.125 GB/s line rate",
+       "about 93% of the line rate after Ethernet, IP and TCP headers (NCCL's socket transport), one NIC per "
+       "node carrying the ring's one inter-node hop each way; about 25 us per hop through the kernel's TCP stack"},
+      {"ib-100", 11.5, 6.0, false, 0.0, 0.0,
+       "InfiniBand EDR / HDR100 (IBTA): 100 Gbit/s = 12.5 GB/s line rate; nccl-tests over one such HCA report "
+       "about 11-12 GB/s of bus bandwidth",
+       "GPUDirect RDMA or a host bounce that keeps up with the HCA, one HCA per node; about 6 us per hop"},
+      {"cpu-shm", 2.0, 20.0, true, 0.25, 0.5,
+       "this project's comm_bench on 2 CPU ranks of a 2-core box (README: 64 MiB all-reduce at 2.28 GB/s "
+       "bus bandwidth; small messages about 20 us a hop)",
+       "CPU ranks on one box, Open MPI's shared memory: the cores that compute also copy and sum, so compute "
+       "slows while a collective is in flight (compute_slowdown, measured by tools/scaling_validation)"},
+  };
+  return presets;
+}
+
+namespace {
+
+std::string Trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r");
+  if (a == std::string::npos) return "";
+  const size_t b = s.find_last_not_of(" \t\r");
+  return s.substr(a, b - a + 1);
+}
+
+bool ParseNumber(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  *out = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(*out);
+}
+
+}  // namespace
+
+StatusOr<Link> ParseLinkFile(const std::string& text, const std::string& path) {
+  Link link;
+  link.name = path;
+  bool have_bw = false, have_latency = false;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string where = "link file " + path + " line " + std::to_string(number);
+    const size_t hash = line.find('#');
+    const std::string body = Trim(hash == std::string::npos ? line : line.substr(0, hash));
+    if (body.empty()) continue;
+    const size_t eq = body.find('=');
+    if (eq == std::string::npos) return InvalidArgument(where + ": expected 'key = value', got '" + body + "'");
+    const std::string key = Trim(body.substr(0, eq)), value = Trim(body.substr(eq + 1));
+    double number_value = 0.0;
+    if (key == "name" || key == "source" || key == "assumes") {
+      (key == "name" ? link.name : key == "source" ? link.source : link.assumes) = value;
+    } else if (key == "bus_gbps" || key == "latency_us" || key == "compute_slowdown" || key == "comm_slowdown") {
+      if (!ParseNumber(value, &number_value) || number_value < 0.0 || (key == "bus_gbps" && number_value == 0.0)) {
+        return InvalidArgument(where + ": " + key + " must be a " + (key == "bus_gbps" ? "positive" : "non-negative") +
+                               " number, got '" + value + "'");
+      }
+      if (key == "bus_gbps") link.bus_gbps = number_value, have_bw = true;
+      if (key == "latency_us") link.latency_us = number_value, have_latency = true;
+      if (key == "compute_slowdown") link.compute_slowdown = number_value;
+      if (key == "comm_slowdown") link.comm_slowdown = number_value;
+    } else if (key == "shares_compute") {
+      if (value != "true" && value != "false") {
+        return InvalidArgument(where + ": shares_compute must be true or false, got '" + value + "'");
+      }
+      link.shares_compute = value == "true";
+    } else {
+      return InvalidArgument(where + ": unknown key '" + key +
+                             "' (bus_gbps, latency_us, shares_compute, compute_slowdown, comm_slowdown, name, source, assumes)");
+    }
+  }
+  if (!have_bw || !have_latency) {
+    return InvalidArgument("link file " + path + ": needs bus_gbps and latency_us");
+  }
+  return link;
+}
+
+std::string LinkFileText(const Link& link) {
+  char numbers[320];
+  std::snprintf(numbers, sizeof(numbers),
+                "bus_gbps = %.6g\nlatency_us = %.6g\nshares_compute = %s\ncompute_slowdown = %.6g\ncomm_slowdown = %.6g\n",
+                link.bus_gbps, link.latency_us, link.shares_compute ? "true" : "false", link.compute_slowdown,
+                link.comm_slowdown);
+  std::string text = "name = " + link.name + "\n" + numbers;
+  if (!link.source.empty()) text += "source = " + link.source + "\n";
+  if (!link.assumes.empty()) text += "assumes = " + link.assumes + "\n";
+  return text;
+}
+
+StatusOr<Link> LoadLink(const std::string& name_or_path) {
+  for (const Link& preset : LinkPresets()) {
+    if (preset.name == name_or_path) return preset;
+  }
+  if (!PathExists(name_or_path)) {
+    std::string names;
+    for (const Link& preset : LinkPresets()) names += (names.empty() ? "" : ", ") + preset.name;
+    return InvalidArgument("link '" + name_or_path + "' is neither a preset (" + names + ") nor a file");
+  }
+  StatusOr<std::string> text = ReadWholeFile(name_or_path);
+  if (!text.ok()) return Status(text.status().code(), "link file " + name_or_path + ": " + text.status().message());
+  return ParseLinkFile(*text, name_or_path);
+}
+
+StatusOr<Link> FitLink(const std::vector<std::pair<int64_t, double>>& bytes_seconds, int ranks,
+                       const std::string& name) {
+  if (ranks < 2 || bytes_seconds.size() < 2) return InvalidArgument("a link fit needs 2 ranks and 2 sizes at least");
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = static_cast<double>(bytes_seconds.size());
+  for (const auto& [bytes, seconds] : bytes_seconds) {
+    const double x = static_cast<double>(bytes);
+    sx += x, sy += seconds, sxx += x * x, sxy += x * seconds;
+  }
+  const double denominator = n * sxx - sx * sx;
+  if (denominator <= 0.0) return InvalidArgument("a link fit needs two different sizes");
+  const double b = (n * sxy - sx * sy) / denominator;
+  const double a = (sy - b * sx) / n;
+  if (b <= 0.0) return InvalidArgument("the measured times do not grow with size: no bandwidth to fit");
+  Link link;
+  link.name = name;
+  const double hops = 2.0 * (ranks - 1);
+  link.bus_gbps = hops / ranks / b / 1e9;
+  link.latency_us = std::max(0.0, a) / hops * 1e6;
+  link.source = "fitted to measured all-reduce times at " + std::to_string(ranks) + " ranks";
+  return link;
+}
+
+namespace {
+
+struct Ring {
+  double latency_s, bytes_per_s;
+};
+
+Ring RingOf(const ClusterShape& shape) {
+  Ring ring{shape.intra.latency_us * 1e-6, shape.intra.bus_gbps * 1e9};
+  if (shape.nodes > 1) {
+    ring.latency_s = std::max(ring.latency_s, shape.inter.latency_us * 1e-6);
+    ring.bytes_per_s = std::min(ring.bytes_per_s, shape.inter.bus_gbps * 1e9);
+  }
+  return ring;
+}
+
+bool SharesCompute(const ClusterShape& shape) {
+  return shape.intra.shares_compute || (shape.nodes > 1 && shape.inter.shares_compute);
+}
+
+// Compute's and communication's slowdowns while both run.
+std::pair<double, double> Slowdowns(const ClusterShape& shape) {
+  if (!SharesCompute(shape)) return {0.0, 0.0};
+  const bool inter = shape.nodes > 1;
+  return {std::max(shape.intra.compute_slowdown, inter ? shape.inter.compute_slowdown : 0.0),
+          std::max(shape.intra.comm_slowdown, inter ? shape.inter.comm_slowdown : 0.0)};
+}
+
+// E[max of n standard normals], by numerical integration of
+// n x phi(x) x Phi(x)^(n-1) x x.
+double ExpectedMaxOfNormals(int n) {
+  if (n <= 1) return 0.0;
+  double sum = 0.0;
+  const double h = 1e-3;
+  for (double x = -8.0; x <= 8.0; x += h) {
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += x * n * phi * std::pow(cdf, n - 1) * h;
+  }
+  return sum;
+}
+
+}  // namespace
+
+double AllReduceSeconds(int64_t bytes, const ClusterShape& shape) {
+  const int p = shape.ranks();
+  if (p < 2) return 0.0;
+  const Ring ring = RingOf(shape);
+  return 2.0 * (p - 1) * ring.latency_s + 2.0 * (p - 1) / p * static_cast<double>(bytes) / ring.bytes_per_s;
+}
+
+double ReduceScatterSeconds(int64_t bytes, const ClusterShape& shape) {
+  const int p = shape.ranks();
+  if (p < 2) return 0.0;
+  const Ring ring = RingOf(shape);
+  return (p - 1) * ring.latency_s + static_cast<double>(p - 1) / p * static_cast<double>(bytes) / ring.bytes_per_s;
+}
+
+std::string DescribeCase(const ClusterShape& shape) {
+  if (!SharesCompute(shape)) return "GPU ranks: collectives run beside compute, which they do not slow";
+  const auto [compute, comm] = Slowdowns(shape);
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "CPU ranks: collectives and compute share the cores (while both run, compute %.0f%% slower, "
+                "collectives %.0f%% slower)",
+                100.0 * compute, 100.0 * comm);
+  return line;
+}
+
+Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const PredictOptions& options) {
+  const double scale = options.compute_scale;
+  Prediction out;
+  out.ranks = shape.ranks();
+  const double one_rank_step = profile.step_s * scale;
+  const double forward = profile.forward_s * scale, other = profile.other_s * scale;
+  const double last_backward = profile.last_backward_s * scale;
+  const double earlier_backward = std::max(0.0, profile.backward_s - profile.last_backward_s) * scale;
+  out.compute_s = one_rank_step;
+  const double per_rank_samples = static_cast<double>(profile.samples_per_step) / profile.world_size;
+  if (out.ranks == 1) {
+    out.step_s = one_rank_step;
+    out.samples_per_s = per_rank_samples / out.step_s;
+    return out;
+  }
+  // Buckets, with the reducer's layout rule; each ready with its latest
+  // parameter.
+  std::vector<int64_t> sizes;
+  for (const ParamTiming& p : profile.params) sizes.push_back(p.bytes);
+  size_t next = 0;
+  for (size_t count : PlanBucketCounts(sizes, options.first_bucket_mb, options.bucket_mb)) {
+    BucketPrediction b;
+    int64_t bytes = 0;
+    for (size_t k = 0; k < count; ++k, ++next) {
+      bytes += profile.params[next].bytes;
+      b.ready_s = std::max(b.ready_s, profile.params[next].ready_s * scale);
+    }
+    b.bytes = static_cast<int64_t>(std::llround(static_cast<double>(bytes) * options.wire_scale));
+    out.buckets.push_back(b);
+  }
+  const bool zero = options.zero_stage >= 1;
+  auto duration = [&](int64_t bytes) {
+    return zero ? ReduceScatterSeconds(bytes, shape) : AllReduceSeconds(bytes, shape);
+  };
+  // Backward and the collectives on one wall clock. On CPU ranks each runs
+  // slower while the other does: compute by s, collectives by c. Event by
+  // event: compute reaches the next bucket's ready point (or the end of
+  // backward), or the collective in flight finishes.
+  const auto [s, c] = Slowdowns(shape);
+  double wall = 0.0, done = 0.0;  // done: backward's compute so far, in profiled seconds
+  double backward_wall = last_backward;  // when compute finished backward
+  size_t ready = 0, next_comm = 0;
+  double left = 0.0;       // the collective in flight: profiled seconds of it still to go
+  bool in_flight = false;
+  const size_t n = out.buckets.size();
+  auto ready_at = [&](size_t b) { return options.overlap ? out.buckets[b].ready_s : last_backward; };
+  for (int guard = 0; guard < 4 * static_cast<int>(n) + 8; ++guard) {
+    const bool computing = done < last_backward;
+    while (ready < n && done >= ready_at(ready)) out.buckets[ready++].ready_s = wall;
+    if (!in_flight && next_comm < ready) {
+      BucketPrediction& b = out.buckets[next_comm];
+      b.start_s = wall;
+      left = duration(b.bytes);
+      out.comm_s += left;
+      in_flight = true;
+    }
+    if (!computing && !in_flight) break;
+    const double compute_rate = computing ? (in_flight ? 1.0 / (1.0 + s) : 1.0) : 0.0;
+    const double comm_rate = in_flight ? (computing ? 1.0 / (1.0 + c) : 1.0) : 0.0;
+    const double target = ready < n ? std::min(ready_at(ready), last_backward) : last_backward;
+    double dt = std::numeric_limits<double>::infinity();
+    if (computing) dt = std::min(dt, (target - done) / compute_rate);
+    if (in_flight) dt = std::min(dt, left / comm_rate);
+    wall += dt;
+    if (computing) {
+      done = (target - done) / compute_rate <= dt ? target : done + dt * compute_rate;
+      if (done >= last_backward) backward_wall = wall;
+    }
+    if (in_flight) {
+      left -= dt * comm_rate;
+      if (left <= 1e-15) {
+        out.buckets[next_comm++].end_s = wall;
+        in_flight = false;
+      }
+    }
+  }
+  const double comm_free = n > 0 ? out.buckets[n - 1].end_s : 0.0;
+  double step = forward + earlier_backward + std::max(backward_wall, comm_free) + other;
+  // The step's own small all-reduce (loss, agreements).
+  step += AllReduceSeconds(72, shape);
+  // Waiting for the slowest rank: the expected maximum of P standard normal
+  // draws times the
+  // step-to-step spread.
+  out.straggler_s = ExpectedMaxOfNormals(out.ranks) * profile.compute_sd_s * scale;
+  step += out.straggler_s;
+  if (zero) {
+    // The updated parameters' all-gather, under the next forward.
+    double gather = 0.0;
+    for (const BucketPrediction& b : out.buckets) gather += ReduceScatterSeconds(b.bytes, shape);
+    out.comm_s += gather;
+    step += std::max(0.0, gather - forward);
+  }
+  out.step_s = step;
+  out.exposed_s = std::max(0.0, step - one_rank_step);
+  out.samples_per_s = out.ranks * per_rank_samples / step;
+  out.efficiency = one_rank_step / step;
+  return out;
+}
+
+}  // namespace ddp

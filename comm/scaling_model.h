@@ -1,0 +1,132 @@
+// The scaling model: predicts a data-parallel step on P = N GPUs x M nodes
+// from one rank's measured step profile (launch/step_profile.h) and a
+// description of the links, before the cluster is rented.
+//
+// What it simulates, per step:
+//   forward, then backward as profiled; each gradient bucket (the trainer's
+//   own layout rule, comm/buckets.h) is ready when its last parameter's
+//   gradient is, and its collective starts when it is ready and the one
+//   before it has finished (one stream of collectives, in bucket order, as
+//   the reducer issues them). A bucket's collective is a ring:
+//     all-reduce       2(P-1) hops of latency + 2(P-1)/P x bytes / busbw
+//     reduce-scatter    (P-1) hops of latency +  (P-1)/P x bytes / busbw
+//   (nccl-tests' bus bandwidth, so a comm_bench table is the link's own
+//   description). Across nodes the ring's slowest hop sets both terms.
+//   Every rank's step waits for the slowest rank: N ranks add the expected
+//   maximum of N normal draws (compute_sd_s) to compute. Exposed
+//   communication is what is left after backward; without overlap
+//   every collective waits for backward to finish. ZeRO reduce-scatters the
+//   buckets and all-gathers the updated parameters under the next forward,
+//   exposing only what the forward cannot hide.
+//
+// Two cases, and the model says which it is in:
+//   - GPUs: collectives run on copy engines and NCCL's own kernels beside
+//     compute; compute is not slowed (shares_compute false).
+//   - CPU ranks: MPI (and the kernel, over TCP) moves and sums the bytes on
+//     the cores that compute, so each slows the other while both run:
+//     compute by compute_slowdown, the collective by comm_slowdown, both
+//     measured by running the two at once (tools/scaling_validation's
+//     contention probe). What is validated on CPU ranks carries over to
+//     GPUs only in the parts that do not depend on this: bucket timing, the
+//     ring's terms, overlap.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace ddp {
+
+struct ParamTiming {
+  std::string name;
+  int64_t bytes = 0;     // of the gradient as the rank holds it
+  double ready_s = 0.0;  // after the (last) backward began
+};
+
+struct StepProfile {
+  std::string model, device, path;
+  int world_size = 1, threads = 0;
+  int64_t samples_per_step = 0, accumulation_steps = 1;
+  double step_s = 0.0, forward_s = 0.0, backward_s = 0.0, last_backward_s = 0.0, other_s = 0.0;
+  double compute_sd_s = 0.0;  // forward + backward's standard deviation over steps
+  std::vector<ParamTiming> params;  // backward order
+  int64_t gradient_bytes() const;
+};
+
+// Parses what --profile-file wrote; `path` names it in errors.
+StatusOr<StepProfile> ParseStepProfile(const std::string& text, const std::string& path);
+StatusOr<StepProfile> ReadStepProfile(const std::string& path);
+
+struct Link {
+  std::string name;
+  double bus_gbps = 0.0;    // GB/s (1e9 bytes) of ring bus bandwidth per rank
+  double latency_us = 0.0;  // per ring hop, software included
+  bool shares_compute = false;
+  // CPU ranks: while a collective is in flight compute runs 1/(1+s) as
+  // fast, and while compute runs a collective moves bytes 1/(1+c) as fast
+  // (the kernel's TCP work and MPI's copies and sums share the cores).
+  double compute_slowdown = 0.0, comm_slowdown = 0.0;
+  std::string source;       // where the figures come from
+  std::string assumes;      // what the figures take for granted
+};
+
+// Presets, each with its source: pcie4-host-bounce (RTX 4090s, no peer
+// access), nvlink-bridge, 25gbe, ib-100, and cpu-shm (CPU ranks on one box,
+// Open MPI's shared memory).
+const std::vector<Link>& LinkPresets();
+// A preset's name, or the path of a link file: `key = value` lines (name,
+// bus_gbps, latency_us, shares_compute, compute_slowdown, comm_slowdown,
+// source, assumes;
+// `#` starts a comment). Errors name the file and line.
+StatusOr<Link> LoadLink(const std::string& name_or_path);
+StatusOr<Link> ParseLinkFile(const std::string& text, const std::string& path);
+std::string LinkFileText(const Link& link);
+
+// A link fitted to measured all-reduce times at `ranks` ranks: least squares
+// on t = a + b x bytes, then latency = a / 2(P-1), busbw = 2(P-1)/P / b.
+StatusOr<Link> FitLink(const std::vector<std::pair<int64_t, double>>& bytes_seconds, int ranks,
+                       const std::string& name);
+
+struct ClusterShape {
+  int gpus_per_node = 1, nodes = 1;
+  Link intra, inter;  // inter is used when nodes > 1
+  int ranks() const { return gpus_per_node * nodes; }
+};
+
+struct PredictOptions {
+  double bucket_mb = 25.0, first_bucket_mb = 1.0;
+  bool overlap = true;
+  int zero_stage = 0;
+  double wire_scale = 1.0;     // bytes on the wire per gradient byte (0.5: fp16 gradients of an fp32 profile)
+  double compute_scale = 1.0;  // the profile's compute times, scaled (another device)
+};
+
+struct BucketPrediction {
+  int64_t bytes = 0;  // on the wire
+  double ready_s = 0.0, start_s = 0.0, end_s = 0.0;  // after backward began
+};
+
+struct Prediction {
+  int ranks = 1;
+  double step_s = 0.0;       // wall time of one step
+  double compute_s = 0.0;    // forward + backward + other, as profiled (scaled)
+  double comm_s = 0.0;       // the collectives' own time, summed
+  double exposed_s = 0.0;    // the step's time beyond compute
+  double straggler_s = 0.0;  // waiting for the slowest rank's compute
+  double samples_per_s = 0.0;  // the whole job's
+  double efficiency = 1.0;   // samples_per_s / (ranks x one rank's)
+  std::vector<BucketPrediction> buckets;
+};
+
+double AllReduceSeconds(int64_t bytes, const ClusterShape& shape);
+double ReduceScatterSeconds(int64_t bytes, const ClusterShape& shape);  // and all-gather
+
+Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const PredictOptions& options);
+
+// Which case a shape is modelled as, in one line.
+std::string DescribeCase(const ClusterShape& shape);
+
+}  // namespace ddp

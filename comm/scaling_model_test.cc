@@ -1,0 +1,249 @@
+// The scaling model's arithmetic, against hand-computed steps; its link
+// files, profiles and fit; and its bucket rule against the reducer's.
+#include "comm/scaling_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "comm/buckets.h"
+#include "models/registry.h"
+
+namespace ddp {
+namespace {
+
+Link TestLink(double gbps, double latency_us, bool cpu = false, double slowdown = 0.0) {
+  Link l;
+  l.name = "test";
+  l.bus_gbps = gbps;
+  l.latency_us = latency_us;
+  l.shares_compute = cpu;
+  l.compute_slowdown = slowdown;
+  return l;
+}
+
+ClusterShape Shape(int gpus, const Link& link, int nodes = 1, const Link& inter = Link()) {
+  ClusterShape s;
+  s.gpus_per_node = gpus;
+  s.nodes = nodes;
+  s.intra = link;
+  s.inter = inter;
+  return s;
+}
+
+// Three 1 MB gradients ready 0.1 s apart in a 0.3 s backward, after a
+// 0.1 s forward; 0.05 s of other work. With --bucket-mb 0.5 each is a
+// bucket of its own.
+StepProfile ThreeParams() {
+  StepProfile p;
+  p.model = "toy";
+  p.device = "cpu";
+  p.samples_per_step = 8;
+  p.forward_s = 0.1;
+  p.backward_s = p.last_backward_s = 0.3;
+  p.other_s = 0.05;
+  p.step_s = 0.45;
+  p.params = {{"c", 1000000, 0.1}, {"b", 1000000, 0.2}, {"a", 1000000, 0.3}};
+  return p;
+}
+
+PredictOptions Buckets(double mb, bool overlap = true) {
+  PredictOptions o;
+  o.bucket_mb = o.first_bucket_mb = mb;
+  o.overlap = overlap;
+  return o;
+}
+
+TEST(ScalingModelTest, RingTimesFollowNcclTestsBusBandwidth) {
+  // 4 ranks at 10 GB/s, 10 us a hop: 6 hops of latency + 1.5 x 100 MB / 10 GB/s.
+  const ClusterShape four = Shape(4, TestLink(10.0, 10.0));
+  EXPECT_NEAR(AllReduceSeconds(100000000, four), 6 * 10e-6 + 1.5 * 0.01, 1e-12);
+  EXPECT_NEAR(ReduceScatterSeconds(100000000, four), 3 * 10e-6 + 0.75 * 0.01, 1e-12);
+  EXPECT_EQ(AllReduceSeconds(100000000, Shape(1, TestLink(10.0, 10.0))), 0.0);
+  // Two nodes: the ring's slowest hop sets both terms.
+  const ClusterShape two_nodes = Shape(4, TestLink(10.0, 10.0), 2, TestLink(2.5, 30.0));
+  EXPECT_NEAR(AllReduceSeconds(80000000, two_nodes), 14 * 30e-6 + 2.0 * 7 / 8 * 80000000 / 2.5e9, 1e-12);
+}
+
+TEST(ScalingModelTest, OverlapHidesAllButTheLastBucket) {
+  // Each 1 MB all-reduce at 2 ranks and 20 MB/s (no latency): 0.05 s, less
+  // than the 0.1 s between gradients, so only the last is exposed.
+  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), Buckets(0.5));
+  ASSERT_EQ(p.buckets.size(), 3u);
+  EXPECT_NEAR(p.buckets[0].start_s, 0.1, 1e-12);
+  EXPECT_NEAR(p.buckets[2].end_s, 0.35, 1e-12);
+  EXPECT_NEAR(p.comm_s, 0.15, 1e-9);
+  EXPECT_NEAR(p.step_s, 0.1 + 0.35 + 0.05 + AllReduceSeconds(72, Shape(2, TestLink(0.02, 0.0))), 1e-9);
+  EXPECT_NEAR(p.efficiency, 0.45 / p.step_s, 1e-12);
+  EXPECT_NEAR(p.samples_per_s, 2 * 8 / p.step_s, 1e-9);
+}
+
+TEST(ScalingModelTest, CollectivesQueueBehindEachOther) {
+  // 0.15 s each: 0.1-0.25, 0.25-0.40, 0.40-0.55; backward ends at 0.3.
+  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(1.0 / 150, 0.0)), Buckets(0.5));
+  EXPECT_NEAR(p.buckets[1].start_s, 0.25, 1e-9);
+  EXPECT_NEAR(p.buckets[2].end_s, 0.55, 1e-9);
+  EXPECT_NEAR(p.step_s - p.exposed_s, 0.45, 1e-9);
+  EXPECT_GT(p.exposed_s, 0.25 - 1e-9);
+}
+
+TEST(ScalingModelTest, WithoutOverlapEveryCollectiveWaitsForBackward) {
+  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), Buckets(0.5, /*overlap=*/false));
+  EXPECT_NEAR(p.buckets[0].start_s, 0.3, 1e-12);
+  EXPECT_NEAR(p.buckets[2].end_s, 0.45, 1e-12);
+  // One bucket of everything: the same bytes, the same time.
+  const Prediction one = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), Buckets(100, false));
+  ASSERT_EQ(one.buckets.size(), 1u);
+  EXPECT_NEAR(one.buckets[0].end_s, 0.45, 1e-12);
+  // fp16 gradients halve the bytes.
+  PredictOptions half = Buckets(100, false);
+  half.wire_scale = 0.5;
+  EXPECT_NEAR(Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), half).buckets[0].end_s, 0.375, 1e-12);
+}
+
+TEST(ScalingModelTest, CpuRanksComputeSlowerWhileACollectiveRuns) {
+  // Slowdown 1: compute at half speed while the first bucket's 0.05 s
+  // all-reduce runs (0.1-0.15: 0.025 s of compute done), so the second
+  // gradient is ready at 0.225; its all-reduce (0.225-0.275) halves compute
+  // again, so the third, the last, is ready at 0.35, and its all-reduce
+  // ends at 0.40.
+  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0, true, 1.0)), Buckets(0.5));
+  EXPECT_NEAR(p.buckets[1].ready_s, 0.225, 1e-9);
+  EXPECT_NEAR(p.buckets[2].ready_s, 0.35, 1e-9);
+  EXPECT_NEAR(p.buckets[2].end_s, 0.40, 1e-9);
+  EXPECT_NEAR(p.step_s - p.compute_s, 0.05 + 0.05 + AllReduceSeconds(72, Shape(2, TestLink(0.02, 0.0))), 1e-9);
+  // Collectives twice as slow while compute runs: the first (0.1-0.2) and
+  // second (0.2-0.3) overlap compute; the third runs alone (0.3-0.35).
+  Link slow_comm = TestLink(0.02, 0.0, true, 0.0);
+  slow_comm.comm_slowdown = 1.0;
+  const Prediction q = Predict(ThreeParams(), Shape(2, slow_comm), Buckets(0.5));
+  EXPECT_NEAR(q.buckets[0].end_s, 0.2, 1e-9);
+  EXPECT_NEAR(q.buckets[1].end_s, 0.3, 1e-9);
+  EXPECT_NEAR(q.buckets[2].end_s, 0.35, 1e-9);
+  EXPECT_NE(DescribeCase(Shape(2, TestLink(0.02, 0.0, true, 1.0))).find("CPU ranks"), std::string::npos);
+  EXPECT_NE(DescribeCase(Shape(2, TestLink(0.02, 0.0))).find("GPU ranks"), std::string::npos);
+}
+
+TEST(ScalingModelTest, ZeroGathersUnderTheNextForward) {
+  // Reduce-scatters of 0.025 s each hide; the 3 x 0.025 s all-gather is
+  // hidden by the 0.1 s forward.
+  PredictOptions zero = Buckets(0.5);
+  zero.zero_stage = 2;
+  const ClusterShape shape = Shape(2, TestLink(0.02, 0.0));
+  const Prediction p = Predict(ThreeParams(), shape, zero);
+  EXPECT_NEAR(p.buckets[2].end_s, 0.325, 1e-9);
+  EXPECT_NEAR(p.step_s, 0.1 + 0.325 + 0.05 + AllReduceSeconds(72, shape), 1e-9);
+  // Slower links: the gather's excess over the forward shows.
+  const ClusterShape slow = Shape(2, TestLink(0.005, 0.0));
+  const Prediction q = Predict(ThreeParams(), slow, zero);
+  EXPECT_NEAR(q.comm_s, 6 * 0.1, 1e-9);
+  EXPECT_NEAR(q.step_s, 0.1 + (0.1 + 3 * 0.1) + 0.05 + AllReduceSeconds(72, slow) + (0.3 - 0.1), 1e-9);
+}
+
+TEST(ScalingModelTest, StepsWaitForTheSlowestRank) {
+  // E[max] of 2 standard normals is 1/sqrt(pi); of 4, 1.02938.
+  StepProfile noisy = ThreeParams();
+  noisy.compute_sd_s = 0.1;
+  const ClusterShape two = Shape(2, TestLink(0.02, 0.0)), four = Shape(4, TestLink(0.02, 0.0));
+  EXPECT_NEAR(Predict(noisy, two, Buckets(0.5)).straggler_s, 0.1 / std::sqrt(M_PI), 1e-5);
+  EXPECT_NEAR(Predict(noisy, four, Buckets(0.5)).straggler_s, 0.102938, 1e-5);
+  EXPECT_NEAR(Predict(noisy, two, Buckets(0.5)).step_s - Predict(ThreeParams(), two, Buckets(0.5)).step_s,
+              0.1 / std::sqrt(M_PI), 1e-5);
+  EXPECT_EQ(Predict(noisy, Shape(1, TestLink(0.02, 0.0)), Buckets(0.5)).straggler_s, 0.0);
+}
+
+TEST(ScalingModelTest, ComputeScaleScalesEveryComputeTime) {
+  PredictOptions o = Buckets(0.5, false);
+  o.compute_scale = 0.5;
+  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), o);
+  EXPECT_NEAR(p.compute_s, 0.225, 1e-12);
+  EXPECT_NEAR(p.buckets[0].start_s, 0.15, 1e-12);
+  EXPECT_NEAR(Predict(ThreeParams(), Shape(1, TestLink(0.02, 0.0)), o).step_s, 0.225, 1e-12);
+}
+
+TEST(ScalingModelTest, BucketCountsAreTheReducersLayout) {
+  ModelOptions options;
+  options.name = "resnet18";
+  std::unique_ptr<Model> model = std::move(CreateModel(options)).value();
+  std::vector<int64_t> sizes;
+  for (const Parameter* p : model->BackwardOrder()) sizes.push_back(static_cast<int64_t>(p->value.nbytes()));
+  for (double mb : {0.25, 1.0, 5.0, 25.0, 1000.0}) {
+    const std::vector<BucketPlan> plans = PlanBuckets(*model, 1.0, mb);
+    const std::vector<size_t> counts = PlanBucketCounts(sizes, 1.0, mb);
+    ASSERT_EQ(plans.size(), counts.size()) << mb;
+    for (size_t b = 0; b < counts.size(); ++b) EXPECT_EQ(plans[b].params.size(), counts[b]) << mb << " " << b;
+  }
+}
+
+TEST(ScalingModelTest, FitRecoversTheLink) {
+  const ClusterShape shape = Shape(3, TestLink(1.5, 40.0));
+  std::vector<std::pair<int64_t, double>> points;
+  for (int64_t bytes = 1 << 18; bytes <= (64 << 20); bytes *= 2) points.push_back({bytes, AllReduceSeconds(bytes, shape)});
+  StatusOr<Link> fit = FitLink(points, 3, "fit");
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->bus_gbps, 1.5, 1e-9);
+  EXPECT_NEAR(fit->latency_us, 40.0, 1e-6);
+  EXPECT_FALSE(FitLink({{1024, 1.0}}, 2, "one").ok());
+  EXPECT_FALSE(FitLink({{1024, 2.0}, {2048, 1.0}}, 2, "shrinking").ok());
+}
+
+TEST(ScalingModelTest, LinkFilesParseAndRoundTrip) {
+  StatusOr<Link> link = ParseLinkFile("# a cluster\nname = lab\nbus_gbps = 7.5  # measured\nlatency_us = 12\n"
+                                      "shares_compute = true\ncompute_slowdown = 0.4\ncomm_slowdown = 0.7\nsource = comm_bench\n",
+                                      "lab.link");
+  ASSERT_TRUE(link.ok()) << link.status().message();
+  EXPECT_EQ(link->name, "lab");
+  EXPECT_EQ(link->bus_gbps, 7.5);
+  EXPECT_EQ(link->latency_us, 12.0);
+  EXPECT_TRUE(link->shares_compute);
+  EXPECT_EQ(link->compute_slowdown, 0.4);
+  EXPECT_EQ(link->comm_slowdown, 0.7);
+  StatusOr<Link> again = ParseLinkFile(LinkFileText(*link), "again");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->bus_gbps, 7.5);
+  EXPECT_EQ(again->source, "comm_bench");
+  EXPECT_EQ(again->comm_slowdown, 0.7);
+  for (const Link& preset : LinkPresets()) {
+    EXPECT_FALSE(preset.source.empty()) << preset.name;
+    EXPECT_FALSE(preset.assumes.empty()) << preset.name;
+    StatusOr<Link> loaded = LoadLink(preset.name);
+    ASSERT_TRUE(loaded.ok());
+    EXPECT_EQ(loaded->bus_gbps, preset.bus_gbps);
+  }
+}
+
+TEST(ScalingModelTest, MalformedLinkFilesNameTheLine) {
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"bus_gbps = 1\nlatency_us 5\n", "bad.link line 2: expected 'key = value'"},
+           {"bus_gbps = fast\nlatency_us = 5\n", "bad.link line 1: bus_gbps must be a positive number, got 'fast'"},
+           {"bus_gbps = 0\nlatency_us = 5\n", "line 1: bus_gbps must be a positive number"},
+           {"bus_gbps = 1\nlatency_us = -5\n", "line 2: latency_us must be a non-negative number"},
+           {"bus_gbps = 1\nlatency_us = 5\nbandwidth = 3\n", "line 3: unknown key 'bandwidth'"},
+           {"bus_gbps = 1\nlatency_us = 5\nshares_compute = yes\n", "shares_compute must be true or false"},
+           {"latency_us = 5\n", "link file bad.link: needs bus_gbps and latency_us"},
+       }) {
+    StatusOr<Link> link = ParseLinkFile(c.text, "bad.link");
+    ASSERT_FALSE(link.ok()) << c.text;
+    EXPECT_NE(link.status().message().find(c.message), std::string::npos) << link.status().message();
+  }
+  StatusOr<Link> missing = LoadLink("/nonexistent/lab.link");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("neither a preset (pcie4-host-bounce"), std::string::npos);
+}
+
+TEST(ScalingModelTest, ProfilesAreChecked) {
+  EXPECT_FALSE(ParseStepProfile("[1, 2]", "p.json").ok());
+  StatusOr<StepProfile> foreign = ParseStepProfile("{\"step_s\": 1}", "p.json");
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("p.json: not written by ddp_train --profile-file"), std::string::npos);
+  StatusOr<StepProfile> truncated = ParseStepProfile("{\"format\": \"ddp_train step profile 1\", \"model\": \"x\"}", "p.json");
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find("step profile p.json:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ddp

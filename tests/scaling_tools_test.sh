@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The scaling tools' inputs and bad input: ddp_train --profile-file writes a
+# profile whose parameters are the model's (names, bytes, in backward order,
+# ready times within backward); scaling_model predicts from it (one rank:
+# the profiled step; two: no faster than that); --fit recovers a link from a
+# comm_bench table; malformed link files, unknown presets, foreign profiles
+# and bad flags are one line each, exit 2.
+set -u
+train=launch/ddp_train
+model=tools/scaling_model
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+expect_error() {  # expect_error "<fragment>" program args...
+  local fragment="$1" out rc
+  shift
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -eq 0 ]; then fail "$* exited 0"; return; fi
+  if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ]; then fail "$* printed more than one line:"; printf '%s\n' "$out"; return; fi
+  case "$out" in
+    *"$fragment"*) echo "ok: $out" ;;
+    *) fail "$*: expected '$fragment' in: $out" ;;
+  esac
+}
+
+"$train" --model resnet18 --image-size 32 --batch-size 4 --num-classes 10 --threads 1 --steps 5 --log-every 0 \
+  --profile-file "$tmp/profile.json" --metrics-file "$tmp/metrics.jsonl" > "$tmp/train.log" 2>&1 ||
+  { cat "$tmp/train.log"; fail "the profiled run"; }
+/usr/bin/python3 - "$tmp/profile.json" "$tmp/metrics.jsonl" <<'PY' || fail "the profile's contents"
+import json, sys
+p = json.load(open(sys.argv[1]))
+summary = json.loads(open(sys.argv[2]).read().splitlines()[-1])["summary"]
+assert p["format"] == "ddp_train step profile 1" and p["model"] == "resnet18" and p["timed_steps"] == 3, p
+params = p["params"]
+# ResNet-18 with 10 classes: 62 tensors, backward order starts at the head.
+assert len(params) == 62 and params[0]["name"] == "fc.bias" and params[-1]["name"] == "conv1.weight", params[:2]
+assert sum(q["bytes"] for q in params) == summary["memory"]["param_bytes"], "bytes"
+assert 0 < p["forward_s"] and 0 < p["backward_s"] <= p["step_s"] and p["compute_sd_s"] >= 0, p
+for q in params:
+    assert 0 <= q["ready_s"] <= p["last_backward_s"] + 1e-9, q
+# The head's gradient is final first, the stem's last (medians, so allow ties).
+assert params[0]["ready_s"] <= params[-1]["ready_s"] and params[-1]["ready_s"] > 0.5 * p["last_backward_s"], params
+print("profile ok:", len(params), "parameters, step", round(p["step_s"] * 1e3, 1), "ms")
+PY
+out=$("$model" --profile "$tmp/profile.json" --link 25gbe --gpus 1,2 --csv 2>&1) || fail "scaling_model: $out"
+/usr/bin/python3 - "$tmp/profile.json" <<PY || { echo "$out"; fail "scaling_model's prediction"; }
+import json, sys
+p = json.load(open(sys.argv[1]))
+rows = [l.split(",") for l in """$out""".splitlines()[1:]]
+assert [int(r[3]) for r in rows] == [1, 2], rows
+one, two = float(rows[0][4]) / 1e3, float(rows[1][4]) / 1e3
+assert abs(one - p["step_s"]) < 1e-6, (one, p["step_s"])
+assert two >= one and float(rows[1][9]) <= 1.0, rows
+print("prediction ok:", rows)
+PY
+
+# A link fitted to a comm_bench table made from a known link: 2 ranks at
+# 1.25 GB/s and 30 us a hop (2 hops): t = 60 us + bytes / 1.25 GB/s.
+{
+  echo "# comm_bench: 2 ranks, mpi, f32"
+  echo "# allreduce"
+  echo "#     size (B)        count    time (us)   algbw GB/s   busbw GB/s  #wrong"
+  for bytes in 65536 1048576 16777216; do
+    /usr/bin/python3 -c "b=$bytes; t=60+b/1.25e3; print(f'  {b:12d} {b//4:12d} {t:12.1f} {b/t/1e3:12.3f} {b/t/1e3:12.3f}       0')"
+  done
+} > "$tmp/bench.txt"
+"$model" --fit "$tmp/bench.txt" --fit-ranks 2 --name lab > "$tmp/lab.link" || fail "--fit"
+grep -Eq '^bus_gbps = 1\.2(49|5)' "$tmp/lab.link" && grep -Eq '^latency_us = (29\.|30)' "$tmp/lab.link" ||
+  { cat "$tmp/lab.link"; fail "--fit did not recover 1.25 GB/s and 30 us"; }
+"$model" --profile "$tmp/profile.json" --link "$tmp/lab.link" --gpus 2 > /dev/null || fail "a fitted link file"
+"$model" --list-links | grep -q "^pcie4-host-bounce: 12 GB/s" || fail "--list-links"
+
+printf 'bus_gbps = 1\nlatency_us five\n' > "$tmp/bad.link"
+expect_error "link file $tmp/bad.link line 2: expected 'key = value', got 'latency_us five'" \
+  "$model" --profile "$tmp/profile.json" --link "$tmp/bad.link"
+printf 'bus_gbps = 1\nlatency_us = 5\nbandwith = 2\n' > "$tmp/typo.link"
+expect_error "line 3: unknown key 'bandwith'" "$model" --profile "$tmp/profile.json" --link "$tmp/typo.link"
+expect_error "--link: link 'infiniband' is neither a preset (pcie4-host-bounce" \
+  "$model" --profile "$tmp/profile.json" --link infiniband
+expect_error "--inter: link 'token-ring' is neither a preset" \
+  "$model" --profile "$tmp/profile.json" --nodes 2 --inter token-ring
+expect_error "step profile $tmp/metrics.jsonl: not a JSON object" "$model" --profile "$tmp/metrics.jsonl"
+expect_error "--profile is required" "$model"
+expect_error "--gpus '2,x': 'x' is not a positive number" "$model" --profile "$tmp/profile.json" --gpus 2,x
+expect_error "--fit $tmp/profile.json: fewer than two all-reduce rows" "$model" --fit "$tmp/profile.json"
+expect_error "--profile-file times eager steps: it cannot be used with --cuda-graphs" \
+  "$train" --model resnet18 --steps 1 --cuda-graphs --profile-file "$tmp/p.json"
+expect_error "--profile-file /nonexistent/p.json: directory /nonexistent does not exist" \
+  "$train" --model resnet18 --steps 1 --profile-file /nonexistent/p.json
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all checks passed"
