@@ -180,11 +180,13 @@ StatusOr<Link> LoadLink(const std::string& name_or_path) {
 StatusOr<Link> FitLink(const std::vector<std::pair<int64_t, double>>& bytes_seconds, int ranks,
                        const std::string& name) {
   if (ranks < 2 || bytes_seconds.size() < 2) return InvalidArgument("a link fit needs 2 ranks and 2 sizes at least");
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const double n = static_cast<double>(bytes_seconds.size());
+  // Weighted by 1/t^2: relative errors count, so the small sizes that
+  // show the latency weigh as much as the large ones that show bandwidth.
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (const auto& [bytes, seconds] : bytes_seconds) {
-    const double x = static_cast<double>(bytes);
-    sx += x, sy += seconds, sxx += x * x, sxy += x * seconds;
+    if (!(seconds > 0.0)) return InvalidArgument("a link fit needs positive times");
+    const double x = static_cast<double>(bytes), w = 1.0 / (seconds * seconds);
+    n += w, sx += w * x, sy += w * seconds, sxx += w * x * x, sxy += w * x * seconds;
   }
   const double denominator = n * sxx - sx * sx;
   if (denominator <= 0.0) return InvalidArgument("a link fit needs two different sizes");

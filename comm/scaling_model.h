@@ -86,7 +86,8 @@ StatusOr<Link> ParseLinkFile(const std::string& text, const std::string& path);
 std::string LinkFileText(const Link& link);
 
 // A link fitted to measured all-reduce times at `ranks` ranks: least squares
-// on t = a + b x bytes, then latency = a / 2(P-1), busbw = 2(P-1)/P / b.
+// on t = a + b x bytes, weighted by 1/t^2 (relative errors), then latency =
+// a / 2(P-1), busbw = 2(P-1)/P / b.
 StatusOr<Link> FitLink(const std::vector<std::pair<int64_t, double>>& bytes_seconds, int ranks,
                        const std::string& name);
 

@@ -109,7 +109,7 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--eval-data", o.eval_data},
           {"--seed", std::to_string(o.seed)},
           {"--optimizer", o.optimizer},
-          {"--bucket-mb", std::to_string(o.bucket_mb)},
+          {"--bucket-mb", o.bucket_mb_auto ? "auto" : std::to_string(o.bucket_mb)},
           {"--first-bucket-mb", std::to_string(o.first_bucket_mb)},
           {"--overlap", o.overlap ? "true" : "false"},
           {"--zero-stage", std::to_string(o.zero_stage)},

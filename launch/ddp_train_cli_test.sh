@@ -43,7 +43,10 @@ expect_error "--model 'resnet9000' is unknown; known models: resnet18" --model r
 expect_error "--batch-size must be positive, got 0" --batch-size 0
 expect_error "--batch-size must be positive, got -4" --batch-size=-4
 expect_error "--accumulation-steps must be positive" --accumulation-steps 0
-expect_error "--bucket-mb must be positive, got -1" --bucket-mb=-1
+expect_error "--bucket-mb must be positive (MiB) or auto, got '-1'" --bucket-mb=-1
+expect_error "--bucket-mb must be positive (MiB) or auto, got 'big'" --bucket-mb big
+expect_error "--bucket-mb auto chooses the size whose all-reduces backward hides best, and --nooverlap hides none" \
+  --bucket-mb auto --nooverlap
 expect_error "--grad-compression 'int8' is unknown" --grad-compression int8
 expect_error "--zero-stage must be 0, 1 or 2, got 3 (stage 3 is not supported)" --zero-stage 3
 expect_error "--optimizer 'adagrad' is unknown; use sgd, adamw or lamb" --optimizer adagrad

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "runtime/clock.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/durable_files.h"
 
 namespace ddp {
@@ -19,16 +20,30 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
-StepProfiler::StepProfiler(Model* model)
-    : model_(model), inner_(model->gradient_ready_hook()), order_(model->BackwardOrder()) {
+StepProfiler::StepProfiler(Model* model, void* stream)
+    : model_(model), inner_(model->gradient_ready_hook()), stream_(stream), order_(model->BackwardOrder()) {
   for (size_t k = 0; k < order_.size(); ++k) index_of_[order_[k]] = k;
-  ready_.assign(order_.size(), -1.0);
   readies_.resize(order_.size());
   model_->SetGradientReadyHook(this);
 }
 
 StepProfiler::~StepProfiler() {
   if (model_->gradient_ready_hook() == this) model_->SetGradientReadyHook(inner_);
+  for (void* e : events_) cuda::DestroyEvent(e);
+}
+
+void StepProfiler::Add(Kind kind, size_t param) {
+  Mark m{kind, param, SteadySeconds(), nullptr};
+  if (stream_ != nullptr) {
+    if (events_used_ == events_.size()) events_.push_back(cuda::CreateTimingEvent());
+    m.event = events_[events_used_++];
+    cuda::RecordEvent(m.event, stream_);
+  }
+  marks_.push_back(m);
+}
+
+double StepProfiler::Between(const Mark& a, const Mark& b) const {
+  return stream_ != nullptr ? cuda::ElapsedSeconds(a.event, b.event) : b.host - a.host;
 }
 
 void StepProfiler::PrepareParameter(Parameter& param) {
@@ -42,38 +57,56 @@ void StepProfiler::PrepareGradient(Parameter& param) {
 void StepProfiler::MarkGradientReady(Parameter& param) {
   if (in_last_) {
     auto it = index_of_.find(&param);
-    if (it != index_of_.end()) ready_[it->second] = SteadySeconds() - backward_start_;
+    if (it != index_of_.end()) Add(kReady, it->second);
   }
   if (inner_) inner_->MarkGradientReady(param);
 }
 
-void StepProfiler::ForwardStarted() { started_ = SteadySeconds(); }
-void StepProfiler::ForwardFinished() { forward_ += SteadySeconds() - started_; }
+void StepProfiler::ForwardStarted() { Add(kForwardStart); }
+void StepProfiler::ForwardFinished() { Add(kForwardEnd); }
 
 void StepProfiler::BackwardStarted(bool last) {
-  backward_start_ = SteadySeconds();
   in_last_ = last;
+  Add(last ? kLastBackwardStart : kBackwardStart);
 }
 
 void StepProfiler::BackwardFinished() {
-  const double seconds = SteadySeconds() - backward_start_;
-  backward_ += seconds;
-  if (in_last_) last_backward_ = seconds;
+  Add(kBackwardEnd);
   in_last_ = false;
 }
 
 void StepProfiler::StepFinished(double step_seconds, bool timed) {
-  if (timed) {
+  if (timed && !marks_.empty()) {
+    if (stream_ != nullptr) cuda::EventSynchronize(marks_.back().event);
+    double forward = 0.0, backward = 0.0, last_backward = 0.0;
+    std::vector<double> ready(order_.size(), -1.0);
+    const Mark* open = nullptr;  // the forward or backward under way
+    const Mark* last_start = nullptr;
+    for (const Mark& m : marks_) {
+      switch (m.kind) {
+        case kForwardStart:
+        case kBackwardStart: open = &m; break;
+        case kLastBackwardStart: open = last_start = &m; break;
+        case kForwardEnd: forward += open ? Between(*open, m) : 0.0; break;
+        case kBackwardEnd: {
+          const double seconds = open ? Between(*open, m) : 0.0;
+          backward += seconds;
+          if (open == last_start) last_backward = seconds;
+          break;
+        }
+        case kReady: ready[m.param] = last_start ? Between(*last_start, m) : 0.0; break;
+      }
+    }
     steps_.push_back(step_seconds);
-    forwards_.push_back(forward_);
-    backwards_.push_back(backward_);
-    last_backwards_.push_back(last_backward_);
+    forwards_.push_back(forward);
+    backwards_.push_back(backward);
+    last_backwards_.push_back(last_backward);
     // A gradient the hook never saw (a frozen parameter) counts as ready
     // when backward finished.
-    for (size_t k = 0; k < order_.size(); ++k) readies_[k].push_back(ready_[k] >= 0.0 ? ready_[k] : last_backward_);
+    for (size_t k = 0; k < order_.size(); ++k) readies_[k].push_back(ready[k] >= 0.0 ? ready[k] : last_backward);
   }
-  forward_ = backward_ = last_backward_ = 0.0;
-  std::fill(ready_.begin(), ready_.end(), -1.0);
+  marks_.clear();
+  events_used_ = 0;
 }
 
 nlohmann::ordered_json StepProfiler::ToJson(const nlohmann::ordered_json& about) const {

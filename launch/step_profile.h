@@ -6,9 +6,9 @@
 // the medians over the timed steps, with each parameter's bytes, in backward
 // order: from it the model rebuilds any bucket layout's ready times.
 //
-// Host clocks: on a CPU rank they time the work; on a GPU rank they time the
-// launches (the model then takes compute times from elsewhere; see the
-// README's scaling section).
+// On a CPU rank host clocks time the work; on a GPU rank CUDA events on the
+// compute stream do (each timed step then ends with a wait for its last
+// event).
 #pragma once
 
 #include <string>
@@ -25,7 +25,9 @@ class StepProfiler : public GradientReadyHook {
  public:
   // Installs itself as the model's gradient-ready hook, passing every call
   // on to the hook installed before it (the reducer's), if any.
-  explicit StepProfiler(Model* model);
+  // `stream`: the compute stream on a GPU rank, whose events time the work;
+  // nullptr on a CPU rank.
+  explicit StepProfiler(Model* model, void* stream = nullptr);
   ~StepProfiler() override;
 
   void PrepareParameter(Parameter& param) override;
@@ -40,20 +42,32 @@ class StepProfiler : public GradientReadyHook {
   void BackwardFinished();
   // The step's wall time; only timed steps are kept.
   void StepFinished(double step_seconds, bool timed);
+  size_t timed_steps() const { return steps_.size(); }
 
   // The medians over the timed steps, and `about` (model, batch, threads...).
   nlohmann::ordered_json ToJson(const nlohmann::ordered_json& about) const;
   Status Write(const std::string& path, const nlohmann::ordered_json& about) const;
 
  private:
+  enum Kind { kForwardStart, kForwardEnd, kBackwardStart, kLastBackwardStart, kBackwardEnd, kReady };
+  struct Mark {
+    Kind kind;
+    size_t param;  // kReady: the parameter's place in backward order
+    double host;   // SteadySeconds()
+    void* event;   // on a GPU rank
+  };
+  void Add(Kind kind, size_t param = 0);
+  double Between(const Mark& a, const Mark& b) const;
+
   Model* model_;
   GradientReadyHook* inner_;
+  void* stream_;
   std::vector<Parameter*> order_;  // backward order
   std::unordered_map<const Parameter*, size_t> index_of_;  // a parameter's place in order_
-  // This step so far.
-  double forward_ = 0.0, backward_ = 0.0, last_backward_ = 0.0, started_ = 0.0, backward_start_ = 0.0;
   bool in_last_ = false;
-  std::vector<double> ready_;  // seconds after the last backward began; -1 not yet
+  std::vector<Mark> marks_;    // this step's
+  std::vector<void*> events_;  // reused step after step
+  size_t events_used_ = 0;
   // Per timed step.
   std::vector<double> steps_, forwards_, backwards_, last_backwards_;
   std::vector<std::vector<double>> readies_;  // [param][timed step]

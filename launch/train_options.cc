@@ -95,7 +95,9 @@ DEFINE_bool(resume, false,
 DEFINE_double(comm_timeout_s, 300.0,
               "seconds a collective may take before the watchdog ends the job, naming it (a peer rank died or "
               "stopped answering); 0: wait forever");
-DEFINE_double(bucket_mb, 25.0, "gradient bucket size in MiB");
+DEFINE_string(bucket_mb, "25",
+              "gradient bucket size in MiB, or auto: chosen by the scaling model from a short profile and a probe of "
+              "the communicator");
 DEFINE_double(first_bucket_mb, 1.0, "size of the first gradient bucket in MiB");
 DEFINE_bool(overlap, true, "all-reduce buckets while backward runs; --nooverlap reduces after backward");
 DEFINE_int32(zero_stage, 0, "ZeRO stage: 0 (plain data parallelism), 1 (optimizer state sharded across ranks), 2 (gradients too)");
@@ -366,8 +368,20 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.checkpoint_keep = FLAGS_checkpoint_keep;
   o.resume = FLAGS_resume;
 
-  if (!(FLAGS_bucket_mb > 0.0) || !std::isfinite(FLAGS_bucket_mb)) {
-    return InvalidArgument("--bucket-mb must be positive, got " + Num(FLAGS_bucket_mb));
+  if (FLAGS_bucket_mb == "auto") {
+    // The choice trades bucket latency against what backward hides; without
+    // overlap nothing is hidden and the size hardly matters.
+    if (!FLAGS_overlap) {
+      return InvalidArgument("--bucket-mb auto chooses the size whose all-reduces backward hides best, and "
+                             "--nooverlap hides none: give a size or drop --nooverlap");
+    }
+    o.bucket_mb_auto = true;
+  } else {
+    char* end = nullptr;
+    o.bucket_mb = std::strtod(FLAGS_bucket_mb.c_str(), &end);
+    if (FLAGS_bucket_mb.empty() || *end != '\0' || !(o.bucket_mb > 0.0) || !std::isfinite(o.bucket_mb)) {
+      return InvalidArgument("--bucket-mb must be positive (MiB) or auto, got '" + FLAGS_bucket_mb + "'");
+    }
   }
   if (!(FLAGS_first_bucket_mb > 0.0) || !std::isfinite(FLAGS_first_bucket_mb)) {
     return InvalidArgument("--first-bucket-mb must be positive, got " + Num(FLAGS_first_bucket_mb));
@@ -376,7 +390,6 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--comm-timeout-s must be 0 (no timeout) or positive, got " + Num(FLAGS_comm_timeout_s));
   }
   o.comm_timeout_s = FLAGS_comm_timeout_s;
-  o.bucket_mb = FLAGS_bucket_mb;
   o.first_bucket_mb = FLAGS_first_bucket_mb;
   o.overlap = FLAGS_overlap;
   if (FLAGS_zero_stage < 0 || FLAGS_zero_stage > 2) {

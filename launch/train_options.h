@@ -86,6 +86,7 @@ struct TrainOptions {
   // (comm/watchdog.h; 0 off).
   double comm_timeout_s = 300.0;
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
+  bool bucket_mb_auto = false;  // --bucket-mb auto: the trainer sets bucket_mb at setup
   bool overlap = true;
   int zero_stage = 0;  // 0: plain data parallelism; 1: optimizer state sharded; 2: gradients too
   // ZeRO gathers the 16-bit weight copy when the model keeps one

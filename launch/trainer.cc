@@ -27,6 +27,7 @@
 #include "runtime/ops/reduce.h"
 #include "runtime/safetensors.h"
 #include "runtime/timeline.h"
+#include "launch/bucket_autotune.h"
 
 namespace ddp {
 namespace {
@@ -350,6 +351,7 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   auto weight_decay = [&](const Parameter& p) {
     return options_.decay_bn_bias || !p.is_bias_or_norm ? static_cast<float>(options_.weight_decay) : 0.0f;
   };
+  if (options_.bucket_mb_auto) RETURN_IF_ERROR(ChooseBucketSize());
   std::vector<OptimizerSlot> slots;
   if (distributed() && options_.zero_stage >= 1) {
     // ZeRO: gradients move into padded bucket buffers, and the optimizer
@@ -403,7 +405,9 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
     reducer_ = std::make_unique<Reducer>(comm_, model_.get(), reducer);
   }
   // Installed last: it passes each gradient on to the reducer's hook.
-  if (!options_.profile_file.empty() && is_root()) profiler_ = std::make_unique<StepProfiler>(model_.get());
+  if (!options_.profile_file.empty() && is_root()) {
+    profiler_ = std::make_unique<StepProfiler>(model_.get(), on_gpu() ? ctx_.cuda_stream() : nullptr);
+  }
 
   const int64_t b = options_.batch_size;
   if (on_gpu() && data_.train->GeneratesOnDevice()) {
@@ -436,6 +440,38 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
     graph_losses_ = Tensor::Empty({options_.accumulation_steps, model_->loss_stats_size()}, DType::kF64,
                                   ctx_.device());
   }
+  return Status::Ok();
+}
+
+Status Trainer::ChooseBucketSize() {
+  if (!distributed()) {
+    if (is_root()) std::printf("ddp_train: --bucket-mb auto: one rank, no gradient buckets to size\n");
+    return Status::Ok();
+  }
+  // A resumed run keeps the buckets it chose (ZeRO's shards follow them).
+  if (resume_from_ && resume_from_->manifest().bucket_mb() > 0.0) {
+    options_.bucket_mb = resume_from_->manifest().bucket_mb();
+    if (is_root()) {
+      std::printf("ddp_train: --bucket-mb auto: %g MiB, as the run being resumed chose\n", options_.bucket_mb);
+    }
+    return Status::Ok();
+  }
+  // This rank's first micro-batch, filled apart from the data stream.
+  Batch probe = AllocateBatch(*data_.train, options_.batch_size, Device::Cpu());
+  const std::vector<int64_t> indices = sampler_->MicroBatch(start_step_, 0);
+  data_.train->Fill(indices.data(), static_cast<int64_t>(indices.size()), sampler_->EpochOf(start_step_), probe);
+  probe.step = start_step_;
+  if (on_gpu()) {
+    for (auto& named : probe.tensors) named.second = named.second.To(ctx_.device());
+  }
+  BucketAutoOptions auto_options;
+  auto_options.first_bucket_mb = options_.first_bucket_mb;
+  auto_options.zero_stage = options_.zero_stage;
+  auto_options.wire_scale = static_cast<double>(DTypeSize(options_.wire_dtype)) / 4.0;
+  auto_options.gpu = on_gpu();
+  ASSIGN_OR_RETURN(const BucketChoice choice, ChooseBucketMb(comm_, model_.get(), ctx_, probe, auto_options));
+  options_.bucket_mb = choice.bucket_mb;
+  if (is_root()) std::printf("ddp_train: %s\n", choice.why.c_str());
   return Status::Ok();
 }
 
@@ -850,7 +886,10 @@ Status Trainer::ResumeOptimizer() {
   // every optimizer file of the checkpoint, each slot assembled from the
   // pieces that cover it.
   std::vector<std::string> files;
-  if (m.world_size() == ranks_.world_size && m.zero_stage() == zero_stage) {
+  // (Checkpoints before bucket sizes were recorded hold 0: the same layout.)
+  const bool same_buckets = m.bucket_mb() == 0.0 || (m.bucket_mb() == options_.bucket_mb &&
+                                                       m.first_bucket_mb() == options_.first_bucket_mb);
+  if (m.world_size() == ranks_.world_size && m.zero_stage() == zero_stage && (same_buckets || !zero_)) {
     files.push_back(zero_ ? OptimizerShardName(ranks_.rank) : "optimizer.safetensors");
   }
   StatusOr<OptimizerStatePieces> pieces = OptimizerStatePieces::Read(*resume_from_, files);
@@ -923,6 +962,8 @@ StatusOr<CheckpointSnapshot> Trainer::TakeSnapshot(int64_t step) {
     m.set_batch_size(options_.batch_size);
     m.set_accumulation_steps(options_.accumulation_steps);
     m.set_zero_stage(zero_ ? options_.zero_stage : 0);
+    m.set_bucket_mb(options_.bucket_mb);
+    m.set_first_bucket_mb(options_.first_bucket_mb);
     m.set_optimizer(options_.optimizer);
     m.set_optimizer_steps(optimizer_->steps());
     m.set_seed(options_.seed);
@@ -1524,6 +1565,7 @@ StatusOr<TrainResult> Trainer::Run() {
   // Replayed steps have no bucket timings: exposed communication is
   // reported for eager runs only.
   if (distributed() && !options_.cuda_graphs) summary["exposed_comm_s"] = timed_exposed / timed_steps;
+  if (distributed()) summary["bucket_mb"] = options_.bucket_mb;
   if (options_.cuda_graphs) summary["cuda_graph_captures"] = graph_captures_;
   if (zero_) summary["zero_gather_dtype"] = DTypeName(zero_->gather_dtype());
   if (scaler_->enabled()) {

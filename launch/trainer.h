@@ -118,6 +118,8 @@ class Trainer {
   };
   StatusOr<StepResult> TrainStep(int64_t step, float lr, const Status& local_status);
   StatusOr<double> Evaluate();
+  // --bucket-mb auto: sets options_.bucket_mb, the same on every rank.
+  Status ChooseBucketSize();
   // The gradients this rank holds after reduction: the flat buffer, or its
   // ZeRO pieces.
   std::vector<Tensor> HeldGradients();

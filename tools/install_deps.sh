@@ -21,6 +21,8 @@ packages=(
   libjpeg62-turbo-dev libpng-dev                    # imagefolder:DIR decoding
   libicu-dev                                        # tools/tokenize_text (BERT's tokenizer)
   python3-crc32c                                    # the tests' independent TensorBoard reader
+  gnuplot-nox                                       # tools/scaling_study's plot
+  iproute2                                          # shaped-link test hosts (ip netns, tc tbf)
   libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
 )
 for arg in "$@"; do

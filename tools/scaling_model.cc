@@ -26,6 +26,13 @@ DEFINE_bool(overlap, true, "all-reduce buckets during backward; --nooverlap afte
 DEFINE_int32(zero_stage, 0, "ZeRO stage (1 and 2: reduce-scatter, then all-gather under the next forward)");
 DEFINE_double(wire_scale, 1.0, "bytes on the wire per profiled gradient byte (0.5: fp16 gradients of an fp32 profile)");
 DEFINE_double(step_ms, 0.0, "one rank's step time to scale the profile's compute to (another device); 0: as profiled");
+DEFINE_double(compute_sd_ms, -1.0,
+              "forward + backward's step-to-step spread (ms) after scaling; -1: the profile's, scaled (a noisy CPU "
+              "box's spread overstates a GPU's)");
+DEFINE_double(input_cap, 0.0, "samples/s one node's input pipeline delivers at most (JPEG decoding); 0: no cap");
+DEFINE_double(heat_slowdown, 0.0,
+              "compute this much slower with more than one GPU per node (clocks under a full chassis's heat), "
+              "against the one-GPU step");
 DEFINE_bool(csv, false, "print CSV rows instead of a table");
 DEFINE_string(fit, "", "comm_bench output to fit a link to (its all-reduce rows of 64 KiB and more)");
 DEFINE_int32(fit_ranks, 2, "the ranks the --fit table was measured at");
@@ -110,12 +117,14 @@ int Main() {
   if (!(FLAGS_first_bucket_mb > 0.0)) return Fail("--first-bucket-mb must be positive");
   if (!(FLAGS_wire_scale > 0.0)) return Fail("--wire-scale must be positive");
   if (FLAGS_step_ms < 0.0) return Fail("--step-ms must be non-negative");
+  if (FLAGS_input_cap < 0.0 || FLAGS_heat_slowdown < 0.0) return Fail("--input-cap and --heat-slowdown must be non-negative");
   PredictOptions options;
   options.first_bucket_mb = FLAGS_first_bucket_mb;
   options.overlap = FLAGS_overlap;
   options.zero_stage = FLAGS_zero_stage;
   options.wire_scale = FLAGS_wire_scale;
   options.compute_scale = FLAGS_step_ms > 0.0 ? FLAGS_step_ms * 1e-3 / profile->step_s : 1.0;
+  if (FLAGS_compute_sd_ms >= 0.0) profile->compute_sd_s = FLAGS_compute_sd_ms * 1e-3 / options.compute_scale;
   const double per_rank = static_cast<double>(profile->samples_per_step) / profile->world_size;
   if (FLAGS_csv) {
     std::printf("bucket_mb,gpus_per_node,nodes,ranks,step_ms,comm_ms,exposed_ms,samples_per_s,speedup,efficiency\n");
@@ -142,9 +151,18 @@ int Main() {
                   FLAGS_first_bucket_mb, "gpus", "nodes", "ranks", "step ms", "comm ms", "exposed", "samples/s",
                   "speedup", "efficiency");
     }
+    const double one_step = profile->step_s * options.compute_scale;
     for (double g : *gpus) {
       shape.gpus_per_node = static_cast<int>(g);
-      const Prediction p = Predict(*profile, shape, options);
+      PredictOptions these = options;
+      if (shape.gpus_per_node > 1) these.compute_scale *= 1.0 + FLAGS_heat_slowdown;
+      Prediction p = Predict(*profile, shape, these);
+      // Against one GPU, unheated, uncapped; then the input pipeline's cap.
+      p.efficiency = one_step / p.step_s;
+      if (FLAGS_input_cap > 0.0 && p.samples_per_s > FLAGS_input_cap * shape.nodes) {
+        p.efficiency *= FLAGS_input_cap * shape.nodes / p.samples_per_s;
+        p.samples_per_s = FLAGS_input_cap * shape.nodes;
+      }
       const double speedup = p.ranks * p.efficiency;
       if (FLAGS_csv) {
         std::printf("%g,%d,%d,%d,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f\n", mb, shape.gpus_per_node, shape.nodes, p.ranks,
