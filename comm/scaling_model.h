@@ -51,7 +51,7 @@ struct StepProfile {
   int world_size = 1, threads = 0;
   int64_t samples_per_step = 0, accumulation_steps = 1;
   double step_s = 0.0, forward_s = 0.0, backward_s = 0.0, last_backward_s = 0.0, other_s = 0.0;
-  double compute_sd_s = 0.0;  // forward + backward's standard deviation over steps
+  double compute_sd_s = 0.0;  // forward + backward's (robust) standard deviation over steps
   std::vector<ParamTiming> params;  // backward order
   int64_t gradient_bytes() const;
 };

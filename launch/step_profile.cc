@@ -121,12 +121,15 @@ nlohmann::ordered_json StepProfiler::ToJson(const nlohmann::ordered_json& about)
   // Input, loss, optimizer, the step's bookkeeping.
   out["other_s"] = std::max(0.0, step - forward - backward);
   // How much forward + backward varies step to step: ranks wait for the
-  // slowest, so N ranks' steps take the expected maximum of N draws.
-  double mean = 0.0, squares = 0.0;
-  for (size_t k = 0; k < steps_.size(); ++k) mean += forwards_[k] + backwards_[k];
-  mean /= static_cast<double>(steps_.size());
-  for (size_t k = 0; k < steps_.size(); ++k) squares += std::pow(forwards_[k] + backwards_[k] - mean, 2);
-  out["compute_sd_s"] = steps_.size() > 1 ? std::sqrt(squares / static_cast<double>(steps_.size() - 1)) : 0.0;
+  // slowest, so N ranks' steps take the expected maximum of N draws. A
+  // robust standard deviation (1.4826 x the median absolute deviation), as
+  // step times are compared by their medians: a few stalled steps of a
+  // shared machine would inflate a plain one.
+  std::vector<double> compute(steps_.size()), deviation(steps_.size());
+  for (size_t k = 0; k < steps_.size(); ++k) compute[k] = forwards_[k] + backwards_[k];
+  const double center = Median(compute);
+  for (size_t k = 0; k < steps_.size(); ++k) deviation[k] = std::fabs(compute[k] - center);
+  out["compute_sd_s"] = 1.4826 * Median(deviation);
   nlohmann::ordered_json params = nlohmann::ordered_json::array();
   for (size_t k = 0; k < order_.size(); ++k) {
     params.push_back({{"name", order_[k]->name},

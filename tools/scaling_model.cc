@@ -29,6 +29,7 @@ DEFINE_double(step_ms, 0.0, "one rank's step time to scale the profile's compute
 DEFINE_double(compute_sd_ms, -1.0,
               "forward + backward's step-to-step spread (ms) after scaling; -1: the profile's, scaled (a noisy CPU "
               "box's spread overstates a GPU's)");
+DEFINE_int64(batch_size, 0, "samples per rank and step the throughput counts (the profiled batch scaled by --step-ms); 0: the profile's");
 DEFINE_double(input_cap, 0.0, "samples/s one node's input pipeline delivers at most (JPEG decoding); 0: no cap");
 DEFINE_double(heat_slowdown, 0.0,
               "compute this much slower with more than one GPU per node (clocks under a full chassis's heat), "
@@ -125,7 +126,9 @@ int Main() {
   options.wire_scale = FLAGS_wire_scale;
   options.compute_scale = FLAGS_step_ms > 0.0 ? FLAGS_step_ms * 1e-3 / profile->step_s : 1.0;
   if (FLAGS_compute_sd_ms >= 0.0) profile->compute_sd_s = FLAGS_compute_sd_ms * 1e-3 / options.compute_scale;
-  const double per_rank = static_cast<double>(profile->samples_per_step) / profile->world_size;
+  if (FLAGS_batch_size < 0) return Fail("--batch-size must be positive");
+  const double profiled_per_rank = static_cast<double>(profile->samples_per_step) / profile->world_size;
+  const double per_rank = FLAGS_batch_size > 0 ? static_cast<double>(FLAGS_batch_size) : profiled_per_rank;
   if (FLAGS_csv) {
     std::printf("bucket_mb,gpus_per_node,nodes,ranks,step_ms,comm_ms,exposed_ms,samples_per_s,speedup,efficiency\n");
   } else {
@@ -157,6 +160,7 @@ int Main() {
       PredictOptions these = options;
       if (shape.gpus_per_node > 1) these.compute_scale *= 1.0 + FLAGS_heat_slowdown;
       Prediction p = Predict(*profile, shape, these);
+      p.samples_per_s *= per_rank / profiled_per_rank;
       // Against one GPU, unheated, uncapped; then the input pipeline's cap.
       p.efficiency = one_step / p.step_s;
       if (FLAGS_input_cap > 0.0 && p.samples_per_s > FLAGS_input_cap * shape.nodes) {
