@@ -35,7 +35,11 @@ for op, table in rows.items():
         assert abs(algbw - size / (time_us * 1e-6) / 1e9) <= 0.002 + 0.01 * algbw, (op, r)
         assert abs(busbw - algbw * factor) <= 0.002 + 0.01 * busbw, (op, r)
         if op == "allreduce":
-            assert len(r) == 9 and float(r[6]) > 0 and float(r[7]) > 0, r
+            # The raw columns print 3 decimals of GB/s: tiny sizes on a
+            # loaded machine round to 0.000; from 64 KiB they cannot.
+            assert len(r) == 9 and float(r[6]) >= 0 and float(r[7]) >= 0, r
+            if size >= 65536:
+                assert float(r[6]) > 0 and float(r[7]) > 0, r
 print(f"{n} ranks: {sum(len(t) for t in rows.values())} rows, #wrong 0 everywhere")
 PY
   grep -q "^# #wrong in all: 0$" "$tmp/np$np.txt" || fail "$np ranks: no '#wrong in all: 0'"

@@ -53,7 +53,7 @@ expect_all_ranks_fail "ranks disagree on the training data's sample count: rank 
 expect_all_ranks_fail "rank 1 failed: --load-weights $tmp/missing.safetensors: cannot open" -- \
   -np 1 "$bin" --model resnet18 "${base[@]}" : -np 1 "$bin" --model resnet18 "${base[@]}" \
   --load-weights "$tmp/missing.safetensors"
-expect_all_ranks_fail "--bucket-mb must be positive, got 0" -- -np 2 "$bin" --model resnet18 "${base[@]}" --bucket-mb 0
+expect_all_ranks_fail "--bucket-mb must be positive (MiB) or auto, got '0'" -- -np 2 "$bin" --model resnet18 "${base[@]}" --bucket-mb 0
 
 # Rank 0 broadcasts its initial parameters and buffers: with weights loaded
 # on rank 0 only, training is the same, bit for bit, as when every rank loads
