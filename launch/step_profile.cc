@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "runtime/clock.h"
 #include "runtime/cuda/cuda_device.h"

@@ -42,7 +42,6 @@ class StepProfiler : public GradientReadyHook {
   void BackwardFinished();
   // The step's wall time; only timed steps are kept.
   void StepFinished(double step_seconds, bool timed);
-  size_t timed_steps() const { return steps_.size(); }
 
   // The medians over the timed steps, and `about` (model, batch, threads...).
   nlohmann::ordered_json ToJson(const nlohmann::ordered_json& about) const;
