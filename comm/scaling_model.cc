@@ -58,6 +58,37 @@ StatusOr<StepProfile> ReadStepProfile(const std::string& path) {
   return ParseStepProfile(*text, path);
 }
 
+StatusOr<StepProfile> AverageProfiles(const std::vector<StepProfile>& profiles) {
+  if (profiles.empty()) return InvalidArgument("no step profiles to average");
+  StepProfile mean = profiles[0];
+  const double n = static_cast<double>(profiles.size());
+  for (size_t i = 1; i < profiles.size(); ++i) {
+    const StepProfile& p = profiles[i];
+    bool same = p.params.size() == mean.params.size() && p.samples_per_step == mean.samples_per_step &&
+                p.world_size == mean.world_size;
+    for (size_t k = 0; same && k < p.params.size(); ++k) {
+      same = p.params[k].name == mean.params[k].name && p.params[k].bytes == mean.params[k].bytes;
+    }
+    if (!same) {
+      return InvalidArgument("step profiles " + profiles[0].path + " and " + p.path +
+                             " differ in their gradients or batch: only profiles of one configuration average");
+    }
+    mean.path += "," + p.path;
+  }
+  for (double StepProfile::*field : {&StepProfile::step_s, &StepProfile::forward_s, &StepProfile::backward_s,
+                                     &StepProfile::last_backward_s, &StepProfile::other_s, &StepProfile::compute_sd_s}) {
+    double sum = 0.0;
+    for (const StepProfile& p : profiles) sum += p.*field;
+    mean.*field = sum / n;
+  }
+  for (size_t k = 0; k < mean.params.size(); ++k) {
+    double sum = 0.0;
+    for (const StepProfile& p : profiles) sum += p.params[k].ready_s;
+    mean.params[k].ready_s = sum / n;
+  }
+  return mean;
+}
+
 const std::vector<Link>& LinkPresets() {
   static const std::vector<Link> presets = {
       {"pcie4-host-bounce", 12.0, 10.0, false, 0.0, 0.0,

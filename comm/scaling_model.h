@@ -59,6 +59,10 @@ struct StepProfile {
 // Parses what --profile-file wrote; `path` names it in errors.
 StatusOr<StepProfile> ParseStepProfile(const std::string& text, const std::string& path);
 StatusOr<StepProfile> ReadStepProfile(const std::string& path);
+// The mean of profiles of the same model and layout (several ranks, or runs
+// at different times): times, spreads and each gradient's ready time
+// averaged. Refused when the gradients differ (names, bytes or order).
+StatusOr<StepProfile> AverageProfiles(const std::vector<StepProfile>& profiles);
 
 struct Link {
   std::string name;

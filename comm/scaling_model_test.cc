@@ -245,5 +245,31 @@ TEST(ScalingModelTest, ProfilesAreChecked) {
   EXPECT_NE(truncated.status().message().find("step profile p.json:"), std::string::npos);
 }
 
+TEST(ScalingModelTest, ProfilesOfOneConfigurationAverage) {
+  StepProfile a = ThreeParams(), b = ThreeParams();
+  a.path = "a.json";
+  b.path = "b.json";
+  b.forward_s = 0.3;
+  b.step_s = 0.65;
+  b.compute_sd_s = 0.02;
+  b.params[1].ready_s = 0.25;
+  StatusOr<StepProfile> mean = AverageProfiles({a, b});
+  ASSERT_TRUE(mean.ok()) << mean.status().message();
+  EXPECT_DOUBLE_EQ(mean->forward_s, 0.2);
+  EXPECT_DOUBLE_EQ(mean->step_s, 0.55);
+  EXPECT_DOUBLE_EQ(mean->backward_s, 0.3);
+  EXPECT_DOUBLE_EQ(mean->compute_sd_s, 0.01);
+  EXPECT_DOUBLE_EQ(mean->params[0].ready_s, 0.1);
+  EXPECT_DOUBLE_EQ(mean->params[1].ready_s, 0.225);
+  EXPECT_EQ(mean->params[2].bytes, 1000000);
+  EXPECT_EQ(mean->path, "a.json,b.json");
+
+  b.params[2].bytes = 2000000;
+  StatusOr<StepProfile> mixed = AverageProfiles({a, b});
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("step profiles a.json and b.json differ"), std::string::npos);
+  EXPECT_FALSE(AverageProfiles({}).ok());
+}
+
 }  // namespace
 }  // namespace ddp

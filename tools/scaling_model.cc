@@ -15,7 +15,9 @@
 #include "gflags/gflags.h"
 #include "runtime/durable_files.h"
 
-DEFINE_string(profile, "", "a step profile written by ddp_train --profile-file");
+DEFINE_string(profile, "",
+              "a step profile written by ddp_train --profile-file, or several (comma-separated) of one "
+              "configuration, averaged");
 DEFINE_string(link, "pcie4-host-bounce", "the link between a node's ranks: a preset or a link file");
 DEFINE_string(inter, "25gbe", "the link between nodes (with --nodes above 1): a preset or a link file");
 DEFINE_string(gpus, "1,2,4,8", "ranks per node to predict, comma-separated");
@@ -98,7 +100,14 @@ int Main() {
   }
   if (!FLAGS_fit.empty()) return Fit();
   if (FLAGS_profile.empty()) return Fail("--profile is required (a file from ddp_train --profile-file)");
-  StatusOr<StepProfile> profile = ReadStepProfile(FLAGS_profile);
+  std::vector<StepProfile> profiles;
+  std::stringstream paths(FLAGS_profile);
+  for (std::string path; std::getline(paths, path, ',');) {
+    StatusOr<StepProfile> one = ReadStepProfile(path);
+    if (!one.ok()) return Fail(one.status().message());
+    profiles.push_back(*std::move(one));
+  }
+  StatusOr<StepProfile> profile = AverageProfiles(profiles);
   if (!profile.ok()) return Fail(profile.status().message());
   ClusterShape shape;
   StatusOr<Link> intra = LoadLink(FLAGS_link);
