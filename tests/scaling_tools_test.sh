@@ -69,6 +69,16 @@ PY
 grep -Eq '^bus_gbps = 1\.2(49|5)' "$tmp/lab.link" && grep -Eq '^latency_us = (29\.|30)' "$tmp/lab.link" ||
   { cat "$tmp/lab.link"; fail "--fit did not recover 1.25 GB/s and 30 us"; }
 "$model" --profile "$tmp/profile.json" --link "$tmp/lab.link" --gpus 2 > /dev/null || fail "a fitted link file"
+"$model" --fit "$tmp/bench.txt" --fit-ranks 2 --fit-compute-slowdown 0.3 --fit-comm-slowdown 0.5 > "$tmp/cpu.link" ||
+  fail "--fit with CPU contention"
+[ "$(grep -c '^shares_compute = true$' "$tmp/cpu.link")" = 1 ] && grep -q '^compute_slowdown = 0.3$' "$tmp/cpu.link" &&
+  grep -q '^comm_slowdown = 0.5$' "$tmp/cpu.link" || { cat "$tmp/cpu.link"; fail "--fit's contention flags"; }
+"$model" --profile "$tmp/profile.json" --link "$tmp/cpu.link" --gpus 2 | grep -q "compute 30% slower, collectives 50% slower" ||
+  fail "a fitted CPU link is not the CPU case"
+# Several profiles of one configuration average.
+"$model" --profile "$tmp/profile.json,$tmp/profile.json" --link "$tmp/lab.link" --gpus 2 --csv > "$tmp/two.csv" &&
+  "$model" --profile "$tmp/profile.json" --link "$tmp/lab.link" --gpus 2 --csv > "$tmp/one.csv" &&
+  cmp -s "$tmp/one.csv" "$tmp/two.csv" || fail "a profile averaged with itself predicts differently"
 "$model" --list-links | grep -q "^pcie4-host-bounce: 12 GB/s" || fail "--list-links"
 
 printf 'bus_gbps = 1\nlatency_us five\n' > "$tmp/bad.link"

@@ -5,6 +5,7 @@
 //                 [--bucket-mb 25,50] [--nooverlap] [--zero-stage 2] [--wire-scale 0.5] [--step-ms 200]
 //   scaling_model --fit comm_bench.txt --fit-ranks 2 [--name mylink] > mylink.link
 //   scaling_model --list-links
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -40,6 +41,10 @@ DEFINE_bool(csv, false, "print CSV rows instead of a table");
 DEFINE_string(fit, "", "comm_bench output to fit a link to (its all-reduce rows of 64 KiB and more)");
 DEFINE_int32(fit_ranks, 2, "the ranks the --fit table was measured at");
 DEFINE_string(name, "fitted", "the fitted link's name");
+DEFINE_double(fit_compute_slowdown, -1.0,
+              "CPU ranks: compute's slowdown while a collective runs, for the fitted link (0.25: 25% slower); "
+              "-1: GPU ranks, collectives beside compute");
+DEFINE_double(fit_comm_slowdown, 0.0, "CPU ranks: the collectives' slowdown while compute runs, for the fitted link");
 DEFINE_bool(list_links, false, "print the presets with their sources and assumptions");
 
 namespace ddp {
@@ -85,6 +90,11 @@ int Fit() {
   if (points.size() < 2) return Fail("--fit " + FLAGS_fit + ": fewer than two all-reduce rows of 64 KiB or more");
   StatusOr<Link> link = FitLink(points, FLAGS_fit_ranks, FLAGS_name);
   if (!link.ok()) return Fail("--fit " + FLAGS_fit + ": " + link.status().message());
+  if (FLAGS_fit_compute_slowdown >= 0.0) {
+    link->shares_compute = true;
+    link->compute_slowdown = FLAGS_fit_compute_slowdown;
+    link->comm_slowdown = std::max(0.0, FLAGS_fit_comm_slowdown);
+  }
   std::printf("%s", LinkFileText(*link).c_str());
   return 0;
 }
