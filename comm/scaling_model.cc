@@ -34,6 +34,7 @@ StatusOr<StepProfile> ParseStepProfile(const std::string& text, const std::strin
     p.threads = j.at("threads").get<int>();
     p.samples_per_step = j.at("samples_per_step").get<int64_t>();
     p.accumulation_steps = j.at("accumulation_steps").get<int64_t>();
+    p.timed_steps = j.value("timed_steps", int64_t{0});
     p.step_s = j.at("step_s").get<double>();
     p.forward_s = j.at("forward_s").get<double>();
     p.backward_s = j.at("backward_s").get<double>();
@@ -56,6 +57,27 @@ StatusOr<StepProfile> ReadStepProfile(const std::string& path) {
   StatusOr<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return Status(text.status().code(), "step profile " + path + ": " + text.status().message());
   return ParseStepProfile(*text, path);
+}
+
+nlohmann::ordered_json StepProfileJson(const StepProfile& p) {
+  nlohmann::ordered_json out = {{"format", "ddp_train step profile 1"},
+                                {"model", p.model},
+                                {"device", p.device},
+                                {"world_size", p.world_size},
+                                {"threads", p.threads},
+                                {"accumulation_steps", p.accumulation_steps},
+                                {"samples_per_step", p.samples_per_step},
+                                {"timed_steps", p.timed_steps},
+                                {"step_s", p.step_s},
+                                {"forward_s", p.forward_s},
+                                {"backward_s", p.backward_s},
+                                {"last_backward_s", p.last_backward_s},
+                                {"other_s", p.other_s},
+                                {"compute_sd_s", p.compute_sd_s}};
+  nlohmann::ordered_json params = nlohmann::ordered_json::array();
+  for (const ParamTiming& t : p.params) params.push_back({{"name", t.name}, {"bytes", t.bytes}, {"ready_s", t.ready_s}});
+  out["params"] = params;
+  return out;
 }
 
 StatusOr<StepProfile> AverageProfiles(const std::vector<StepProfile>& profiles) {
@@ -93,12 +115,20 @@ const std::vector<Link>& LinkPresets() {
   static const std::vector<Link> presets = {
       {"pcie4-host-bounce", 12.0, 10.0, false, 0.0, 0.0,
        "PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s per direction (PCI-SIG, PCIe 4.0 base "
-       "specification); pinned copies reach about 24-26 GB/s (CUDA's bandwidthTest on such hosts)",
+       "specification); pinned copies reach about 24-26 GB/s (CUDA's bandwidthTest on such hosts); published "
+       "2x RTX 4090 runs (server-gear.com, tf_cnn_benchmarks ResNet-50 fp16, batch 64-512) lose 7.9-9.6 ms a "
+       "step to their 102 MB of fp32 gradients, 12.0 GB/s",
        "RTX 4090s have no peer access: NCCL stages every hop through host memory, each byte crossing PCIe "
-       "twice in series (device to host, host to device), so 24 GB/s / 2 = 12 GB/s of bus bandwidth per GPU; "
-       "the GPUs' links share one CPU's root complex and memory bandwidth, which holds at 4 GPUs on a "
-       "desktop or workstation CPU (about 50-80 GB/s of memory bandwidth against 4 x 2 x 12 GB/s of staging); "
-       "about 10 us per hop (a host-memory handshake)"},
+       "twice in series (device to host, host to device), so 24 GB/s / 2 = 12 GB/s of bus bandwidth per GPU "
+       "while two GPUs exchange; about 10 us per hop (a host-memory handshake). Four GPUs staging at once share "
+       "the host's root complex and memory: see pcie4-host-bounce-x4"},
+      {"pcie4-host-bounce-x4", 7.3, 10.0, false, 0.0, 0.0,
+       "fitted to published 4x RTX 4090 runs (server-gear.com, tf_cnn_benchmarks ResNet-50 fp16 on 2x EPYC "
+       "7252, NGC TensorFlow 23.02): 19.1-22.6 ms lost a step at every batch from 64 to 512, what a ring "
+       "all-reduce of the 102 MB of fp32 gradients takes at 7.3 GB/s",
+       "four RTX 4090s without peer access, every hop staged through host memory at once: each GPU's share of "
+       "the host bounce falls from 12 to 7.3 GB/s (a dual-socket server, whose GPUs' staging also crosses "
+       "the sockets' link; a one-socket workstation may keep more)"},
       {"nvlink-bridge", 50.0, 3.0, false, 0.0, 0.0,
        "NVIDIA's RTX 3090 / RTX A6000 NVLink bridge: 112.5 GB/s both directions, 56.25 GB/s each way",
        "about 90% of the bridge's rate as bus bandwidth, every ring hop on NVLink (a bridge joins two GPUs: "

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "runtime/status.h"
 
 namespace ddp {
@@ -50,6 +51,7 @@ struct StepProfile {
   std::string model, device, path;
   int world_size = 1, threads = 0;
   int64_t samples_per_step = 0, accumulation_steps = 1;
+  int64_t timed_steps = 0;  // the steps the medians are over
   double step_s = 0.0, forward_s = 0.0, backward_s = 0.0, last_backward_s = 0.0, other_s = 0.0;
   double compute_sd_s = 0.0;  // forward + backward's (robust) standard deviation over steps
   std::vector<ParamTiming> params;  // backward order
@@ -59,6 +61,9 @@ struct StepProfile {
 // Parses what --profile-file wrote; `path` names it in errors.
 StatusOr<StepProfile> ParseStepProfile(const std::string& text, const std::string& path);
 StatusOr<StepProfile> ReadStepProfile(const std::string& path);
+// The file's JSON (what ParseStepProfile reads); a writer may add keys of
+// its own (precision, batch size...), which readers ignore.
+nlohmann::ordered_json StepProfileJson(const StepProfile& profile);
 // The mean of profiles of the same model and layout (several ranks, or runs
 // at different times): times, spreads and each gradient's ready time
 // averaged. Refused when the gradients differ (names, bytes or order).
@@ -77,8 +82,8 @@ struct Link {
   std::string assumes;      // what the figures take for granted
 };
 
-// Presets, each with its source: pcie4-host-bounce (RTX 4090s, no peer
-// access), nvlink-bridge, 25gbe, ib-100, and cpu-shm (CPU ranks on one box,
+// Presets, each with its source: pcie4-host-bounce and pcie4-host-bounce-x4
+// (two and four RTX 4090s, no peer access), nvlink-bridge, 25gbe, ib-100, and cpu-shm (CPU ranks on one box,
 // Open MPI's shared memory).
 const std::vector<Link>& LinkPresets();
 // A preset's name, or the path of a link file: `key = value` lines (name,

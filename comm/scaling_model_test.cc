@@ -245,6 +245,28 @@ TEST(ScalingModelTest, ProfilesAreChecked) {
   EXPECT_NE(truncated.status().message().find("step profile p.json:"), std::string::npos);
 }
 
+TEST(ScalingModelTest, ProfileJsonRoundTrips) {
+  StepProfile p = ThreeParams();
+  p.world_size = 2;
+  p.threads = 3;
+  p.timed_steps = 7;
+  p.compute_sd_s = 0.004;
+  StatusOr<StepProfile> back = ParseStepProfile(StepProfileJson(p).dump(), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->model, "toy");
+  EXPECT_EQ(back->world_size, 2);
+  EXPECT_EQ(back->threads, 3);
+  EXPECT_EQ(back->timed_steps, 7);
+  EXPECT_EQ(back->samples_per_step, 8);
+  EXPECT_DOUBLE_EQ(back->forward_s, 0.1);
+  EXPECT_DOUBLE_EQ(back->other_s, 0.05);
+  EXPECT_DOUBLE_EQ(back->compute_sd_s, 0.004);
+  ASSERT_EQ(back->params.size(), 3u);
+  EXPECT_EQ(back->params[1].name, "b");
+  EXPECT_EQ(back->params[1].bytes, 1000000);
+  EXPECT_DOUBLE_EQ(back->params[1].ready_s, 0.2);
+}
+
 TEST(ScalingModelTest, ProfilesOfOneConfigurationAverage) {
   StepProfile a = ThreeParams(), b = ThreeParams();
   a.path = "a.json";

@@ -42,7 +42,7 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
   // real step).
   std::vector<Tensor> saved;
   for (const Buffer* b : model->buffers()) saved.push_back(b->value.Clone());
-  std::string profile_json;
+  StepProfile profile;
   {
     StepProfiler profiler(model, options.gpu ? ctx.cuda_stream() : nullptr);
     for (int pass = 0; pass < options.passes; ++pass) {
@@ -55,19 +55,15 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
       profiler.BackwardFinished();
       profiler.StepFinished(SteadySeconds() - start, /*timed=*/pass > 0);
     }
-    profile_json = profiler.ToJson({{"model", "auto"}, {"device", options.gpu ? "cuda" : "cpu"}, {"world_size", 1},
-                                    {"threads", ctx.num_threads()}, {"accumulation_steps", 1},
-                                    {"samples_per_step", 1}})
-                       .dump();
+    profile = profiler.Summary();
   }
   for (size_t k = 0; k < saved.size(); ++k) model->buffers()[k]->value.CopyFrom(saved[k]);
   // Rank 0 chooses; every rank takes its choice.
   Tensor chosen = Tensor::FromVector<double>({0.0}, {1});
   BucketChoice choice;
   if (comm->rank() == 0) {
-    StatusOr<StepProfile> profile = ParseStepProfile(profile_json, "--bucket-mb auto's profile");
-    if (!profile.ok()) return profile.status();
-    profile->other_s = 0.0;  // the same at every size
+    profile.samples_per_step = 1;
+    profile.other_s = 0.0;  // the same at every size
     StatusOr<Link> link = FitLink(points, comm->world_size(), "probe");
     if (!link.ok()) return Status(link.status().code(), "--bucket-mb auto: " + link.status().message());
     ClusterShape shape;
@@ -80,7 +76,7 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     double best_mb = 25.0, best = std::numeric_limits<double>::infinity(), at_default = 0.0;
     for (double mb : {1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0}) {
       predict.bucket_mb = mb;
-      const double step = Predict(*profile, shape, predict).step_s;
+      const double step = Predict(profile, shape, predict).step_s;
       if (mb == 25.0) at_default = step;
       if (step < best) best = step, best_mb = mb;
     }
@@ -93,7 +89,7 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
                   "%.1f ms at the default 25 MiB (probe: %.3g GB/s bus bandwidth, %.0f us a hop; profile of %d "
                   "passes: forward %.1f ms, backward %.1f ms)",
                   best_mb, best * 1e3, at_default * 1e3, link->bus_gbps, link->latency_us, options.passes - 1,
-                  profile->forward_s * 1e3, profile->backward_s * 1e3);
+                  profile.forward_s * 1e3, profile.backward_s * 1e3);
     choice.why = why;
   }
   {

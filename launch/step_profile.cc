@@ -5,7 +5,6 @@
 
 #include "runtime/clock.h"
 #include "runtime/cuda/cuda_device.h"
-#include "runtime/durable_files.h"
 
 namespace ddp {
 namespace {
@@ -108,17 +107,15 @@ void StepProfiler::StepFinished(double step_seconds, bool timed) {
   events_used_ = 0;
 }
 
-nlohmann::ordered_json StepProfiler::ToJson(const nlohmann::ordered_json& about) const {
-  nlohmann::ordered_json out = {{"format", "ddp_train step profile 1"}};
-  for (const auto& [key, value] : about.items()) out[key] = value;
-  const double step = Median(steps_), forward = Median(forwards_), backward = Median(backwards_);
-  out["timed_steps"] = steps_.size();
-  out["step_s"] = step;
-  out["forward_s"] = forward;
-  out["backward_s"] = backward;
-  out["last_backward_s"] = Median(last_backwards_);
+StepProfile StepProfiler::Summary() const {
+  StepProfile out;
+  out.timed_steps = static_cast<int64_t>(steps_.size());
+  out.step_s = Median(steps_);
+  out.forward_s = Median(forwards_);
+  out.backward_s = Median(backwards_);
+  out.last_backward_s = Median(last_backwards_);
   // Input, loss, optimizer, the step's bookkeeping.
-  out["other_s"] = std::max(0.0, step - forward - backward);
+  out.other_s = std::max(0.0, out.step_s - out.forward_s - out.backward_s);
   // How much forward + backward varies step to step: ranks wait for the
   // slowest, so N ranks' steps take the expected maximum of N draws. A
   // robust standard deviation (1.4826 x the median absolute deviation), as
@@ -128,21 +125,11 @@ nlohmann::ordered_json StepProfiler::ToJson(const nlohmann::ordered_json& about)
   for (size_t k = 0; k < steps_.size(); ++k) compute[k] = forwards_[k] + backwards_[k];
   const double center = Median(compute);
   for (size_t k = 0; k < steps_.size(); ++k) deviation[k] = std::fabs(compute[k] - center);
-  out["compute_sd_s"] = 1.4826 * Median(deviation);
-  nlohmann::ordered_json params = nlohmann::ordered_json::array();
+  out.compute_sd_s = 1.4826 * Median(deviation);
   for (size_t k = 0; k < order_.size(); ++k) {
-    params.push_back({{"name", order_[k]->name},
-                      {"bytes", static_cast<int64_t>(order_[k]->value.nbytes())},
-                      {"ready_s", Median(readies_[k])}});
+    out.params.push_back({order_[k]->name, static_cast<int64_t>(order_[k]->value.nbytes()), Median(readies_[k])});
   }
-  out["params"] = params;
   return out;
-}
-
-Status StepProfiler::Write(const std::string& path, const nlohmann::ordered_json& about) const {
-  if (steps_.empty()) return FailedPrecondition("--profile-file " + path + ": no timed step to profile (run more steps)");
-  const Status written = ReplaceFileAtomically(path, ToJson(about).dump(1) + "\n");
-  return written.ok() ? written : Status(written.code(), "--profile-file " + written.message());
 }
 
 }  // namespace ddp

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "nlohmann/json.hpp"
+#include "comm/scaling_model.h"
 #include "runtime/layers/model.h"
 #include "runtime/status.h"
 
@@ -43,9 +43,10 @@ class StepProfiler : public GradientReadyHook {
   // The step's wall time; only timed steps are kept.
   void StepFinished(double step_seconds, bool timed);
 
-  // The medians over the timed steps, and `about` (model, batch, threads...).
-  nlohmann::ordered_json ToJson(const nlohmann::ordered_json& about) const;
-  Status Write(const std::string& path, const nlohmann::ordered_json& about) const;
+  // The medians over the timed steps, with each parameter's bytes in
+  // backward order; the caller fills in what was profiled (model, device,
+  // ranks, threads, samples per step).
+  StepProfile Summary() const;
 
  private:
   enum Kind { kForwardStart, kForwardEnd, kBackwardStart, kLastBackwardStart, kBackwardEnd, kReady };

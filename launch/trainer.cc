@@ -1532,17 +1532,23 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   if (!is_root()) return result;
   if (profiler_) {
-    nlohmann::ordered_json about = {{"model", options_.model},
-                                    {"device", options_.device},
-                                    {"precision", options_.precision},
-                                    {"world_size", ranks_.world_size},
-                                    {"threads", ctx_.num_threads()},
-                                    {"batch_size", options_.batch_size},
-                                    {"accumulation_steps", options_.accumulation_steps},
-                                    {"image_size", options_.image_size},
-                                    {"seq_len", seq_len},
-                                    {"samples_per_step", samples_per_step}};
-    RETURN_IF_ERROR(profiler_->Write(options_.profile_file, about));
+    StepProfile profile = profiler_->Summary();
+    if (profile.timed_steps == 0) {
+      return FailedPrecondition("--profile-file " + options_.profile_file + ": no timed step to profile (run more steps)");
+    }
+    profile.model = options_.model;
+    profile.device = options_.device;
+    profile.world_size = ranks_.world_size;
+    profile.threads = ctx_.num_threads();
+    profile.accumulation_steps = options_.accumulation_steps;
+    profile.samples_per_step = samples_per_step;
+    nlohmann::ordered_json json = StepProfileJson(profile);
+    json["precision"] = options_.precision;
+    json["batch_size"] = options_.batch_size;
+    json["image_size"] = options_.image_size;
+    json["seq_len"] = seq_len;
+    const Status written = ReplaceFileAtomically(options_.profile_file, json.dump(1) + "\n");
+    if (!written.ok()) return Status(written.code(), "--profile-file " + written.message());
   }
 
   const int64_t activation_peak = memory->peak_bytes_in_use() - persistent_in_use;
