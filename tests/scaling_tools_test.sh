@@ -3,7 +3,8 @@
 # profile whose parameters are the model's (names, bytes, in backward order,
 # ready times within backward); scaling_model predicts from it (one rank:
 # the profiled step; two: no faster than that); --fit recovers a link from a
-# comm_bench table; malformed link files, unknown presets, foreign profiles
+# comm_bench table; the model reproduces published 2 and 4 x RTX 4090 runs
+# (tools/rtx4090_scaling) within 5%; malformed link files, unknown presets, foreign profiles
 # and bad flags are one line each, exit 2.
 set -u
 train=launch/ddp_train
@@ -81,6 +82,22 @@ grep -Eq '^bus_gbps = 1\.2(49|5)' "$tmp/lab.link" && grep -Eq '^latency_us = (29
   cmp -s "$tmp/one.csv" "$tmp/two.csv" || fail "a profile averaged with itself predicts differently"
 "$model" --list-links | grep -q "^pcie4-host-bounce: 12 GB/s" || fail "--list-links"
 
+# The model against the published RTX 4090 runs: every batch size, 2 and 4
+# GPUs, within 5%; ddp_train's own prediction at 4 GPUs 3.8x or more.
+/usr/bin/python3 tools/rtx4090_scaling --model "$model" --profile tools/profiles/resnet50_64px_cpu.json \
+  > "$tmp/rtx4090.md" 2>&1 || { cat "$tmp/rtx4090.md"; fail "rtx4090_scaling"; }
+/usr/bin/python3 - "$tmp/rtx4090.md" <<'PY' || { cat "$tmp/rtx4090.md"; fail "the model against published 4090 runs"; }
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+check = [l.split("|")[1:-1] for l in lines if l.startswith("| ") and l.split("|")[1].strip() in ("64", "128", "256", "512")]
+assert len(check) == 4, check
+for row in check:
+    for column in (5, 8):
+        error = abs(float(row[column - 1].strip().rstrip("%")))
+        assert error <= 5.0, (row, error)
+four = [l for l in lines if l.startswith("| 4, `pcie4-host-bounce-x4`")]
+assert four and float(four[0].split("|")[6].strip().rstrip("×")) >= 3.8, four
+PY
 printf 'bus_gbps = 1\nlatency_us five\n' > "$tmp/bad.link"
 expect_error "link file $tmp/bad.link line 2: expected 'key = value', got 'latency_us five'" \
   "$model" --profile "$tmp/profile.json" --link "$tmp/bad.link"
