@@ -5,8 +5,8 @@
 # overlap, over 2 rounds. Overlapped runs are left to the README's tables:
 # on CPU ranks they hang on the contention probe, whose estimate moved from
 # +13% to +58% between runs of this test and took the overlapped cell to
-# -10.8% once (the in-process probe that should fix it is not built yet). tools/scaling_validation
-# measures the model's inputs (link probe, contention probe, profiles) in
+# -10.8% once (the in-process probe that should fix it is not built yet).
+# tools/scaling_validation measures the model's inputs (link probe, contention probe, profiles) in
 # runs of their own and fails when a predicted step time misses the median
 # measured one by more than 10%. Without root or network namespaces the
 # test reports itself skipped. Tagged exclusive: it times a 2-core box.
