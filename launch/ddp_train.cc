@@ -10,6 +10,7 @@
 #include <glog/logging.h>
 
 #include "comm/bootstrap.h"
+#include "comm/contention_probe.h"
 #include "comm/mpi_communicator.h"
 #include "comm/staged_communicator.h"
 #ifdef DDP_HAVE_CUDA
@@ -22,6 +23,7 @@
 #include "launch/trainer.h"
 #include "runtime/ops/conv2d.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/durable_files.h"
 
 namespace ddp {
 namespace {
@@ -229,6 +231,19 @@ int Main(int argc, char** argv) {
   if (options->comm_timeout_s > 0.0) {
     setenv("DDP_NCCL_TIMEOUT_S", std::to_string(options->comm_timeout_s).c_str(), /*overwrite=*/0);
   }
+  // --contention-probe: every rank trains alone, as a job of one rank,
+  // while the probe's communicator spans the ranks.
+  const bool probing = !options->contention_probe.empty();
+  if (probing) {
+    Status s;
+    if (ranks.world_size < 2) {
+      s = InvalidArgument("--contention-probe measures ranks against each other: run 2 ranks or more");
+    } else if (device->cuda) {
+      s = InvalidArgument("--contention-probe measures CPU ranks, whose collectives share the cores that compute: "
+                          "add --device cpu");
+    }
+    if (s = AgreeOnStatus(world, s); !s.ok()) return Fail(ranks, s);
+  }
   std::unique_ptr<Communicator> comm;
   if (ranks.world_size > 1 || (device->cuda && nccl_requested)) {
     StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(*options, world, stream);
@@ -244,7 +259,16 @@ int Main(int argc, char** argv) {
       AbortJob();
     });
   }
-  StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*options, comm.get(), ranks, stream);
+  std::unique_ptr<ContentionProbe> probe;
+  RankInfo trainer_ranks = ranks;
+  if (probing) {
+    probe = std::make_unique<ContentionProbe>(
+        comm.get(), static_cast<int64_t>(options->contention_probe_mb * (1 << 20)));
+    trainer_ranks.rank = 0;
+    trainer_ranks.world_size = 1;  // threads still divide the node's cores by local_size
+  }
+  StatusOr<std::unique_ptr<Trainer>> trainer =
+      Trainer::Create(*options, probing ? nullptr : comm.get(), trainer_ranks, stream);
   if (Status s = AgreeOnStatus(world, trainer.status()); !s.ok()) return Fail(ranks, s);
   // Under --epochs each node counts its own copy of the data file's samples.
   if (Status s = CheckRanksAgree(world, {{"the parameter count", std::to_string((*trainer)->num_parameters())},
@@ -256,11 +280,32 @@ int Main(int argc, char** argv) {
     return Fail(ranks, s);
   }
   if (Status s = (*trainer)->BroadcastInitialState(); !s.ok()) return Fail(ranks, s);
+  if (probe) (*trainer)->set_contention_probe(probe.get());
   // From here a SIGUSR1 or SIGTERM stops every rank at a step boundary.
   InstallPreemptionHandlers();
   StatusOr<TrainResult> result = (*trainer)->Run();
   if (!result.ok()) return Fail(ranks, result.status());
   if (device->cuda) cuda::Synchronize(stream);
+  if (probe) {
+    StatusOr<ContentionResult> measured = probe->Finish();
+    if (!measured.ok()) return Fail(ranks, measured.status());
+    Status written;
+    if (ranks.rank == 0) {
+      written = ReplaceFileAtomically(options->contention_probe, ContentionResultJson(*measured, options->model));
+      std::printf("ddp_train: contention probe, %d ranks, all-reduce of %.1f MiB: compute %.1f ms alone, %.1f ms "
+                  "beside it (%+.1f%%); the all-reduce %.1f ms alone, %.1f ms beside compute (%+.1f%%)\n",
+                  measured->ranks, measured->bytes / 1048576.0, measured->compute_quiet_s * 1e3,
+                  measured->compute_loaded_s * 1e3, measured->compute_slowdown() * 100.0,
+                  measured->collective_quiet_s * 1e3, measured->collective_loaded_s * 1e3,
+                  measured->comm_slowdown() * 100.0);
+      std::fflush(stdout);
+    }
+    if (Status s = AgreeOnStatus(world, written.ok() ? written
+                                                      : Status(written.code(), "--contention-probe " + written.message()));
+        !s.ok()) {
+      return Fail(ranks, s);
+    }
+  }
   if (result->preempted_at_step >= 0) {
     if (ranks.rank == 0) {
       std::printf("ddp_train: stopped after step %lld on %s%s; exit %d\n",

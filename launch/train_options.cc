@@ -80,6 +80,11 @@ DEFINE_string(tensorboard_dir, "", "rank 0 writes each step's scalars there as a
 DEFINE_string(profile_file, "",
               "rank 0 writes its step profile there (JSON): forward, backward and each gradient's ready time, the scaling "
               "model's input (tools/scaling_model)");
+DEFINE_string(contention_probe, "",
+              "measure how CPU ranks' compute and collectives slow each other, and write it there (JSON, rank 0): "
+              "every rank trains alone while the ranks all-reduce --contention-probe-mb back to back on every other "
+              "step (tools/scaling_validation's input to the scaling model)");
+DEFINE_double(contention_probe_mb, 16.0, "the all-reduce --contention-probe runs, in MiB");
 DEFINE_string(timeline, "", "Chrome trace-event JSON of the steps in --timeline-steps, every rank's, written by rank 0");
 DEFINE_string(timeline_steps, "3:12", "A:B: the 1-based steps, inclusive, the --timeline records");
 DEFINE_int64(log_every, 0,
@@ -339,6 +344,27 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.profile_file = FLAGS_profile_file;
   if (!o.profile_file.empty() && o.cuda_graphs) {
     return InvalidArgument("--profile-file times eager steps: it cannot be used with --cuda-graphs");
+  }
+  o.contention_probe = FLAGS_contention_probe;
+  if (!(FLAGS_contention_probe_mb > 0.0) || !std::isfinite(FLAGS_contention_probe_mb)) {
+    return InvalidArgument("--contention-probe-mb must be positive, got " + Num(FLAGS_contention_probe_mb));
+  }
+  o.contention_probe_mb = FLAGS_contention_probe_mb;
+  if (!o.contention_probe.empty()) {
+    // Every rank trains alone: files a job writes once would be written by
+    // each rank, and the bucket choice needs a job's collectives.
+    for (const auto& [flag, value] : std::vector<std::pair<const char*, std::string>>{
+             {"--metrics-file", FLAGS_metrics_file}, {"--profile-file", FLAGS_profile_file},
+             {"--timeline", FLAGS_timeline}, {"--tensorboard-dir", FLAGS_tensorboard_dir},
+             {"--checkpoint-dir", FLAGS_checkpoint_dir}, {"--save-weights", FLAGS_save_weights}}) {
+      if (!value.empty()) {
+        return InvalidArgument(std::string("--contention-probe trains every rank alone: it cannot be used with ") +
+                               flag);
+      }
+    }
+    if (FLAGS_bucket_mb == "auto") {
+      return InvalidArgument("--contention-probe trains every rank alone: it cannot be used with --bucket-mb auto");
+    }
   }
   {
     long long a = 0, b = 0;

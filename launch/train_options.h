@@ -74,6 +74,10 @@ struct TrainOptions {
   int64_t log_every = 0;        // progress lines in a log: every N steps; 0: about every 10 s
   std::string timeline;         // Chrome trace-event JSON, written by rank 0
   std::string profile_file;     // rank 0's step profile (launch/step_profile.h)
+  // --contention-probe: every rank trains alone while the probe loads and
+  // times (comm/contention_probe.h); rank 0 writes the result here.
+  std::string contention_probe;
+  double contention_probe_mb = 16.0;
   int64_t timeline_first = 3, timeline_last = 12;  // the 1-based steps it records
   // Checkpoints (launch/checkpointer.h): where, how often (optimizer
   // steps; 0 never), how many complete ones to keep (0 all), and whether to

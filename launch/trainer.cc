@@ -225,6 +225,7 @@ Status Trainer::Setup() {
     if (!options_.tensorboard_dir.empty()) RETURN_IF_ERROR(tensorboard_.Open(options_.tensorboard_dir));
     RETURN_IF_ERROR(CheckWritable("--timeline", options_.timeline));
     RETURN_IF_ERROR(CheckWritable("--profile-file", options_.profile_file));
+    RETURN_IF_ERROR(CheckWritable("--contention-probe", options_.contention_probe));
   }
   // Decode threads: on a CPU rank one, beside --threads compute threads (a
   // loader that keeps ahead is mostly idle); on a GPU rank the node's cores
@@ -1356,9 +1357,11 @@ StatusOr<TrainResult> Trainer::Run() {
     CollectiveWatchdog::SetPhase("step " + std::to_string(step + 1));
     Timeline::Get().SetStep(step + 1, step + 1 >= options_.timeline_first && step + 1 <= options_.timeline_last);
     const float lr = static_cast<float>(options_.schedule.At(step));
+    if (probe_) RETURN_IF_ERROR(probe_->StepStarting(step - start_step_ >= warmup));
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, local));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (probe_) RETURN_IF_ERROR(probe_->StepFinished(r.compute_seconds));
     if (profiler_) profiler_->StepFinished(seconds, step - start_step_ >= warmup);
     if (step - start_step_ >= warmup) {
       timed_seconds += seconds;

@@ -8,6 +8,7 @@
 
 #include "comm/bootstrap.h"
 #include "comm/communicator.h"
+#include "comm/contention_probe.h"
 #include "comm/reducer.h"
 #include "comm/zero_reducer.h"
 #include "launch/checkpointer.h"
@@ -70,6 +71,9 @@ class Trainer {
   // Collective when several ranks run: every rank trains; rank 0 prints and
   // writes files.
   StatusOr<TrainResult> Run();
+  // --contention-probe: this rank trains alone and `probe` (over every
+  // rank) loads or times each step around it (comm/contention_probe.h).
+  void set_contention_probe(ContentionProbe* probe) { probe_ = probe; }
 
  private:
   Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream);
@@ -187,6 +191,7 @@ class Trainer {
   // After model_: they unhook themselves from the model. At most one is set.
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<StepProfiler> profiler_;  // --profile-file, rank 0
+  ContentionProbe* probe_ = nullptr;        // --contention-probe
   std::unique_ptr<ZeroReducer> zero_;
   std::vector<Tensor> grads_;
   MetricsWriter metrics_;

@@ -1,0 +1,82 @@
+// The contention probe: how much CPU ranks' compute and collectives slow
+// each other when they run at once (the scaling model's compute_slowdown
+// and comm_slowdown, comm/scaling_model.h).
+//
+// Every rank trains on its own (a job of one rank each, no reducer) while
+// this probe owns a communicator over all of them, in the same process, as
+// DDP's collectives are: a thread of the rank beside its compute, driven the
+// same way (comm/mpi_communicator.h). Timed steps alternate, so the box's
+// drift between minutes falls on both sides alike:
+//   - loaded: the ranks meet, then all-reduce a buffer back to back until
+//     every rank's compute is done. Compute time is the loaded figure; each
+//     collective that ran wholly inside every rank's compute is a loaded
+//     collective time.
+//   - quiet: compute alone, then, with compute done, the same all-reduce
+//     alone a few times: the quiet figures of both.
+// The slowdowns are the ratios of the medians (each rank's, averaged over
+// ranks) minus one. A flag in the buffer's first element tells every rank
+// when all ranks' compute is done, so all issue the same collectives.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "runtime/status.h"
+
+namespace ddp {
+
+struct ContentionResult {
+  int ranks = 0;
+  int64_t bytes = 0;                      // of each all-reduce
+  int64_t loaded_steps = 0, quiet_steps = 0;  // per rank
+  int64_t loaded_collectives = 0, quiet_collectives = 0;  // summed over ranks
+  // Medians over each rank's steps or collectives, averaged over ranks.
+  double compute_quiet_s = 0.0, compute_loaded_s = 0.0;
+  double collective_quiet_s = 0.0, collective_loaded_s = 0.0;
+  double compute_slowdown() const { return compute_loaded_s / compute_quiet_s - 1.0; }
+  double comm_slowdown() const { return collective_loaded_s / collective_quiet_s - 1.0; }
+};
+
+// The file --contention-probe writes: every field above, the two
+// slowdowns, and `model` (what trained).
+std::string ContentionResultJson(const ContentionResult& result, const std::string& model);
+
+class ContentionProbe {
+ public:
+  // `comm` spans every rank and carries nothing else while the probe runs.
+  ContentionProbe(Communicator* comm, int64_t bytes);
+  ~ContentionProbe();
+  ContentionProbe(const ContentionProbe&) = delete;
+  ContentionProbe& operator=(const ContentionProbe&) = delete;
+
+  // Before a step's work; every rank calls both, step by step. Untimed
+  // (warm-up) steps carry no load and count for nothing.
+  Status StepStarting(bool timed);
+  // After it; `compute_s`: its forward and backward (input waits aside).
+  Status StepFinished(double compute_s);
+  // A collective: every rank's figures, averaged. Fails on every rank when
+  // some rank saw no loaded step or no collective wholly inside compute
+  // (a step shorter than one all-reduce: a smaller buffer would do).
+  StatusOr<ContentionResult> Finish();
+
+  static constexpr int kQuietCollectives = 3;
+
+ private:
+  void LoadLoop();
+  Status Meet();  // a small all-reduce every rank waits for
+
+  Communicator* comm_;
+  Tensor buffer_;
+  int64_t timed_steps_ = 0;
+  bool loaded_ = false, timed_ = false;
+  std::atomic<bool> computing_{false};
+  std::thread load_;
+  Status load_status_;
+  std::vector<double> compute_quiet_, compute_loaded_, collective_quiet_, collective_loaded_;
+};
+
+}  // namespace ddp
