@@ -47,6 +47,13 @@ expect_error "--bucket-mb must be positive (MiB) or auto, got '-1'" --bucket-mb=
 expect_error "--bucket-mb must be positive (MiB) or auto, got 'big'" --bucket-mb big
 expect_error "--bucket-mb auto chooses the size whose all-reduces backward hides best, and --nooverlap hides none" \
   --bucket-mb auto --nooverlap
+expect_error "--contention-probe measures ranks against each other: run 2 ranks or more" \
+  "${small[@]}" --steps 4 --device cpu --contention-probe "$tmp/probe.json"
+expect_error "--contention-probe trains every rank alone: it cannot be used with --metrics-file" \
+  --contention-probe "$tmp/probe.json" --metrics-file "$tmp/m.jsonl"
+expect_error "--contention-probe trains every rank alone: it cannot be used with --bucket-mb auto" \
+  --contention-probe "$tmp/probe.json" --bucket-mb auto
+expect_error "--contention-probe-mb must be positive, got 0" --contention-probe-mb 0
 expect_error "--grad-compression 'int8' is unknown" --grad-compression int8
 expect_error "--zero-stage must be 0, 1 or 2, got 3 (stage 3 is not supported)" --zero-stage 3
 expect_error "--optimizer 'adagrad' is unknown; use sgd, adamw or lamb" --optimizer adagrad

@@ -3,7 +3,8 @@
 # profile whose parameters are the model's (names, bytes, in backward order,
 # ready times within backward); scaling_model predicts from it (one rank:
 # the profiled step; two: no faster than that); --fit recovers a link from a
-# comm_bench table; the model reproduces published 2 and 4 x RTX 4090 runs
+# comm_bench table; ddp_train --contention-probe at 2 ranks writes its
+# figures; the model reproduces published 2 and 4 x RTX 4090 runs
 # (tools/rtx4090_scaling) within 5%; malformed link files, unknown presets, foreign profiles
 # and bad flags are one line each, exit 2.
 set -u
@@ -55,6 +56,27 @@ assert abs(one - p["step_s"]) < 1e-6, (one, p["step_s"])
 assert two >= one and float(rows[1][9]) <= 1.0, rows
 print("prediction ok:", rows)
 PY
+
+# The contention probe at 2 ranks: 8 steps are 2 warm-up, then 3 loaded and
+# 3 quiet; each quiet step times 3 all-reduces on each rank; the slowdowns
+# are the ratios of what it timed.
+timeout 300 mpirun -np 2 --oversubscribe --bind-to none "$train" --model resnet18 --image-size 32 --batch-size 4 \
+  --num-classes 10 --threads 1 --steps 8 --log-every 0 --contention-probe "$tmp/contention.json" \
+  --contention-probe-mb 1 > "$tmp/contention.log" 2>&1 || { cat "$tmp/contention.log"; fail "the contention probe"; }
+/usr/bin/python3 - "$tmp/contention.json" <<'PY' || fail "the contention probe's figures"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["format"] == "ddp_train contention probe 1" and p["model"] == "resnet18" and p["ranks"] == 2, p
+assert p["bytes"] == 1 << 20 and p["loaded_steps"] == 3 and p["quiet_steps"] == 3, p
+assert p["quiet_collectives"] == 2 * 3 * 3 and p["loaded_collectives"] >= 2, p
+for k in ("compute_quiet_s", "compute_loaded_s", "collective_quiet_s", "collective_loaded_s"):
+    assert 0 < p[k] < 60, (k, p)
+assert abs(p["compute_slowdown"] - (p["compute_loaded_s"] / p["compute_quiet_s"] - 1)) < 1e-9, p
+assert abs(p["comm_slowdown"] - (p["collective_loaded_s"] / p["collective_quiet_s"] - 1)) < 1e-9, p
+print(f"contention probe ok: compute {p['compute_slowdown']*100:+.0f}%, all-reduce {p['comm_slowdown']*100:+.0f}%")
+PY
+grep -q "^ddp_train: contention probe, 2 ranks, all-reduce of 1.0 MiB: compute" "$tmp/contention.log" ||
+  fail "no contention probe line in: $(cat "$tmp/contention.log")"
 
 # A link fitted to a comm_bench table made from a known link: 2 ranks at
 # 1.25 GB/s and 30 us a hop (2 hops): t = 60 us + bytes / 1.25 GB/s.
