@@ -30,6 +30,7 @@ std::string ContentionResultJson(const ContentionResult& r, const std::string& m
                                     {"compute_loaded_s", r.compute_loaded_s},
                                     {"collective_quiet_s", r.collective_quiet_s},
                                     {"collective_loaded_s", r.collective_loaded_s},
+                                    {"collective_cold_s", r.collective_cold_s},
                                     {"compute_slowdown", r.compute_slowdown()},
                                     {"comm_slowdown", r.comm_slowdown()}};
   return j.dump(1) + "\n";
@@ -86,13 +87,15 @@ Status ContentionProbe::StepFinished(double compute_s) {
   }
   if (!timed_) return Status::Ok();
   compute_quiet_.push_back(compute_s);
-  // The same all-reduce with every rank's compute done: the first one waits
-  // for the slowest rank, the others are timed.
+  // The same all-reduce with every rank's compute done, after the ranks
+  // meet: the first on a link idle through the step (cold), then the
+  // others back to back.
   buffer_.data<float>()[0] = 0.0f;
+  RETURN_IF_ERROR(Meet());
   for (int k = 0; k <= kQuietCollectives; ++k) {
     const double start = SteadySeconds();
     RETURN_IF_ERROR(comm_->AllReduce(buffer_, ReduceOp::kSum)->Wait());
-    if (k > 0) collective_quiet_.push_back(SteadySeconds() - start);
+    (k == 0 ? collective_cold_ : collective_quiet_).push_back(SteadySeconds() - start);
   }
   return Status::Ok();
 }
@@ -102,8 +105,8 @@ StatusOr<ContentionResult> ContentionProbe::Finish() {
   Tensor sums = Tensor::FromVector<double>(
       {Median(compute_quiet_), Median(compute_loaded_), Median(collective_quiet_), Median(collective_loaded_),
        complete ? 1.0 : 0.0, static_cast<double>(collective_loaded_.size()),
-       static_cast<double>(collective_quiet_.size())},
-      {7});
+       static_cast<double>(collective_quiet_.size()), Median(collective_cold_)},
+      {8});
   RETURN_IF_ERROR(comm_->AllReduce(sums, ReduceOp::kSum)->Wait());
   const double* s = sums.data<double>();
   const int n = comm_->world_size();
@@ -121,6 +124,7 @@ StatusOr<ContentionResult> ContentionProbe::Finish() {
   r.compute_loaded_s = s[1] / n;
   r.collective_quiet_s = s[2] / n;
   r.collective_loaded_s = s[3] / n;
+  r.collective_cold_s = s[7] / n;
   r.loaded_collectives = static_cast<int64_t>(s[5]);
   r.quiet_collectives = static_cast<int64_t>(s[6]);
   return r;

@@ -37,6 +37,8 @@ struct ContentionResult {
   // Medians over each rank's steps or collectives, averaged over ranks.
   double compute_quiet_s = 0.0, compute_loaded_s = 0.0;
   double collective_quiet_s = 0.0, collective_loaded_s = 0.0;
+  // The first quiet all-reduce of a step, on a link idle since the last.
+  double collective_cold_s = 0.0;
   double compute_slowdown() const { return compute_loaded_s / compute_quiet_s - 1.0; }
   double comm_slowdown() const { return collective_loaded_s / collective_quiet_s - 1.0; }
 };
@@ -76,7 +78,7 @@ class ContentionProbe {
   std::atomic<bool> computing_{false};
   std::thread load_;
   Status load_status_;
-  std::vector<double> compute_quiet_, compute_loaded_, collective_quiet_, collective_loaded_;
+  std::vector<double> compute_quiet_, compute_loaded_, collective_quiet_, collective_loaded_, collective_cold_;
 };
 
 }  // namespace ddp

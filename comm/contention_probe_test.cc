@@ -58,6 +58,7 @@ TEST(ContentionProbeTest, AlternatesStepsAndAveragesEveryRanksMedians) {
   EXPECT_NEAR(result->compute_loaded_s, mean_rank * 0.015, 1e-12);
   EXPECT_NEAR(result->compute_slowdown(), 0.5, 1e-9);
   EXPECT_EQ(result->quiet_collectives, 3 * ContentionProbe::kQuietCollectives * n);
+  EXPECT_GT(result->collective_cold_s, 0.0);
   // A 256 KiB all-reduce over shared memory takes well under a millisecond:
   // 4 loaded steps of at least 40 ms give every rank many.
   EXPECT_GE(result->loaded_collectives, 4 * n);

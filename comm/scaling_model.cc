@@ -111,6 +111,13 @@ StatusOr<StepProfile> AverageProfiles(const std::vector<StepProfile>& profiles) 
   return mean;
 }
 
+StatusOr<StepProfile> CombineRankProfiles(const std::vector<StepProfile>& profiles) {
+  ASSIGN_OR_RETURN(StepProfile mean, AverageProfiles(profiles));
+  mean.rank_step_s.clear();
+  for (const StepProfile& p : profiles) mean.rank_step_s.push_back(p.step_s);
+  return mean;
+}
+
 const std::vector<Link>& LinkPresets() {
   static const std::vector<Link> presets = {
       {"pcie4-host-bounce", 12.0, 10.0, false, 0.0, 0.0,
@@ -304,6 +311,29 @@ double ExpectedMaxOfNormals(int n) {
   return sum;
 }
 
+// E[max_r (means[r] + sd x Z_r)] - mean(means), Z_r independent standard
+// normals: by integrating 1 - F(x) above the lowest mean, F(x) = prod_r
+// Phi((x - means[r]) / sd). With sd 0, the largest mean's excess.
+double ExpectedMaxExcess(const std::vector<double>& means, double sd) {
+  double lo = means[0], hi = means[0], mean = 0.0;
+  for (double m : means) lo = std::min(lo, m), hi = std::max(hi, m), mean += m;
+  mean /= static_cast<double>(means.size());
+  if (!(sd > 0.0)) return hi - mean;
+  // E[X] = a + integral over [a, inf) of (1 - F) - integral below a of F,
+  // a = lo - 8 sd (below it F is negligible).
+  const double a = lo - 8.0 * sd, b = hi + 8.0 * sd;
+  const int steps = 20000;
+  const double h = (b - a) / steps;
+  double integral = 0.0;
+  for (int i = 0; i < steps; ++i) {
+    const double x = a + (i + 0.5) * h;
+    double cdf = 1.0;
+    for (double m : means) cdf *= 0.5 * std::erfc(-(x - m) / (sd * std::sqrt(2.0)));
+    integral += (1.0 - cdf) * h;
+  }
+  return a + integral - mean;
+}
+
 }  // namespace
 
 double AllReduceSeconds(int64_t bytes, const ClusterShape& shape) {
@@ -414,7 +444,9 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
   // Waiting for the slowest rank: the expected maximum of P standard normal
   // draws times the
   // step-to-step spread.
-  out.straggler_s = ExpectedMaxOfNormals(out.ranks) * profile.compute_sd_s * scale;
+  out.straggler_s = static_cast<int>(profile.rank_step_s.size()) == out.ranks
+                        ? ExpectedMaxExcess(profile.rank_step_s, profile.compute_sd_s) * scale
+                        : ExpectedMaxOfNormals(out.ranks) * profile.compute_sd_s * scale;
   step += out.straggler_s;
   if (zero) {
     // The updated parameters' all-gather, under the next forward.

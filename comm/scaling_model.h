@@ -13,7 +13,10 @@
 //   (nccl-tests' bus bandwidth, so a comm_bench table is the link's own
 //   description). Across nodes the ring's slowest hop sets both terms.
 //   Every rank's step waits for the slowest rank: N ranks add the expected
-//   maximum of N normal draws (compute_sd_s) to compute. Exposed
+//   maximum of N normal draws (compute_sd_s) to compute; where the profile
+//   has each rank's own step (rank_step_s, ranks measured at once), the
+//   draws are around those, and the expected maximum's excess over their
+//   mean is added. Exposed
 //   communication is what is left after backward; without overlap
 //   every collective waits for backward to finish. ZeRO reduce-scatters the
 //   buckets and all-gathers the updated parameters under the next forward,
@@ -55,6 +58,10 @@ struct StepProfile {
   double step_s = 0.0, forward_s = 0.0, backward_s = 0.0, last_backward_s = 0.0, other_s = 0.0;
   double compute_sd_s = 0.0;  // forward + backward's (robust) standard deviation over steps
   std::vector<ParamTiming> params;  // backward order
+  // Profiles of a job's ranks measured at once (CombineRankProfiles): each
+  // rank's step. A synchronous step waits for the slowest, and a rank that
+  // is slower throughout (a busier core) is not step-to-step spread.
+  std::vector<double> rank_step_s;
   int64_t gradient_bytes() const;
 };
 
@@ -68,6 +75,9 @@ nlohmann::ordered_json StepProfileJson(const StepProfile& profile);
 // at different times): times, spreads and each gradient's ready time
 // averaged. Refused when the gradients differ (names, bytes or order).
 StatusOr<StepProfile> AverageProfiles(const std::vector<StepProfile>& profiles);
+// The profiles of a job's ranks, one each, measured at the same time: their
+// mean, with each rank's step kept in rank_step_s.
+StatusOr<StepProfile> CombineRankProfiles(const std::vector<StepProfile>& profiles);
 
 struct Link {
   std::string name;

@@ -152,6 +152,38 @@ TEST(ScalingModelTest, StepsWaitForTheSlowestRank) {
   EXPECT_EQ(Predict(noisy, Shape(1, TestLink(0.02, 0.0)), Buckets(0.5)).straggler_s, 0.0);
 }
 
+TEST(ScalingModelTest, RanksMeasuredAtOnceWaitForTheSlowest) {
+  StepProfile a = ThreeParams(), b = ThreeParams();
+  a.step_s = 0.4;
+  b.step_s = 0.6;
+  StatusOr<StepProfile> ranks = CombineRankProfiles({a, b});
+  ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+  EXPECT_EQ(ranks->rank_step_s, (std::vector<double>{0.4, 0.6}));
+  EXPECT_DOUBLE_EQ(ranks->step_s, 0.5);
+  const ClusterShape two = Shape(2, TestLink(0.02, 0.0));
+  // No spread: the slower rank's 0.1 s above the mean, every step.
+  ranks->compute_sd_s = 0.0;
+  EXPECT_NEAR(Predict(*ranks, two, Buckets(0.5)).straggler_s, 0.1, 1e-12);
+  // A spread far below the gap changes next to nothing.
+  ranks->compute_sd_s = 0.001;
+  EXPECT_NEAR(Predict(*ranks, two, Buckets(0.5)).straggler_s, 0.1, 1e-6);
+  // Equal ranks: the expected maximum of two normal draws, 0.1 / sqrt(pi).
+  ranks->rank_step_s = {0.5, 0.5};
+  ranks->compute_sd_s = 0.1;
+  EXPECT_NEAR(Predict(*ranks, two, Buckets(0.5)).straggler_s, 0.1 / std::sqrt(M_PI), 1e-5);
+  // A gap of one spread, in closed form (Clark 1961): E[max(X, Y)] of
+  // independent N(mx, s^2) and N(my, s^2), my = mx + d, is
+  // (mx + my)/2 + d/2 x (2 Phi(d/t) - 1) + t phi(d/t), t = sqrt(2) s.
+  ranks->rank_step_s = {0.5, 0.6};
+  const double d = 0.1, t = std::sqrt(2.0) * 0.1;
+  const double phi = std::exp(-0.5 * (d / t) * (d / t)) / std::sqrt(2.0 * M_PI);
+  const double cdf = 0.5 * std::erfc(-(d / t) / std::sqrt(2.0));
+  EXPECT_NEAR(Predict(*ranks, two, Buckets(0.5)).straggler_s, d / 2.0 * (2.0 * cdf - 1.0) + t * phi, 1e-5);
+  // Predicting another number of ranks than were measured: the spread alone.
+  const ClusterShape four = Shape(4, TestLink(0.02, 0.0));
+  EXPECT_NEAR(Predict(*ranks, four, Buckets(0.5)).straggler_s, 0.102938, 1e-5);
+}
+
 TEST(ScalingModelTest, ComputeScaleScalesEveryComputeTime) {
   PredictOptions o = Buckets(0.5, false);
   o.compute_scale = 0.5;

@@ -19,6 +19,9 @@
 DEFINE_string(profile, "",
               "a step profile written by ddp_train --profile-file, or several (comma-separated) of one "
               "configuration, averaged");
+DEFINE_bool(profile_ranks, false,
+            "the --profile files are one job's ranks, measured at the same time (one each): averaged, and a step "
+            "waits for the slowest of them");
 DEFINE_string(link, "pcie4-host-bounce", "the link between a node's ranks: a preset or a link file");
 DEFINE_string(inter, "25gbe", "the link between nodes (with --nodes above 1): a preset or a link file");
 DEFINE_string(gpus, "1,2,4,8", "ranks per node to predict, comma-separated");
@@ -117,7 +120,7 @@ int Main() {
     if (!one.ok()) return Fail(one.status().message());
     profiles.push_back(*std::move(one));
   }
-  StatusOr<StepProfile> profile = AverageProfiles(profiles);
+  StatusOr<StepProfile> profile = FLAGS_profile_ranks ? CombineRankProfiles(profiles) : AverageProfiles(profiles);
   if (!profile.ok()) return Fail(profile.status().message());
   ClusterShape shape;
   StatusOr<Link> intra = LoadLink(FLAGS_link);
