@@ -1,21 +1,10 @@
 #include "comm/contention_probe.h"
 
-#include <algorithm>
-
 #include "nlohmann/json.hpp"
 #include "runtime/clock.h"
+#include "runtime/median.h"
 
 namespace ddp {
-namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-}  // namespace
 
 std::string ContentionResultJson(const ContentionResult& r, const std::string& model) {
   const nlohmann::ordered_json j = {{"format", "ddp_train contention probe 1"},

@@ -5,18 +5,9 @@
 
 #include "runtime/clock.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/median.h"
 
 namespace ddp {
-namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 StepProfiler::StepProfiler(Model* model, void* stream)
     : model_(model), inner_(model->gradient_ready_hook()), stream_(stream), order_(model->BackwardOrder()) {

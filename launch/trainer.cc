@@ -20,6 +20,7 @@
 #include "launch/preemption.h"
 #include "runtime/allocator.h"
 #include "runtime/clock.h"
+#include "runtime/median.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/durable_files.h"
 #include "runtime/ops/conv2d.h"
@@ -1043,10 +1044,7 @@ namespace {
 // The median of the known (>= 0) values; -1 without any.
 double MedianOfKnown(std::vector<double> values) {
   values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return v < 0.0; }), values.end());
-  if (values.empty()) return -1.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  return values.empty() ? -1.0 : Median(std::move(values));
 }
 
 // The quarter point (25th percentile) of the known values; -1 without any.
