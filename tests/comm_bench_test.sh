@@ -2,8 +2,9 @@
 # tools/comm_bench under mpirun at 2 and 3 ranks: every operation at every
 # size from 8 B to 4 MiB checked against exact values (#wrong 0; 3 ranks
 # make sizes that do not split evenly), the columns nccl-tests prints, the
-# raw MPI columns beside the all-reduce; --min-busbw as a gate; an unknown
-# operation or a size below one element is one line, exit 2.
+# raw MPI columns beside the all-reduce; --min-busbw as a gate; --sequence
+# (a step's buckets queued at once, or one at a time) checked the same way;
+# an unknown operation or a size below one element is one line, exit 2.
 set -u
 bin=tools/comm_bench
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -50,6 +51,25 @@ timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$bin" --ops broadcast -
   --min-busbw 1e9 > "$tmp/gate.txt" 2>&1 && fail "--min-busbw 1e9 passed"
 grep -q "busbw at the largest size below --min-busbw" "$tmp/gate.txt" || { cat "$tmp/gate.txt"; fail "no gate line"; }
 
+# --sequence: a row a bucket and one for the step, sums exact.
+for queued in --sequence_queued --nosequence_queued; do
+  timeout 120 mpirun -np 3 --oversubscribe --bind-to none "$bin" --sequence 1M,64K,12,300K --gap-ms 2 \
+    --sequence-steps 3 "$queued" > "$tmp/sequence.txt" 2>&1 || { cat "$tmp/sequence.txt"; fail "--sequence $queued"; continue; }
+  /usr/bin/python3 - "$tmp/sequence.txt" <<'PY' || { cat "$tmp/sequence.txt"; fail "--sequence $queued: the table"; }
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
+assert [r[0] for r in rows] == ["0", "1", "2", "3", "step"], rows
+sizes = [int(r[1]) for r in rows]
+assert sizes == [1 << 20, 64 << 10, 12, 300 << 10, (1 << 20) + (64 << 10) + 12 + (300 << 10)], sizes
+busy = [float(r[2]) for r in rows]
+assert all(t > 0 for t in busy) and busy[-1] >= max(busy[:-1]), busy
+for r in rows:  # busbw: 2(N-1)/N x size / time
+    assert abs(float(r[3]) - int(r[1]) / float(r[2]) / 1e3 * 4 / 3) <= 0.002 + 0.01 * float(r[3]), r
+print("--sequence ok:", busy)
+PY
+  grep -q "^# #wrong in all: 0$" "$tmp/sequence.txt" || fail "--sequence $queued: no '#wrong in all: 0'"
+done
+
 refuse() {  # refuse PATTERN ARGS...
   local pattern="$1"; shift
   local out rc
@@ -63,6 +83,8 @@ refuse() {  # refuse PATTERN ARGS...
 refuse "--ops: unknown operation 'alltoall'" --ops allreduce,alltoall
 refuse "--min-bytes 2 is below one f32 element (4 bytes)" --min-bytes 2
 refuse "--max-bytes 'lots' is not a size" --max-bytes lots
+refuse "--sequence: 'x' is not a size" --sequence 1M,x
+refuse "--sequence: 2 is below one f32 element (4 bytes)" --sequence 1M,2
 
 [ "$failures" -eq 0 ] && echo "comm_bench test: all passed" && exit 0
 echo "comm_bench test: $failures failure(s)"

@@ -10,10 +10,15 @@
 //   mpirun -np 2 comm_bench [--ops allreduce,reducescatter,allgather,broadcast] [--min-bytes 8]
 //                           [--max-bytes 256M] [--min-busbw GB/s] [--comm mpi|nccl]
 // --min-busbw: exit 1 when an operation's busbw at the largest size is
-// below it. Rank 0 prints; a bad flag is one line, exit 2, on every rank.
+// below it. --sequence 1M,25M,25M,25M,21.5M [--gap-ms 400] times instead a
+// training step's gradient buckets as DDP issues them (queued at once on
+// the communicator's thread after the step's compute), a row a bucket.
+// Rank 0 prints; a bad flag is one line, exit 2, on every rank.
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +35,7 @@
 #include "comm/nccl_communicator.h"
 #endif
 #include "runtime/clock.h"
+#include "runtime/median.h"
 #include "runtime/cuda/cuda_device.h"
 
 DEFINE_string(ops, "allreduce,reducescatter,allgather,broadcast", "operations, comma-separated");
@@ -40,6 +46,13 @@ DEFINE_double(seconds_per_size, 0.2, "time spent timing each size (at least 3 an
 DEFINE_bool(raw, true, "time raw MPI_Allreduce / MPI_Iallreduce beside the all-reduce (--noraw: the communicator only, "
             "whose waits sleep, as a load beside compute)");
 DEFINE_string(comm, "mpi", "mpi (host buffers) or nccl (a GPU per local rank)");
+DEFINE_string(sequence, "", "all-reduce these sizes (e.g. 1M,25M,25M,25M,21.5M) as DDP issues a step's buckets: "
+              "queued at once after --gap-ms of idle link, --sequence-steps times; prints each bucket's median "
+              "busy time (from the previous one's end) and the step's, the slowest rank's");
+DEFINE_double(gap_ms, 0.0, "--sequence: idle time before each step's buckets (a step's compute)");
+DEFINE_int32(sequence_steps, 10, "--sequence: steps timed (after one untimed)");
+DEFINE_bool(sequence_queued, true, "--sequence: queue a step's buckets at once, as DDP does (--nosequence_queued: "
+            "each waited for before the next is issued, as the sweep does)");
 
 namespace ddp {
 namespace {
@@ -79,6 +92,7 @@ bool ParseBytes(const std::string& text, int64_t* out) {
 struct Setup {
   std::vector<OpInfo> ops;
   int64_t min_bytes = 8, max_bytes = 256 << 20;
+  std::vector<int64_t> sequence;  // --sequence's sizes
 };
 
 StatusOr<Setup> ParseFlags(int world) {
@@ -99,6 +113,16 @@ StatusOr<Setup> ParseFlags(int world) {
   }
   if (s.max_bytes < s.min_bytes) return InvalidArgument("--max-bytes is below --min-bytes");
   if (FLAGS_comm != "mpi" && FLAGS_comm != "nccl") return InvalidArgument("--comm '" + FLAGS_comm + "': use mpi or nccl");
+  std::stringstream sizes(FLAGS_sequence);
+  for (std::string size; std::getline(sizes, size, ',');) {
+    int64_t bytes = 0;
+    if (!ParseBytes(size, &bytes)) return InvalidArgument("--sequence: '" + size + "' is not a size");
+    if (bytes < kElementBytes) return InvalidArgument("--sequence: " + size + " is below one f32 element (4 bytes)");
+    s.sequence.push_back(bytes / kElementBytes * kElementBytes);
+  }
+  if (!FLAGS_sequence.empty() && s.sequence.empty()) return InvalidArgument("--sequence names no size");
+  if (FLAGS_gap_ms < 0) return InvalidArgument("--gap-ms must be 0 or more");
+  if (FLAGS_sequence_steps < 1) return InvalidArgument("--sequence-steps must be 1 or more");
   (void)world;
   return s;
 }
@@ -128,9 +152,6 @@ class Bench {
       }
       return Status::Ok();
     };
-    auto sync = [&] {
-      if (device_.is_cuda()) cuda::Synchronize(cuda::CurrentStream(device_.index));
-    };
     // The checked run.
     Fill(whole, count, 0);
     Fill(part, block, block * rank_);
@@ -158,6 +179,57 @@ class Bench {
     int64_t all_wrong = wrong;
     MPI_Allreduce(MPI_IN_PLACE, &all_wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     return std::make_pair(seconds, all_wrong);
+  }
+
+  // A step's buckets (sizes in bytes), all-reduced as DDP issues them after
+  // `gap` seconds of compute: per bucket the median over the steps of its
+  // busy time (from the step's start or the previous bucket's end to its
+  // end), then the step's median, the slowest rank's of each; last, the
+  // elements of every rank's buckets that differ from the exact sums.
+  struct SequenceResult {
+    std::vector<double> medians;  // per bucket, then the step
+    int64_t wrong = 0;
+  };
+  StatusOr<SequenceResult> RunSequence(const std::vector<int64_t>& sizes, double gap, int steps, bool queued) {
+    std::vector<Tensor> buckets;
+    for (int64_t bytes : sizes) buckets.push_back(Tensor::Empty({bytes / kElementBytes}, DType::kF32, device_));
+    const size_t b = sizes.size();
+    std::vector<std::vector<double>> busy(b + 1);
+    for (int step = 0; step <= steps; ++step) {
+      for (Tensor& bucket : buckets) Fill(bucket, bucket.numel(), 0);  // the sums stay exact
+      sync();
+      RETURN_IF_ERROR(comm_->Barrier()->Wait());
+      if (gap > 0) {
+        const double until = SteadySeconds() + gap;
+        while (SteadySeconds() < until) std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+      const double start = SteadySeconds();
+      std::vector<std::shared_ptr<Work>> works;
+      std::vector<double> ends;
+      for (Tensor& bucket : buckets) {
+        works.push_back(comm_->AllReduce(bucket, ReduceOp::kSum));
+        if (!queued) {
+          RETURN_IF_ERROR(works.back()->Wait());
+          sync();
+          ends.push_back(SteadySeconds());
+        }
+      }
+      for (size_t k = 0; k < b && queued; ++k) {
+        RETURN_IF_ERROR(works[k]->Wait());
+        sync();  // on a GPU the stream's order: each bucket's end once all before it are done
+        ends.push_back(SteadySeconds());
+      }
+      if (step == 0) continue;  // untimed
+      for (size_t k = 0; k < b; ++k) busy[k].push_back(ends[k] - (k == 0 ? start : ends[k - 1]));
+      busy[b].push_back(ends[b - 1] - start);
+    }
+    SequenceResult result;
+    for (std::vector<double>& times : busy) result.medians.push_back(Median(times));
+    MPI_Allreduce(MPI_IN_PLACE, result.medians.data(), static_cast<int>(result.medians.size()), MPI_DOUBLE, MPI_MAX,
+                  MPI_COMM_WORLD);
+    for (const Tensor& bucket : buckets) result.wrong += Check(Op::kAllReduce, bucket, bucket.numel(), 0);
+    MPI_Allreduce(MPI_IN_PLACE, &result.wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return result;
   }
 
   // Raw MPI on a host buffer of `bytes`: seconds per MPI_Allreduce and per
@@ -193,6 +265,10 @@ class Bench {
   }
 
  private:
+  void sync() {
+    if (device_.is_cuda()) cuda::Synchronize(cuda::CurrentStream(device_.index));
+  }
+
   void Fill(Tensor& t, int64_t n, int64_t first) {
     std::vector<float> host(static_cast<size_t>(std::max<int64_t>(n, 1)));
     for (int64_t i = 0; i < n; ++i) host[i] = Value(rank_, first + i);
@@ -224,6 +300,33 @@ class Bench {
   int rank_, world_;
   Device device_;
 };
+
+// --sequence: one table row per bucket, then the step's.
+int SequenceMain(Bench& bench, const RankInfo& ranks, const Setup& setup) {
+  StatusOr<Bench::SequenceResult> result =
+      bench.RunSequence(setup.sequence, FLAGS_gap_ms / 1e3, FLAGS_sequence_steps, FLAGS_sequence_queued);
+  if (!result.ok()) {
+    std::fprintf(stderr, "comm_bench: rank %d: --sequence: %s\n", ranks.rank, result.status().message().c_str());
+    AbortJob();
+  }
+  const std::vector<double>& medians = result->medians;
+  if (ranks.rank != 0) return result->wrong > 0 ? 1 : 0;
+  const int n = ranks.world_size;
+  std::printf("# comm_bench --sequence: %d ranks, %s, f32, buckets %s %s after %g ms idle, median of %d steps, "
+              "slowest rank\n#  bucket     size (B)    busy (us)   busbw GB/s\n",
+              n, FLAGS_comm.c_str(), FLAGS_sequence.c_str(), FLAGS_sequence_queued ? "queued at once" : "one at a time",
+              FLAGS_gap_ms, FLAGS_sequence_steps);
+  int64_t total = 0;
+  for (size_t k = 0; k <= setup.sequence.size(); ++k) {
+    const bool step = k == setup.sequence.size();
+    const int64_t bytes = step ? total : setup.sequence[k];
+    total += step ? 0 : bytes;
+    std::printf("  %7s %12lld %12.1f %12.3f\n", step ? "step" : std::to_string(k).c_str(), static_cast<long long>(bytes),
+                medians[k] * 1e6, bytes / medians[k] / 1e9 * 2.0 * (n - 1) / n);
+  }
+  std::printf("# #wrong in all: %lld\n", static_cast<long long>(result->wrong));
+  return result->wrong > 0 ? 1 : 0;
+}
 
 int Main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -264,6 +367,7 @@ int Main(int argc, char** argv) {
     comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
   }
   Bench bench(comm.get(), ranks.rank, ranks.world_size, device);
+  if (!FLAGS_sequence.empty()) return SequenceMain(bench, ranks, *setup);
   const int n = ranks.world_size;
   bool below = false;
   int64_t total_wrong = 0;
