@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "comm/buckets.h"
@@ -297,24 +298,15 @@ std::pair<double, double> Slowdowns(const ClusterShape& shape) {
           std::max(shape.intra.comm_slowdown, inter ? shape.inter.comm_slowdown : 0.0)};
 }
 
-// E[max of n standard normals], by numerical integration of
-// n x phi(x) x Phi(x)^(n-1) x x.
-double ExpectedMaxOfNormals(int n) {
-  if (n <= 1) return 0.0;
-  double sum = 0.0;
-  const double h = 1e-3;
-  for (double x = -8.0; x <= 8.0; x += h) {
-    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
-    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
-    sum += x * n * phi * std::pow(cdf, n - 1) * h;
-  }
-  return sum;
-}
-
 // E[max_r (means[r] + sd x Z_r)] - mean(means), Z_r independent standard
 // normals: by integrating 1 - F(x) above the lowest mean, F(x) = prod_r
-// Phi((x - means[r]) / sd). With sd 0, the largest mean's excess.
+// Phi((x - means[r]) / sd), ranks of equal means one factor Phi^count (P
+// equal means, sd 1: the expected maximum of P standard normals). With sd
+// 0, the largest mean's excess; one rank waits for none.
 double ExpectedMaxExcess(const std::vector<double>& means, double sd) {
+  if (means.size() <= 1) return 0.0;
+  std::map<double, int> counts;
+  for (double m : means) ++counts[m];
   double lo = means[0], hi = means[0], mean = 0.0;
   for (double m : means) lo = std::min(lo, m), hi = std::max(hi, m), mean += m;
   mean /= static_cast<double>(means.size());
@@ -328,7 +320,7 @@ double ExpectedMaxExcess(const std::vector<double>& means, double sd) {
   for (int i = 0; i < steps; ++i) {
     const double x = a + (i + 0.5) * h;
     double cdf = 1.0;
-    for (double m : means) cdf *= 0.5 * std::erfc(-(x - m) / (sd * std::sqrt(2.0)));
+    for (const auto& [m, count] : counts) cdf *= std::pow(0.5 * std::erfc(-(x - m) / (sd * std::sqrt(2.0))), count);
     integral += (1.0 - cdf) * h;
   }
   return a + integral - mean;
@@ -441,12 +433,12 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
   double step = forward + earlier_backward + std::max(backward_wall, comm_free) + other;
   // The step's own small all-reduce (loss, agreements).
   step += AllReduceSeconds(72, shape);
-  // Waiting for the slowest rank: the expected maximum of P standard normal
-  // draws times the
-  // step-to-step spread.
-  out.straggler_s = static_cast<int>(profile.rank_step_s.size()) == out.ranks
-                        ? ExpectedMaxExcess(profile.rank_step_s, profile.compute_sd_s) * scale
-                        : ExpectedMaxOfNormals(out.ranks) * profile.compute_sd_s * scale;
+  // Waiting for the slowest rank: the expected maximum of the ranks' steps,
+  // each its own mean (profiles measured at once, one a rank) or the
+  // profile's, plus the step-to-step spread.
+  const bool measured_ranks = static_cast<int>(profile.rank_step_s.size()) == out.ranks;
+  const std::vector<double> means = measured_ranks ? profile.rank_step_s : std::vector<double>(out.ranks, 0.0);
+  out.straggler_s = ExpectedMaxExcess(means, profile.compute_sd_s) * scale;
   step += out.straggler_s;
   if (zero) {
     // The updated parameters' all-gather, under the next forward.
