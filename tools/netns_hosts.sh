@@ -53,8 +53,12 @@ netns_up() {
     break
   done
   [ -n "$net" ] || { echo "netns_up: no free subnet" >&2; return 1; }
-  local br="${NETNS_TAG}_br" i ns cpus
-  cpus="$(nproc)"
+  local br="${NETNS_TAG}_br" i ns cpus=() range
+  # The cores this process may use (a cpuset need not start at 0).
+  for range in $(awk '/^Cpus_allowed_list/ { gsub(",", " ", $2); print $2 }' /proc/self/status); do
+    cpus+=($(seq "${range%-*}" "${range#*-}"))
+  done
+  [ "${#cpus[@]}" -gt 0 ] || cpus=(0)
   ip netns add "$br" && NETNS_NAMES+=("$br") || return 1
   ip -n "$br" link set lo up && ip -n "$br" link add br0 type bridge && ip -n "$br" link set br0 up || return 1
   NETNS_MAP="$(mktemp)"
@@ -78,7 +82,7 @@ netns_up() {
     # would have (hosts beyond the cores share them in turn): left to the
     # scheduler, a rank's polling thread and the kernel's network work
     # land beside another rank's compute and slow it by up to a quarter.
-    echo "$net.$i $ns $(( (i - 1) % cpus ))" >> "$NETNS_MAP"
+    echo "$net.$i $ns ${cpus[$(( (i - 1) % ${#cpus[@]} ))]}" >> "$NETNS_MAP"
     echo "$net.$i slots=1" >> "$NETNS_HOSTFILE"
   done
   export NETNS_MAP
@@ -87,7 +91,7 @@ netns_up() {
   # peer (as NCCL's socket transport opens several) with 8 MiB buffers; with
   # one socket, or the default buffers, a shaped link busy both ways often
   # runs at half its rate.
-  NETNS_MPIRUN="taskset -c 0 ip netns exec $NETNS_FIRST timeout ${NETNS_TIMEOUT:-600} mpirun --allow-run-as-root --hostfile $NETNS_HOSTFILE \
+  NETNS_MPIRUN="taskset -c ${cpus[0]} ip netns exec $NETNS_FIRST timeout ${NETNS_TIMEOUT:-600} mpirun --allow-run-as-root --hostfile $NETNS_HOSTFILE \
     --mca plm_rsh_agent $here/netns_agent.sh --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self \
     --mca btl_tcp_if_include $net.0/24 --mca oob_tcp_if_include $net.0/24 --mca btl_tcp_links 4 \
     --mca btl_tcp_sndbuf 8388608 --mca btl_tcp_rcvbuf 8388608 --bind-to none \
