@@ -18,13 +18,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gflags/gflags.h>
@@ -156,23 +156,23 @@ class Bench {
     Fill(whole, count, 0);
     Fill(part, block, block * rank_);
     RETURN_IF_ERROR(issue());
-    sync();
+    Sync();
     const int64_t wrong = Check(op, op == Op::kReduceScatter ? part : whole, count, block);
     // Timed: warm-up, then as many calls as fit the time, every rank the
     // same number (rank 0's).
     RETURN_IF_ERROR(issue());
-    sync();
+    Sync();
     RETURN_IF_ERROR(comm_->Barrier()->Wait());
     double start = SteadySeconds();
     RETURN_IF_ERROR(issue());
-    sync();
+    Sync();
     const double once = SteadySeconds() - start;
     int iterations = static_cast<int>(std::clamp(FLAGS_seconds_per_size / std::max(once, 1e-6), 3.0, 1000.0));
     MPI_Bcast(&iterations, 1, MPI_INT, 0, MPI_COMM_WORLD);
     RETURN_IF_ERROR(comm_->Barrier()->Wait());
     start = SteadySeconds();
     for (int k = 0; k < iterations; ++k) RETURN_IF_ERROR(issue());
-    sync();
+    Sync();
     double seconds = (SteadySeconds() - start) / iterations;
     // The slowest rank's time is the operation's.
     MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -197,7 +197,7 @@ class Bench {
     std::vector<std::vector<double>> busy(b + 1);
     for (int step = 0; step <= steps; ++step) {
       for (Tensor& bucket : buckets) Fill(bucket, bucket.numel(), 0);  // the sums stay exact
-      sync();
+      Sync();
       RETURN_IF_ERROR(comm_->Barrier()->Wait());
       if (gap > 0) {
         const double until = SteadySeconds() + gap;
@@ -210,13 +210,13 @@ class Bench {
         works.push_back(comm_->AllReduce(bucket, ReduceOp::kSum));
         if (!queued) {
           RETURN_IF_ERROR(works.back()->Wait());
-          sync();
+          Sync();
           ends.push_back(SteadySeconds());
         }
       }
       for (size_t k = 0; k < b && queued; ++k) {
         RETURN_IF_ERROR(works[k]->Wait());
-        sync();  // on a GPU the stream's order: each bucket's end once all before it are done
+        Sync();  // on a GPU the stream's order: each bucket's end once all before it are done
         ends.push_back(SteadySeconds());
       }
       if (step == 0) continue;  // untimed
@@ -265,7 +265,7 @@ class Bench {
   }
 
  private:
-  void sync() {
+  void Sync() {
     if (device_.is_cuda()) cuda::Synchronize(cuda::CurrentStream(device_.index));
   }
 
