@@ -1,6 +1,9 @@
 #include "launch/bucket_autotune.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <memory>
 #include <limits>
 #include <vector>
 
@@ -57,6 +60,37 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     }
     profile = profiler.Summary();
   }
+  // CPU ranks: compute and collectives share the cores, and smaller buckets
+  // overlap more of them with backward. One more pass beside 4 MiB
+  // all-reduces queued on the communicator, as the reducer's buckets run
+  // beside backward (as many as take a quiet pass's time, rank 0's count),
+  // gives the slowdown of each: the pass against a quiet one, and the
+  // all-reduces done during it against their quiet time.
+  double compute_slowdown = 0.0, comm_slowdown = 0.0;
+  if (!options.gpu && comm->world_size() > 1) {
+    const double one = points[2].second;  // a quiet 4 MiB all-reduce
+    const double quiet_pass = profile.forward_s + profile.backward_s;
+    Tensor count = Tensor::FromVector<double>({std::ceil(quiet_pass / std::max(one, 1e-6))}, {1});
+    {
+      const CollectiveLabel count_label("--bucket-mb auto's contention pass");
+      RETURN_IF_ERROR(comm->Broadcast(count, 0)->Wait());
+    }
+    Tensor load = Tensor::Zeros({(int64_t{4} << 20) / 4}, DType::kF32, ctx.device());
+    std::vector<std::shared_ptr<Work>> works;
+    const double start = SteadySeconds();
+    const int loads = static_cast<int>(count.data<double>()[0]);
+    for (int k = 0; k < loads; ++k) works.push_back(comm->AllReduce(load, ReduceOp::kSum));
+    model->ForwardLoss(ctx, batch);
+    model->BackwardLoss(ctx, 1.0, /*accumulate=*/false);
+    const double end = SteadySeconds();
+    int done = 0;
+    for (const std::shared_ptr<Work>& w : works) {
+      RETURN_IF_ERROR(w->Wait());
+      if (w->timing().finished <= end) ++done;
+    }
+    compute_slowdown = std::max(0.0, (end - start) / quiet_pass - 1.0);
+    if (done > 0) comm_slowdown = std::max(0.0, (end - start) / (done * one) - 1.0);
+  }
   for (size_t k = 0; k < saved.size(); ++k) model->buffers()[k]->value.CopyFrom(saved[k]);
   // Rank 0 chooses; every rank takes its choice.
   Tensor chosen = Tensor::FromVector<double>({0.0}, {1});
@@ -69,6 +103,9 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     ClusterShape shape;
     shape.gpus_per_node = comm->world_size();
     shape.intra = *link;
+    shape.intra.shares_compute = !options.gpu;
+    shape.intra.compute_slowdown = compute_slowdown;
+    shape.intra.comm_slowdown = comm_slowdown;
     PredictOptions predict;
     predict.first_bucket_mb = options.first_bucket_mb;
     predict.zero_stage = options.zero_stage;
@@ -83,13 +120,18 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     // The default unless another size is predicted clearly faster.
     if (at_default <= best * 1.005) best = at_default, best_mb = 25.0;
     chosen.data<double>()[0] = best_mb;
-    char why[400];
+    char contention[120] = "";
+    if (!options.gpu) {
+      std::snprintf(contention, sizeof(contention), "; beside all-reduces compute %+.0f%%, all-reduce %+.0f%%",
+                    compute_slowdown * 100, comm_slowdown * 100);
+    }
+    char why[520];
     std::snprintf(why, sizeof(why),
                   "--bucket-mb auto: %g MiB: predicted forward + backward + exposed all-reduce %.1f ms a step, "
                   "%.1f ms at the default 25 MiB (probe: %.3g GB/s bus bandwidth, %.0f us a hop; profile of %d "
-                  "passes: forward %.1f ms, backward %.1f ms)",
+                  "passes: forward %.1f ms, backward %.1f ms%s)",
                   best_mb, best * 1e3, at_default * 1e3, link->bus_gbps, link->latency_us, options.passes - 1,
-                  profile.forward_s * 1e3, profile.backward_s * 1e3);
+                  profile.forward_s * 1e3, profile.backward_s * 1e3, contention);
     choice.why = why;
   }
   {
