@@ -65,7 +65,8 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
   // all-reduces queued on the communicator, as the reducer's buckets run
   // beside backward (as many as take a quiet pass's time, rank 0's count),
   // gives the slowdown of each: the pass against a quiet one, and the
-  // all-reduces done during it against their quiet time.
+  // all-reduces done during it (to the last one's end) against their quiet
+  // time.
   double compute_slowdown = 0.0, comm_slowdown = 0.0;
   if (!options.gpu && comm->world_size() > 1) {
     const double one = points[2].second;  // a quiet 4 MiB all-reduce
@@ -84,12 +85,13 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     model->BackwardLoss(ctx, 1.0, /*accumulate=*/false);
     const double end = SteadySeconds();
     int done = 0;
+    double last = start;  // the last all-reduce to finish within the pass
     for (const std::shared_ptr<Work>& w : works) {
       RETURN_IF_ERROR(w->Wait());
-      if (w->timing().finished <= end) ++done;
+      if (w->timing().finished <= end) ++done, last = std::max(last, w->timing().finished);
     }
     compute_slowdown = std::max(0.0, (end - start) / quiet_pass - 1.0);
-    if (done > 0) comm_slowdown = std::max(0.0, (end - start) / (done * one) - 1.0);
+    if (done > 0) comm_slowdown = std::max(0.0, (last - start) / (done * one) - 1.0);
   }
   for (size_t k = 0; k < saved.size(); ++k) model->buffers()[k]->value.CopyFrom(saved[k]);
   // Rank 0 chooses; every rank takes its choice.
