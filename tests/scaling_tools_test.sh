@@ -60,7 +60,10 @@ PY
 # The contention probe at 2 ranks: 8 steps are 2 warm-up, then 3 loaded and
 # 3 quiet; each quiet step times 3 all-reduces on each rank; the slowdowns
 # are the ratios of what it timed.
-timeout 300 mpirun -np 2 --oversubscribe --bind-to none "$train" --model resnet18 --image-size 32 --batch-size 4 \
+# 64x64 images: a step long enough (about 200 ms) that a loaded machine
+# still fits a whole 1 MiB all-reduce inside compute (at 32x32, 50 ms, a
+# clean-clone CI run once did not).
+timeout 300 mpirun -np 2 --oversubscribe --bind-to none "$train" --model resnet18 --image-size 64 --batch-size 4 \
   --num-classes 10 --threads 1 --steps 8 --log-every 0 --contention-probe "$tmp/contention.json" \
   --contention-probe-mb 1 > "$tmp/contention.log" 2>&1 || { cat "$tmp/contention.log"; fail "the contention probe"; }
 /usr/bin/python3 - "$tmp/contention.json" <<'PY' || fail "the contention probe's figures"
