@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "comm/scaling_model.h"
@@ -16,11 +16,15 @@
 namespace ddp {
 namespace {
 
+// The size of the all-reduces the contention pass queues beside compute
+// (one the probe times alone).
+constexpr int64_t kLoadBytes = int64_t{4} << 20;
+
 // All-reduce seconds at a few sizes, this rank's view of each (the call
 // ends on every rank at about the same time).
 StatusOr<std::vector<std::pair<int64_t, double>>> ProbeAllReduce(Communicator* comm, const ExecutionContext& ctx) {
   std::vector<std::pair<int64_t, double>> points;
-  for (int64_t bytes : {int64_t{256} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20}) {
+  for (int64_t bytes : {int64_t{256} << 10, int64_t{1} << 20, kLoadBytes, int64_t{16} << 20}) {
     Tensor t = Tensor::Zeros({bytes / 4}, DType::kF32, ctx.device());
     double best = std::numeric_limits<double>::infinity();
     for (int k = 0; k < 4; ++k) {
@@ -61,7 +65,7 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     profile = profiler.Summary();
   }
   // CPU ranks: compute and collectives share the cores, and smaller buckets
-  // overlap more of them with backward. One more pass beside 4 MiB
+  // overlap more of them with backward. One more pass beside kLoadBytes
   // all-reduces queued on the communicator, as the reducer's buckets run
   // beside backward (as many as take a quiet pass's time, rank 0's count),
   // gives the slowdown of each: the pass against a quiet one, and the
@@ -69,14 +73,15 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
   // time.
   double compute_slowdown = 0.0, comm_slowdown = 0.0;
   if (!options.gpu && comm->world_size() > 1) {
-    const double one = points[2].second;  // a quiet 4 MiB all-reduce
+    double one = 0.0;  // a quiet all-reduce of kLoadBytes
+    for (const auto& [bytes, seconds] : points) one = bytes == kLoadBytes ? seconds : one;
     const double quiet_pass = profile.forward_s + profile.backward_s;
     Tensor count = Tensor::FromVector<double>({std::ceil(quiet_pass / std::max(one, 1e-6))}, {1});
     {
       const CollectiveLabel count_label("--bucket-mb auto's contention pass");
       RETURN_IF_ERROR(comm->Broadcast(count, 0)->Wait());
     }
-    Tensor load = Tensor::Zeros({(int64_t{4} << 20) / 4}, DType::kF32, ctx.device());
+    Tensor load = Tensor::Zeros({kLoadBytes / 4}, DType::kF32, ctx.device());
     std::vector<std::shared_ptr<Work>> works;
     const double start = SteadySeconds();
     const int loads = static_cast<int>(count.data<double>()[0]);

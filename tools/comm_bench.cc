@@ -199,26 +199,23 @@ class Bench {
       for (Tensor& bucket : buckets) Fill(bucket, bucket.numel(), 0);  // the sums stay exact
       Sync();
       RETURN_IF_ERROR(comm_->Barrier()->Wait());
-      if (gap > 0) {
-        const double until = SteadySeconds() + gap;
-        while (SteadySeconds() < until) std::this_thread::sleep_for(std::chrono::microseconds(500));
-      }
+      if (gap > 0) std::this_thread::sleep_for(std::chrono::duration<double>(gap));
       const double start = SteadySeconds();
       std::vector<std::shared_ptr<Work>> works;
       std::vector<double> ends;
-      for (Tensor& bucket : buckets) {
-        works.push_back(comm_->AllReduce(bucket, ReduceOp::kSum));
-        if (!queued) {
-          RETURN_IF_ERROR(works.back()->Wait());
-          Sync();
-          ends.push_back(SteadySeconds());
-        }
-      }
-      for (size_t k = 0; k < b && queued; ++k) {
+      // On a GPU, Sync() keeps the stream's order: a bucket's end once all
+      // before it are done.
+      auto finish = [&](size_t k) -> Status {
         RETURN_IF_ERROR(works[k]->Wait());
-        Sync();  // on a GPU the stream's order: each bucket's end once all before it are done
+        Sync();
         ends.push_back(SteadySeconds());
+        return Status::Ok();
+      };
+      for (size_t k = 0; k < b; ++k) {
+        works.push_back(comm_->AllReduce(buckets[k], ReduceOp::kSum));
+        if (!queued) RETURN_IF_ERROR(finish(k));
       }
+      for (size_t k = 0; queued && k < b; ++k) RETURN_IF_ERROR(finish(k));
       if (step == 0) continue;  // untimed
       for (size_t k = 0; k < b; ++k) busy[k].push_back(ends[k] - (k == 0 ? start : ends[k - 1]));
       busy[b].push_back(ends[b - 1] - start);
@@ -312,6 +309,7 @@ int SequenceMain(Bench& bench, const RankInfo& ranks, const Setup& setup) {
   const std::vector<double>& medians = result->medians;
   if (ranks.rank != 0) return result->wrong > 0 ? 1 : 0;
   const int n = ranks.world_size;
+  const OpInfo allreduce{Op::kAllReduce, "allreduce"};
   std::printf("# comm_bench --sequence: %d ranks, %s, f32, buckets %s %s after %g ms idle, median of %d steps, "
               "slowest rank\n#  bucket     size (B)    busy (us)   busbw GB/s\n",
               n, FLAGS_comm.c_str(), FLAGS_sequence.c_str(), FLAGS_sequence_queued ? "queued at once" : "one at a time",
@@ -322,7 +320,7 @@ int SequenceMain(Bench& bench, const RankInfo& ranks, const Setup& setup) {
     const int64_t bytes = step ? total : setup.sequence[k];
     total += step ? 0 : bytes;
     std::printf("  %7s %12lld %12.1f %12.3f\n", step ? "step" : std::to_string(k).c_str(), static_cast<long long>(bytes),
-                medians[k] * 1e6, bytes / medians[k] / 1e9 * 2.0 * (n - 1) / n);
+                medians[k] * 1e6, bytes / medians[k] / 1e9 * allreduce.bus_factor(n));
   }
   std::printf("# #wrong in all: %lld\n", static_cast<long long>(result->wrong));
   return result->wrong > 0 ? 1 : 0;
