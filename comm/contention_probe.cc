@@ -49,7 +49,7 @@ void ContentionProbe::LoadLoop() {
     load_status_ = comm_->AllReduce(buffer_, ReduceOp::kSum)->Wait();
     if (!load_status_.ok()) return;
     const double seconds = SteadySeconds() - start;
-    // Every rank was computing when it began, and this one still is.
+    // Every rank was in its backward when it began, and this one still is.
     if (*flag == 0.0f && computing_) collective_loaded_.push_back(seconds);
     if (*flag == world) return;
   }
@@ -59,23 +59,28 @@ Status ContentionProbe::StepStarting(bool timed) {
   timed_ = timed;
   loaded_ = timed && timed_steps_ % 2 == 0;
   if (timed) ++timed_steps_;
-  // Every rank starts its step's compute at once, as DDP's ranks do.
-  RETURN_IF_ERROR(Meet());
-  computing_ = true;
-  if (loaded_) load_ = std::thread([this] { LoadLoop(); });
-  return Status::Ok();
+  // Every rank starts its step at once, as DDP's ranks do.
+  return Meet();
 }
 
-Status ContentionProbe::StepFinished(double compute_s) {
+void ContentionProbe::BackwardStarted() {
+  computing_ = true;
+  if (loaded_ && !load_.joinable()) load_ = std::thread([this] { LoadLoop(); });
+}
+
+void ContentionProbe::BackwardFinished() { computing_ = false; }
+
+Status ContentionProbe::StepFinished(double backward_s) {
   computing_ = false;
   if (loaded_) {
+    if (!load_.joinable()) return Internal("the contention probe's loaded step had no backward");
     load_.join();
     RETURN_IF_ERROR(load_status_);
-    compute_loaded_.push_back(compute_s);
+    compute_loaded_.push_back(backward_s);
     return Status::Ok();
   }
   if (!timed_) return Status::Ok();
-  compute_quiet_.push_back(compute_s);
+  compute_quiet_.push_back(backward_s);
   // The same all-reduce with every rank's compute done, after the ranks
   // meet: the first on a link idle through the step (cold), then the
   // others back to back.
@@ -107,7 +112,8 @@ StatusOr<ContentionResult> ContentionProbe::Finish() {
   if (s[4] < n) {
     return FailedPrecondition(
         "the contention probe needs a loaded and a quiet timed step on every rank, and an all-reduce of " +
-        std::to_string(r.bytes) + " bytes that ran wholly inside compute: run more steps, or a smaller buffer");
+        std::to_string(r.bytes) + " bytes that ran wholly inside backward: run more steps, or a smaller "
+        "--contention-probe-mb");
   }
   r.compute_quiet_s = s[0] / n;
   r.compute_loaded_s = s[1] / n;

@@ -23,7 +23,7 @@ MpiCommunicator& Comm() {
   return *comm;
 }
 
-// A step's "compute": a sleep, longer on higher ranks, so ranks finish at
+// A step's backward: a sleep, longer on higher ranks, so ranks finish at
 // different times and the load must run until the last is done.
 void Compute(int rank) { std::this_thread::sleep_for(std::chrono::milliseconds(40 + 30 * rank)); }
 
@@ -32,14 +32,16 @@ TEST(ContentionProbeTest, AlternatesStepsAndAveragesEveryRanksMedians) {
   const int n = c.world_size(), r = c.rank();
   ContentionProbe probe(&c, /*bytes=*/256 << 10);
   // 2 untimed steps, then 7 timed: loaded, quiet, loaded, ... (4 and 3).
-  // The compute time reported: rank r's (r + 1) x 10 ms on quiet steps and
+  // The backward time reported: rank r's (r + 1) x 10 ms on quiet steps and
   // (r + 1) x 15 ms on loaded ones, plus a step number's worth of noise the
   // medians must see through (one outlier on each side).
   int timed = 0;
   for (int step = 0; step < 9; ++step) {
     const bool is_timed = step >= 2;
     ASSERT_TRUE(probe.StepStarting(is_timed).ok());
+    probe.BackwardStarted();
     Compute(r);
+    probe.BackwardFinished();
     const bool loaded = is_timed && timed % 2 == 0;
     double reported = (r + 1) * (loaded ? 0.015 : 0.010);
     if (timed == 1) reported *= 5.0;  // a quiet outlier
@@ -71,6 +73,8 @@ TEST(ContentionProbeTest, WithoutALoadedStepEveryRankFails) {
   ContentionProbe probe(&c, 4096);
   for (int step = 0; step < 3; ++step) {  // warm-up only
     ASSERT_TRUE(probe.StepStarting(/*timed=*/false).ok());
+    probe.BackwardStarted();
+    probe.BackwardFinished();
     ASSERT_TRUE(probe.StepFinished(0.01).ok());
   }
   StatusOr<ContentionResult> result = probe.Finish();

@@ -292,8 +292,8 @@ int Main(int argc, char** argv) {
     Status written;
     if (ranks.rank == 0) {
       written = ReplaceFileAtomically(options->contention_probe, ContentionResultJson(*measured, options->model));
-      std::printf("ddp_train: contention probe, %d ranks, all-reduce of %.1f MiB: compute %.1f ms alone, %.1f ms "
-                  "beside it (%+.1f%%); the all-reduce %.1f ms alone, %.1f ms beside compute (%+.1f%%)\n",
+      std::printf("ddp_train: contention probe, %d ranks, all-reduce of %.1f MiB: backward %.1f ms alone, %.1f ms "
+                  "beside it (%+.1f%%); the all-reduce %.1f ms alone, %.1f ms beside backward (%+.1f%%)\n",
                   measured->ranks, measured->bytes / 1048576.0, measured->compute_quiet_s * 1e3,
                   measured->compute_loaded_s * 1e3, measured->compute_slowdown() * 100.0,
                   measured->collective_quiet_s * 1e3, measured->collective_loaded_s * 1e3,

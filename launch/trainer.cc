@@ -579,8 +579,13 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
                                std::to_string(batch.first_sample) + ": it is corrupt (DDP_TEST_THROW)");
     }
     prepare_reduction();
-    if (profiler_) profiler_->BackwardStarted(/*last=*/micro == k - 1);
+    const bool last = micro == k - 1;
+    if (profiler_) profiler_->BackwardStarted(last);
+    if (probe_ && last) probe_->BackwardStarted();
+    const double backward_start = SteadySeconds();
     model_->BackwardLoss(ctx_, loss_grad, accumulate);
+    if (last) result.last_backward_seconds = SteadySeconds() - backward_start;
+    if (probe_ && last) probe_->BackwardFinished();
     if (profiler_) profiler_->BackwardFinished();
     if (reduce_each_micro_batch && micro < k - 1) {
       ASSIGN_OR_RETURN(const ReduceStats stats, zero_->Wait());
@@ -1359,7 +1364,7 @@ StatusOr<TrainResult> Trainer::Run() {
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, local));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (probe_) RETURN_IF_ERROR(probe_->StepFinished(r.compute_seconds));
+    if (probe_) RETURN_IF_ERROR(probe_->StepFinished(r.last_backward_seconds));
     if (profiler_) profiler_->StepFinished(seconds, step - start_step_ >= warmup);
     if (step - start_step_ >= warmup) {
       timed_seconds += seconds;

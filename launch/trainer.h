@@ -112,6 +112,7 @@ class Trainer {
     // (-1: unknown, a replayed graph), and the time it waited in the step's
     // collectives (the gradient reduction's wait and the shared all-reduce).
     double compute_seconds = -1.0, comm_wait_seconds = 0.0;
+    double last_backward_seconds = 0.0;  // the step's last backward, on the host's clock (the contention probe's)
     int64_t replaced_samples = 0;     // files that would not decode, replaced: every rank's
     double exposed_comm_seconds = 0.0;
     std::vector<BucketTiming> buckets;  // per bucket: launch, finish, wait

@@ -61,7 +61,7 @@ PY
 # 3 quiet; each quiet step times 3 all-reduces on each rank; the slowdowns
 # are the ratios of what it timed.
 # 64x64 images: a step long enough (about 200 ms) that a loaded machine
-# still fits a whole 1 MiB all-reduce inside compute (at 32x32, 50 ms, a
+# still fits a whole 1 MiB all-reduce inside backward (at 32x32, 50 ms, a
 # clean-clone CI run once did not).
 timeout 300 mpirun -np 2 --oversubscribe --bind-to none "$train" --model resnet18 --image-size 64 --batch-size 4 \
   --num-classes 10 --threads 1 --steps 8 --log-every 0 --contention-probe "$tmp/contention.json" \
@@ -78,7 +78,7 @@ assert abs(p["compute_slowdown"] - (p["compute_loaded_s"] / p["compute_quiet_s"]
 assert abs(p["comm_slowdown"] - (p["collective_loaded_s"] / p["collective_quiet_s"] - 1)) < 1e-9, p
 print(f"contention probe ok: compute {p['compute_slowdown']*100:+.0f}%, all-reduce {p['comm_slowdown']*100:+.0f}%")
 PY
-grep -q "^ddp_train: contention probe, 2 ranks, all-reduce of 1.0 MiB: compute" "$tmp/contention.log" ||
+grep -q "^ddp_train: contention probe, 2 ranks, all-reduce of 1.0 MiB: backward" "$tmp/contention.log" ||
   fail "no contention probe line in: $(cat "$tmp/contention.log")"
 
 # A link fitted to a comm_bench table made from a known link: 2 ranks at
