@@ -195,7 +195,8 @@ StatusOr<Link> ParseLinkFile(const std::string& text, const std::string& path) {
     double number_value = 0.0;
     if (key == "name" || key == "source" || key == "assumes") {
       (key == "name" ? link.name : key == "source" ? link.source : link.assumes) = value;
-    } else if (key == "bus_gbps" || key == "latency_us" || key == "compute_slowdown" || key == "comm_slowdown") {
+    } else if (key == "bus_gbps" || key == "latency_us" || key == "compute_slowdown" || key == "comm_slowdown" ||
+               key == "compute_per_collective_ms" || key == "comm_per_collective_ms") {
       if (!ParseNumber(value, &number_value) || number_value < 0.0 || (key == "bus_gbps" && number_value == 0.0)) {
         return InvalidArgument(where + ": " + key + " must be a " + (key == "bus_gbps" ? "positive" : "non-negative") +
                                " number, got '" + value + "'");
@@ -204,6 +205,8 @@ StatusOr<Link> ParseLinkFile(const std::string& text, const std::string& path) {
       if (key == "latency_us") link.latency_us = number_value, have_latency = true;
       if (key == "compute_slowdown") link.compute_slowdown = number_value;
       if (key == "comm_slowdown") link.comm_slowdown = number_value;
+      if (key == "compute_per_collective_ms") link.compute_per_collective_ms = number_value;
+      if (key == "comm_per_collective_ms") link.comm_per_collective_ms = number_value;
     } else if (key == "shares_compute") {
       if (value != "true" && value != "false") {
         return InvalidArgument(where + ": shares_compute must be true or false, got '" + value + "'");
@@ -211,7 +214,8 @@ StatusOr<Link> ParseLinkFile(const std::string& text, const std::string& path) {
       link.shares_compute = value == "true";
     } else {
       return InvalidArgument(where + ": unknown key '" + key +
-                             "' (bus_gbps, latency_us, shares_compute, compute_slowdown, comm_slowdown, name, source, assumes)");
+                             "' (bus_gbps, latency_us, shares_compute, compute_slowdown, comm_slowdown, "
+                             "compute_per_collective_ms, comm_per_collective_ms, name, source, assumes)");
     }
   }
   if (!have_bw || !have_latency) {
@@ -221,11 +225,12 @@ StatusOr<Link> ParseLinkFile(const std::string& text, const std::string& path) {
 }
 
 std::string LinkFileText(const Link& link) {
-  char numbers[320];
+  char numbers[400];
   std::snprintf(numbers, sizeof(numbers),
-                "bus_gbps = %.6g\nlatency_us = %.6g\nshares_compute = %s\ncompute_slowdown = %.6g\ncomm_slowdown = %.6g\n",
+                "bus_gbps = %.6g\nlatency_us = %.6g\nshares_compute = %s\ncompute_slowdown = %.6g\ncomm_slowdown = %.6g\n"
+                "compute_per_collective_ms = %.6g\ncomm_per_collective_ms = %.6g\n",
                 link.bus_gbps, link.latency_us, link.shares_compute ? "true" : "false", link.compute_slowdown,
-                link.comm_slowdown);
+                link.comm_slowdown, link.compute_per_collective_ms, link.comm_per_collective_ms);
   std::string text = "name = " + link.name + "\n" + numbers;
   if (!link.source.empty()) text += "source = " + link.source + "\n";
   if (!link.assumes.empty()) text += "assumes = " + link.assumes + "\n";
@@ -244,6 +249,43 @@ StatusOr<Link> LoadLink(const std::string& name_or_path) {
   StatusOr<std::string> text = ReadWholeFile(name_or_path);
   if (!text.ok()) return Status(text.status().code(), "link file " + name_or_path + ": " + text.status().message());
   return ParseLinkFile(*text, name_or_path);
+}
+
+Contention FitContention(double backward_quiet_s, const ContentionLoad& large, const ContentionLoad* small) {
+  Contention out;
+  // Compute: loaded backward = quiet x (1 + s) + collectives x fixed.
+  const double bq = backward_quiet_s;
+  if (small != nullptr && small->collectives >= large.collectives + 1.0) {
+    out.compute_per_collective_s = (small->backward_s - large.backward_s) / (small->collectives - large.collectives);
+  }
+  if (out.compute_per_collective_s < 0.0) out.compute_per_collective_s = 0.0;
+  out.compute_slowdown = (large.backward_s - large.collectives * out.compute_per_collective_s) / bq - 1.0;
+  if (out.compute_slowdown < 0.0) {
+    out.compute_slowdown = 0.0;
+    out.compute_per_collective_s =
+        large.collectives > 0.0 ? std::max(0.0, (large.backward_s - bq) / large.collectives) : 0.0;
+  }
+  // A collective: loaded = quiet x (1 + c) + fixed. Where the quiet times
+  // grow less than twofold from the smaller size to the larger (mostly
+  // latency, and the slope between two close points is noise) or the slope
+  // is below one, the loaded ones' excess is a fixed cost: their mean
+  // excess.
+  const double tq = large.collective_quiet_s, t = large.collective_loaded_s;
+  double excess = t - tq;
+  if (small != nullptr) excess = (excess + small->collective_loaded_s - small->collective_quiet_s) / 2.0;
+  if (small != nullptr && tq < 2.0 * small->collective_quiet_s) {
+    out.comm_per_collective_s = std::max(0.0, excess);
+    return out;
+  }
+  double slope = t / tq;
+  if (small != nullptr) {
+    slope = (t - small->collective_loaded_s) / (tq - small->collective_quiet_s);
+    out.comm_per_collective_s = t - tq * slope;
+    if (out.comm_per_collective_s < 0.0) out.comm_per_collective_s = 0.0, slope = t / tq;
+  }
+  out.comm_slowdown = slope - 1.0;
+  if (out.comm_slowdown < 0.0) out.comm_slowdown = 0.0, out.comm_per_collective_s = std::max(0.0, excess);
+  return out;
 }
 
 StatusOr<Link> FitLink(const std::vector<std::pair<int64_t, double>>& bytes_seconds, int ranks,
@@ -290,12 +332,18 @@ bool SharesCompute(const ClusterShape& shape) {
   return shape.intra.shares_compute || (shape.nodes > 1 && shape.inter.shares_compute);
 }
 
-// Compute's and communication's slowdowns while both run.
-std::pair<double, double> Slowdowns(const ClusterShape& shape) {
-  if (!SharesCompute(shape)) return {0.0, 0.0};
+// Compute's and communication's slowdowns while both run, and each
+// collective's fixed cost to both.
+Contention ContentionOf(const ClusterShape& shape) {
+  Contention out;
+  if (!SharesCompute(shape)) return out;
   const bool inter = shape.nodes > 1;
-  return {std::max(shape.intra.compute_slowdown, inter ? shape.inter.compute_slowdown : 0.0),
-          std::max(shape.intra.comm_slowdown, inter ? shape.inter.comm_slowdown : 0.0)};
+  auto worst = [&](double Link::*field) { return std::max(shape.intra.*field, inter ? shape.inter.*field : 0.0); };
+  out.compute_slowdown = worst(&Link::compute_slowdown);
+  out.comm_slowdown = worst(&Link::comm_slowdown);
+  out.compute_per_collective_s = worst(&Link::compute_per_collective_ms) * 1e-3;
+  out.comm_per_collective_s = worst(&Link::comm_per_collective_ms) * 1e-3;
+  return out;
 }
 
 // E[max_r (means[r] + sd x Z_r)] - mean(means), Z_r independent standard
@@ -344,12 +392,14 @@ double ReduceScatterSeconds(int64_t bytes, const ClusterShape& shape) {
 
 std::string DescribeCase(const ClusterShape& shape) {
   if (!SharesCompute(shape)) return "GPU ranks: collectives run beside compute, which they do not slow";
-  const auto [compute, comm] = Slowdowns(shape);
-  char line[200];
+  const Contention k = ContentionOf(shape);
+  char line[300];
   std::snprintf(line, sizeof(line),
                 "CPU ranks: collectives and compute share the cores (while both run, compute %.0f%% slower, "
-                "collectives %.0f%% slower)",
-                100.0 * compute, 100.0 * comm);
+                "collectives %.0f%% slower; each collective started beside compute costs it %.1f ms and itself "
+                "%.1f ms more)",
+                100.0 * k.compute_slowdown, 100.0 * k.comm_slowdown, k.compute_per_collective_s * 1e3,
+                k.comm_per_collective_s * 1e3);
   return line;
 }
 
@@ -388,10 +438,14 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
     return zero ? ReduceScatterSeconds(bytes, shape) : AllReduceSeconds(bytes, shape);
   };
   // Backward and the collectives on one wall clock. On CPU ranks each runs
-  // slower while the other does: compute by s, collectives by c. Event by
-  // event: compute reaches the next bucket's ready point (or the end of
-  // backward), or the collective in flight finishes.
-  const auto [s, c] = Slowdowns(shape);
+  // slower while the other does: compute by s, collectives by c; and a
+  // collective that starts while compute runs sets compute back by its fixed
+  // cost to compute, and takes its own fixed cost longer (both in wall time
+  // at the slowed rates). Event by event: compute reaches the next bucket's
+  // ready point (or the end of backward), or the collective in flight
+  // finishes.
+  const Contention k = ContentionOf(shape);
+  const double s = k.compute_slowdown, c = k.comm_slowdown;
   double wall = 0.0, done = 0.0;  // done: backward's compute so far, in profiled seconds
   double backward_wall = last_backward;  // when compute finished backward
   size_t ready = 0, next_comm = 0;
@@ -408,6 +462,10 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
       left = duration(b.bytes);
       out.comm_s += left;
       in_flight = true;
+      if (computing) {
+        done -= k.compute_per_collective_s / (1.0 + s);
+        left += k.comm_per_collective_s / (1.0 + c);
+      }
     }
     if (!computing && !in_flight) break;
     const double compute_rate = computing ? (in_flight ? 1.0 / (1.0 + s) : 1.0) : 0.0;

@@ -90,6 +90,12 @@ struct Link {
   double compute_slowdown = 0.0, comm_slowdown = 0.0;
   std::string source;       // where the figures come from
   std::string assumes;      // what the figures take for granted
+  // CPU ranks: each collective that starts while compute runs costs compute
+  // this much more wall time, and takes this much longer itself; a fixed
+  // cost a collective (the comm thread's wake-ups, each taking the core
+  // from compute for a time slice), which the slowdowns alone, measured at
+  // one size, would spread over its bytes. Many small buckets pay it often.
+  double compute_per_collective_ms = 0.0, comm_per_collective_ms = 0.0;
 };
 
 // Presets, each with its source: pcie4-host-bounce and pcie4-host-bounce-x4
@@ -98,7 +104,7 @@ struct Link {
 const std::vector<Link>& LinkPresets();
 // A preset's name, or the path of a link file: `key = value` lines (name,
 // bus_gbps, latency_us, shares_compute, compute_slowdown, comm_slowdown,
-// source, assumes;
+// compute_per_collective_ms, comm_per_collective_ms, source, assumes;
 // `#` starts a comment). Errors name the file and line.
 StatusOr<Link> LoadLink(const std::string& name_or_path);
 StatusOr<Link> ParseLinkFile(const std::string& text, const std::string& path);
@@ -109,6 +115,32 @@ std::string LinkFileText(const Link& link);
 // a / 2(P-1), busbw = 2(P-1)/P / b.
 StatusOr<Link> FitLink(const std::vector<std::pair<int64_t, double>>& bytes_seconds, int ranks,
                        const std::string& name);
+
+// CPU ranks' contention, from backward timed alone and beside collectives
+// run back to back (comm/contention_probe.h, --bucket-mb auto's pass) at
+// one or two sizes. A load of one size: backward beside it, how many
+// collectives started during that backward, and one collective's time
+// alone and beside backward.
+struct ContentionLoad {
+  int64_t bytes = 0;
+  double backward_s = 0.0, collectives = 0.0, collective_quiet_s = 0.0, collective_loaded_s = 0.0;
+};
+struct Contention {
+  double compute_slowdown = 0.0, comm_slowdown = 0.0;
+  double compute_per_collective_s = 0.0, comm_per_collective_s = 0.0;
+};
+// With one load, the slowdowns are its ratios (no fixed cost). With two of
+// different sizes (more collectives in the smaller one's backward), two
+// equations each: loaded backward = quiet x (1 + s) + collectives x fixed,
+// and loaded collective = its quiet time x (1 + c) + fixed. A fixed cost
+// solved below zero is taken as zero and the slowdown is the larger load's
+// ratio; a slowdown below zero is zero, and the fixed cost the larger
+// load's excess over its collectives (compute) or the loads' mean excess
+// (a collective). The fixed cost is fitted only where the two are far
+// enough apart to tell it from noise: one more collective in the smaller
+// load's backward (compute), quiet times twofold apart (a collective;
+// otherwise both are mostly latency, and the mean excess is all fixed).
+Contention FitContention(double backward_quiet_s, const ContentionLoad& large, const ContentionLoad* small);
 
 struct ClusterShape {
   int gpus_per_node = 1, nodes = 1;

@@ -124,6 +124,83 @@ TEST(ScalingModelTest, CpuRanksComputeSlowerWhileACollectiveRuns) {
   EXPECT_NE(DescribeCase(Shape(2, TestLink(0.02, 0.0))).find("GPU ranks"), std::string::npos);
 }
 
+TEST(ScalingModelTest, CpuRanksPayEachCollectivesFixedCostBesideCompute) {
+  // 20 ms of compute and 10 ms of the collective's own for each collective
+  // started while backward runs: the first (at 0.1) sets compute back to
+  // 0.08 and runs 0.06 s (to 0.16); compute reaches the second gradient at
+  // 0.22; that one's collective sets it back to 0.18 and runs to 0.28;
+  // backward ends at 0.34, and the third collective, started after it, pays
+  // nothing extra (0.34-0.39).
+  Link fixed = TestLink(0.02, 0.0, true, 0.0);
+  fixed.compute_per_collective_ms = 20.0;
+  fixed.comm_per_collective_ms = 10.0;
+  const ClusterShape shape = Shape(2, fixed);
+  const Prediction p = Predict(ThreeParams(), shape, Buckets(0.5));
+  EXPECT_NEAR(p.buckets[0].end_s, 0.16, 1e-9);
+  EXPECT_NEAR(p.buckets[1].ready_s, 0.22, 1e-9);
+  EXPECT_NEAR(p.buckets[1].end_s, 0.28, 1e-9);
+  EXPECT_NEAR(p.buckets[2].ready_s, 0.34, 1e-9);
+  EXPECT_NEAR(p.buckets[2].end_s, 0.39, 1e-9);
+  EXPECT_NEAR(p.step_s - p.compute_s, 0.09 + AllReduceSeconds(72, shape), 1e-9);
+  // Without overlap no collective starts beside compute: no fixed cost.
+  const Prediction q = Predict(ThreeParams(), shape, Buckets(0.5, /*overlap=*/false));
+  EXPECT_NEAR(q.buckets[2].end_s, 0.3 + 3 * 0.05, 1e-9);
+  EXPECT_NE(DescribeCase(shape).find("costs it 20.0 ms and itself 10.0 ms more"), std::string::npos)
+      << DescribeCase(shape);
+}
+
+TEST(ScalingModelTest, ContentionFitSeparatesFixedCostsFromSlowdowns) {
+  // Backward 0.2 s alone; compute 50% slower and 10 ms a collective;
+  // collectives 30% slower and 5 ms more each. 16 MiB loads: 5 collectives
+  // in a backward, 40 ms each alone; 4 MiB: 17, 10 ms alone.
+  ContentionLoad large{16 << 20, 0.2 * 1.5 + 5 * 0.01, 5.0, 0.04, 0.04 * 1.3 + 0.005};
+  ContentionLoad small{4 << 20, 0.2 * 1.5 + 17 * 0.01, 17.0, 0.01, 0.01 * 1.3 + 0.005};
+  Contention k = FitContention(0.2, large, &small);
+  EXPECT_NEAR(k.compute_slowdown, 0.5, 1e-9);
+  EXPECT_NEAR(k.compute_per_collective_s, 0.01, 1e-9);
+  EXPECT_NEAR(k.comm_slowdown, 0.3, 1e-9);
+  EXPECT_NEAR(k.comm_per_collective_s, 0.005, 1e-9);
+  // One size: its ratios, no fixed cost.
+  k = FitContention(0.2, large, nullptr);
+  EXPECT_NEAR(k.compute_slowdown, 0.35 / 0.2 - 1.0, 1e-9);
+  EXPECT_NEAR(k.comm_slowdown, 0.057 / 0.04 - 1.0, 1e-9);
+  EXPECT_EQ(k.compute_per_collective_s, 0.0);
+  EXPECT_EQ(k.comm_per_collective_s, 0.0);
+  // The smaller load's backward no slower (noise): no fixed cost, the
+  // larger load's ratio. A fixed cost larger than the whole slowdown: the
+  // slowdown zero and the larger load's excess spread over its collectives.
+  ContentionLoad even = small;
+  even.backward_s = large.backward_s;
+  k = FitContention(0.2, large, &even);
+  EXPECT_EQ(k.compute_per_collective_s, 0.0);
+  EXPECT_NEAR(k.compute_slowdown, 0.75, 1e-9);
+  ContentionLoad steep = small;
+  steep.backward_s = large.backward_s + 12 * 0.05;  // 50 ms a collective
+  k = FitContention(0.2, large, &steep);
+  EXPECT_EQ(k.compute_slowdown, 0.0);
+  EXPECT_NEAR(k.compute_per_collective_s, 0.15 / 5, 1e-9);
+  // Collectives: a line through both sizes below zero at no bytes: no
+  // fixed cost, the larger one's ratio.
+  ContentionLoad proportional = small;
+  proportional.collective_loaded_s = 0.01 * 1.1;
+  k = FitContention(0.2, large, &proportional);
+  EXPECT_EQ(k.comm_per_collective_s, 0.0);
+  EXPECT_NEAR(k.comm_slowdown, 0.057 / 0.04 - 1.0, 1e-9);
+  // Quiet times less than twofold apart (both mostly latency), loaded ones
+  // 18 and 15 ms: a slope between them would be noise (23); no slowdown,
+  // the mean excess fixed.
+  ContentionLoad fast_large{1 << 20, 0.2, 3.0, 0.0005, 0.018}, fast_small{1 << 18, 0.2, 3.0, 0.0004, 0.015};
+  k = FitContention(0.2, fast_large, &fast_small);
+  EXPECT_EQ(k.comm_slowdown, 0.0);
+  EXPECT_NEAR(k.comm_per_collective_s, (0.0175 + 0.0146) / 2, 1e-12);
+  // A slope below one: no slowdown, the mean excess fixed.
+  ContentionLoad flat = small;
+  flat.collective_loaded_s = 0.05;
+  k = FitContention(0.2, large, &flat);
+  EXPECT_EQ(k.comm_slowdown, 0.0);
+  EXPECT_NEAR(k.comm_per_collective_s, (0.017 + 0.04) / 2, 1e-12);
+}
+
 TEST(ScalingModelTest, ZeroGathersUnderTheNextForward) {
   // Reduce-scatters of 0.025 s each hide; the 3 x 0.025 s all-gather is
   // hidden by the 0.1 s forward.
@@ -235,6 +312,14 @@ TEST(ScalingModelTest, LinkFilesParseAndRoundTrip) {
   EXPECT_EQ(again->bus_gbps, 7.5);
   EXPECT_EQ(again->source, "comm_bench");
   EXPECT_EQ(again->comm_slowdown, 0.7);
+  StatusOr<Link> fixed = ParseLinkFile("bus_gbps = 1\nlatency_us = 0\ncompute_per_collective_ms = 2.5\n"
+                                       "comm_per_collective_ms = 4\n", "fixed.link");
+  ASSERT_TRUE(fixed.ok()) << fixed.status().message();
+  StatusOr<Link> fixed_again = ParseLinkFile(LinkFileText(*fixed), "again");
+  ASSERT_TRUE(fixed_again.ok()) << fixed_again.status().message();
+  EXPECT_EQ(fixed_again->compute_per_collective_ms, 2.5);
+  EXPECT_EQ(fixed_again->comm_per_collective_ms, 4.0);
+  EXPECT_FALSE(ParseLinkFile("bus_gbps = 1\nlatency_us = 0\ncomm_per_collective_ms = -1\n", "neg.link").ok());
   for (const Link& preset : LinkPresets()) {
     EXPECT_FALSE(preset.source.empty()) << preset.name;
     EXPECT_FALSE(preset.assumes.empty()) << preset.name;

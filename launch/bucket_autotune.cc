@@ -16,15 +16,71 @@
 namespace ddp {
 namespace {
 
-// The size of the all-reduces the contention pass queues beside compute
-// (one the probe times alone).
-constexpr int64_t kLoadBytes = int64_t{4} << 20;
+// The sizes the probe times all-reduce at, each four times the last; the
+// contention pass loads backward with two of them.
+constexpr int64_t kProbeBytes[] = {int64_t{256} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20};
+
+// The contention pass's larger all-reduce: the largest probed size, 1 MiB
+// or more, of which at least four fit in a quiet backward (so that several
+// end inside it, and the first, which waits for every rank, is not most of
+// the figure), by rank 0's probe. The smaller is a quarter of it, the
+// probed size below.
+int64_t LoadBytes(const std::vector<std::pair<int64_t, double>>& points, double backward_s) {
+  int64_t chosen = int64_t{1} << 20;
+  for (const auto& [bytes, seconds] : points) {
+    if (bytes > chosen && 4 * seconds <= backward_s) chosen = bytes;
+  }
+  return chosen;
+}
+
+double QuietSeconds(const std::vector<std::pair<int64_t, double>>& points, int64_t bytes) {
+  for (const auto& [b, seconds] : points) {
+    if (b == bytes) return seconds;
+  }
+  return 0.0;
+}
+
+// One backward beside all-reduces of `bytes` queued on the communicator, as
+// the reducer's buckets run beside backward: as many as take a quiet
+// backward's time (rank 0's count, broadcast, which lines the ranks up
+// after their forwards). The all-reduces done during it are timed to the
+// last one's end.
+StatusOr<ContentionLoad> LoadedBackward(Communicator* comm, Model* model, ExecutionContext& ctx, const Batch& batch,
+                                        int64_t bytes, double quiet_s, double backward_s) {
+  model->ForwardLoss(ctx, batch);
+  Tensor count = Tensor::FromVector<double>({std::ceil(backward_s / std::max(quiet_s, 1e-6))}, {1});
+  {
+    const CollectiveLabel count_label("--bucket-mb auto's contention pass");
+    RETURN_IF_ERROR(comm->Broadcast(count, 0)->Wait());
+  }
+  Tensor load = Tensor::Zeros({bytes / 4}, DType::kF32, ctx.device());
+  std::vector<std::shared_ptr<Work>> works;
+  const double start = SteadySeconds();
+  for (int k = 0; k < static_cast<int>(count.data<double>()[0]); ++k) {
+    works.push_back(comm->AllReduce(load, ReduceOp::kSum));
+  }
+  model->BackwardLoss(ctx, 1.0, /*accumulate=*/false);
+  const double end = SteadySeconds();
+  ContentionLoad out;
+  out.bytes = bytes;
+  out.backward_s = end - start;
+  out.collective_quiet_s = quiet_s;
+  int done = 0;
+  double last = start;  // the last all-reduce to finish within the backward
+  for (const std::shared_ptr<Work>& w : works) {
+    RETURN_IF_ERROR(w->Wait());
+    if (w->timing().started <= end) out.collectives += 1.0;
+    if (w->timing().finished <= end) ++done, last = std::max(last, w->timing().finished);
+  }
+  out.collective_loaded_s = done > 0 ? (last - start) / done : quiet_s;
+  return out;
+}
 
 // All-reduce seconds at a few sizes, this rank's view of each (the call
 // ends on every rank at about the same time).
 StatusOr<std::vector<std::pair<int64_t, double>>> ProbeAllReduce(Communicator* comm, const ExecutionContext& ctx) {
   std::vector<std::pair<int64_t, double>> points;
-  for (int64_t bytes : {int64_t{256} << 10, int64_t{1} << 20, kLoadBytes, int64_t{16} << 20}) {
+  for (int64_t bytes : kProbeBytes) {
     Tensor t = Tensor::Zeros({bytes / 4}, DType::kF32, ctx.device());
     double best = std::numeric_limits<double>::infinity();
     for (int k = 0; k < 4; ++k) {
@@ -65,38 +121,27 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     profile = profiler.Summary();
   }
   // CPU ranks: compute and collectives share the cores, and smaller buckets
-  // overlap more of them with backward. One more pass beside kLoadBytes
-  // all-reduces queued on the communicator, as the reducer's buckets run
-  // beside backward (as many as take a quiet pass's time, rank 0's count),
-  // gives the slowdown of each: the pass against a quiet one, and the
-  // all-reduces done during it (to the last one's end) against their quiet
-  // time.
-  double compute_slowdown = 0.0, comm_slowdown = 0.0;
+  // overlap more of them with backward. Two more backwards, each beside
+  // all-reduces of one size (LoadedBackward), give the slowdown of each and
+  // each collective's fixed cost (FitContention). Only backward is loaded:
+  // it is what DDP overlaps, and collectives slow it more than the whole
+  // pass (comm/contention_probe.h).
+  Contention contention;
+  int64_t load_bytes = 0;
   if (!options.gpu && comm->world_size() > 1) {
-    double one = 0.0;  // a quiet all-reduce of kLoadBytes
-    for (const auto& [bytes, seconds] : points) one = bytes == kLoadBytes ? seconds : one;
-    const double quiet_pass = profile.forward_s + profile.backward_s;
-    Tensor count = Tensor::FromVector<double>({std::ceil(quiet_pass / std::max(one, 1e-6))}, {1});
+    Tensor size = Tensor::FromVector<double>({static_cast<double>(LoadBytes(points, profile.backward_s))}, {1});
     {
-      const CollectiveLabel count_label("--bucket-mb auto's contention pass");
-      RETURN_IF_ERROR(comm->Broadcast(count, 0)->Wait());
+      const CollectiveLabel size_label("--bucket-mb auto's contention pass");
+      RETURN_IF_ERROR(comm->Broadcast(size, 0)->Wait());
     }
-    Tensor load = Tensor::Zeros({kLoadBytes / 4}, DType::kF32, ctx.device());
-    std::vector<std::shared_ptr<Work>> works;
-    const double start = SteadySeconds();
-    const int loads = static_cast<int>(count.data<double>()[0]);
-    for (int k = 0; k < loads; ++k) works.push_back(comm->AllReduce(load, ReduceOp::kSum));
-    model->ForwardLoss(ctx, batch);
-    model->BackwardLoss(ctx, 1.0, /*accumulate=*/false);
-    const double end = SteadySeconds();
-    int done = 0;
-    double last = start;  // the last all-reduce to finish within the pass
-    for (const std::shared_ptr<Work>& w : works) {
-      RETURN_IF_ERROR(w->Wait());
-      if (w->timing().finished <= end) ++done, last = std::max(last, w->timing().finished);
+    load_bytes = static_cast<int64_t>(size.data<double>()[0]);
+    ContentionLoad loads[2];
+    for (int k = 0; k < 2; ++k) {
+      const int64_t bytes = k == 0 ? load_bytes : load_bytes / 4;
+      ASSIGN_OR_RETURN(loads[k], LoadedBackward(comm, model, ctx, batch, bytes, QuietSeconds(points, bytes),
+                                                profile.backward_s));
     }
-    compute_slowdown = std::max(0.0, (end - start) / quiet_pass - 1.0);
-    if (done > 0) comm_slowdown = std::max(0.0, (last - start) / (done * one) - 1.0);
+    contention = FitContention(profile.backward_s, loads[0], &loads[1]);
   }
   for (size_t k = 0; k < saved.size(); ++k) model->buffers()[k]->value.CopyFrom(saved[k]);
   // Rank 0 chooses; every rank takes its choice.
@@ -111,8 +156,10 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     shape.gpus_per_node = comm->world_size();
     shape.intra = *link;
     shape.intra.shares_compute = !options.gpu;
-    shape.intra.compute_slowdown = compute_slowdown;
-    shape.intra.comm_slowdown = comm_slowdown;
+    shape.intra.compute_slowdown = contention.compute_slowdown;
+    shape.intra.comm_slowdown = contention.comm_slowdown;
+    shape.intra.compute_per_collective_ms = contention.compute_per_collective_s * 1e3;
+    shape.intra.comm_per_collective_ms = contention.comm_per_collective_s * 1e3;
     PredictOptions predict;
     predict.first_bucket_mb = options.first_bucket_mb;
     predict.zero_stage = options.zero_stage;
@@ -127,18 +174,22 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     // The default unless another size is predicted clearly faster.
     if (at_default <= best * 1.005) best = at_default, best_mb = 25.0;
     chosen.data<double>()[0] = best_mb;
-    char contention[120] = "";
+    char beside[200] = "";
     if (!options.gpu) {
-      std::snprintf(contention, sizeof(contention), "; beside all-reduces compute %+.0f%%, all-reduce %+.0f%%",
-                    compute_slowdown * 100, comm_slowdown * 100);
+      std::snprintf(beside, sizeof(beside),
+                    "; beside %g and %g MiB all-reduces backward %+.0f%% and %.1f ms a collective, all-reduce "
+                    "%+.0f%% and %.1f ms each",
+                    load_bytes / 1048576.0, load_bytes / 4194304.0, contention.compute_slowdown * 100,
+                    contention.compute_per_collective_s * 1e3, contention.comm_slowdown * 100,
+                    contention.comm_per_collective_s * 1e3);
     }
-    char why[520];
+    char why[720];
     std::snprintf(why, sizeof(why),
                   "--bucket-mb auto: %g MiB: predicted forward + backward + exposed all-reduce %.1f ms a step, "
                   "%.1f ms at the default 25 MiB (probe: %.3g GB/s bus bandwidth, %.0f us a hop; profile of %d "
                   "passes: forward %.1f ms, backward %.1f ms%s)",
                   best_mb, best * 1e3, at_default * 1e3, link->bus_gbps, link->latency_us, options.passes - 1,
-                  profile.forward_s * 1e3, profile.backward_s * 1e3, contention);
+                  profile.forward_s * 1e3, profile.backward_s * 1e3, beside);
     choice.why = why;
   }
   {

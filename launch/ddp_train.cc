@@ -262,8 +262,10 @@ int Main(int argc, char** argv) {
   std::unique_ptr<ContentionProbe> probe;
   RankInfo trainer_ranks = ranks;
   if (probing) {
-    probe = std::make_unique<ContentionProbe>(
-        comm.get(), static_cast<int64_t>(options->contention_probe_mb * (1 << 20)));
+    // Loads of the asked size and a quarter of it (a fixed cost a
+    // collective, told from a slowdown per byte).
+    const int64_t bytes = static_cast<int64_t>(options->contention_probe_mb * (1 << 20)) / 4 * 4;
+    probe = std::make_unique<ContentionProbe>(comm.get(), bytes, bytes / 16 * 4);
     trainer_ranks.rank = 0;
     trainer_ranks.world_size = 1;  // threads still divide the node's cores by local_size
   }
@@ -292,12 +294,18 @@ int Main(int argc, char** argv) {
     Status written;
     if (ranks.rank == 0) {
       written = ReplaceFileAtomically(options->contention_probe, ContentionResultJson(*measured, options->model));
-      std::printf("ddp_train: contention probe, %d ranks, all-reduce of %.1f MiB: backward %.1f ms alone, %.1f ms "
-                  "beside it (%+.1f%%); the all-reduce %.1f ms alone, %.1f ms beside backward (%+.1f%%)\n",
-                  measured->ranks, measured->bytes / 1048576.0, measured->compute_quiet_s * 1e3,
-                  measured->compute_loaded_s * 1e3, measured->compute_slowdown() * 100.0,
-                  measured->collective_quiet_s * 1e3, measured->collective_loaded_s * 1e3,
-                  measured->comm_slowdown() * 100.0);
+      const ContentionLoad &large = measured->large, &small = measured->small;
+      const Contention& fitted = measured->fitted;
+      std::printf("ddp_train: contention probe, %d ranks: backward %.1f ms alone, %.1f ms beside all-reduces of "
+                  "%.2f MiB (%.1f started in it), %.1f ms beside %.2f MiB ones (%.1f); the all-reduces %.1f and "
+                  "%.1f ms alone, %.1f and %.1f ms beside backward. Fitted: compute %+.1f%% and %.2f ms a "
+                  "collective, collectives %+.1f%% and %.2f ms each\n",
+                  measured->ranks, measured->compute_quiet_s * 1e3, large.backward_s * 1e3, large.bytes / 1048576.0,
+                  large.collectives, small.backward_s * 1e3, small.bytes / 1048576.0, small.collectives,
+                  large.collective_quiet_s * 1e3, small.collective_quiet_s * 1e3, large.collective_loaded_s * 1e3,
+                  small.collective_loaded_s * 1e3, fitted.compute_slowdown * 100.0,
+                  fitted.compute_per_collective_s * 1e3, fitted.comm_slowdown * 100.0,
+                  fitted.comm_per_collective_s * 1e3);
       std::fflush(stdout);
     }
     if (Status s = AgreeOnStatus(world, written.ok() ? written

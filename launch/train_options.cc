@@ -82,9 +82,10 @@ DEFINE_string(profile_file, "",
               "model's input (tools/scaling_model)");
 DEFINE_string(contention_probe, "",
               "measure how CPU ranks' compute and collectives slow each other, and write it there (JSON, rank 0): "
-              "every rank trains alone while the ranks all-reduce --contention-probe-mb back to back beside the backward "
-              "of every other step (tools/scaling_validation's input to the scaling model)");
-DEFINE_double(contention_probe_mb, 16.0, "the all-reduce --contention-probe runs, in MiB");
+              "every rank trains alone while the ranks all-reduce --contention-probe-mb, or a quarter of it, back to back "
+              "beside the backward of every other step (tools/scaling_validation's input to the scaling model)");
+DEFINE_double(contention_probe_mb, 16.0,
+              "the larger all-reduce --contention-probe runs, in MiB (alternate loaded steps run a quarter of it)");
 DEFINE_string(timeline, "", "Chrome trace-event JSON of the steps in --timeline-steps, every rank's, written by rank 0");
 DEFINE_string(timeline_steps, "3:12", "A:B: the 1-based steps, inclusive, the --timeline records");
 DEFINE_int64(log_every, 0,

@@ -28,7 +28,7 @@ echo "$line"
 chosen="$(printf '%s\n' "$line" | sed -n 's/^ddp_train: --bucket-mb auto: \([0-9.]*\) MiB: predicted .* ms at the default 25 MiB (probe: .*/\1/p')"
 [ -n "$chosen" ] || fail "no size and reason in: $line"
 # CPU ranks: the contention pass's slowdowns, in the reason (none below 0).
-printf '%s\n' "$line" | grep -qE 'beside all-reduces compute \+[0-9]+%, all-reduce \+[0-9]+%\)$' ||
+printf '%s\n' "$line" | grep -qE 'beside [0-9.]+ and [0-9.]+ MiB all-reduces backward \+[0-9]+% and [0-9.]+ ms a collective, all-reduce \+[0-9]+% and [0-9.]+ ms each\)$' ||
   fail "no contention figures in: $line"
 summary_mb="$(tail -1 "$tmp/auto.jsonl" | /usr/bin/python3 -c 'import json,sys; print("%g" % json.load(sys.stdin)["summary"]["bucket_mb"])')"
 [ "$summary_mb" = "$chosen" ] || fail "the summary's bucket_mb $summary_mb is not the choice $chosen"

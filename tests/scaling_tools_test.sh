@@ -57,29 +57,38 @@ assert two >= one and float(rows[1][9]) <= 1.0, rows
 print("prediction ok:", rows)
 PY
 
-# The contention probe at 2 ranks: 8 steps are 2 warm-up, then 3 loaded and
-# 3 quiet; each quiet step times 3 all-reduces on each rank; the slowdowns
-# are the ratios of what it timed.
+# The contention probe at 2 ranks: 14 steps are 2 warm-up, then 6 loaded
+# (1 MiB, 256 KiB, in turn) and 6 quiet; each quiet step times 3
+# all-reduces of each size on each rank; the fitted figures are FitContention's over
+# what it timed (comm/scaling_model_test.cc checks that arithmetic).
 # 64x64 images: a step long enough (about 200 ms) that a loaded machine
 # still fits a whole 1 MiB all-reduce inside backward (at 32x32, 50 ms, a
 # clean-clone CI run once did not).
 timeout 300 mpirun -np 2 --oversubscribe --bind-to none "$train" --model resnet18 --image-size 64 --batch-size 4 \
-  --num-classes 10 --threads 1 --steps 8 --log-every 0 --contention-probe "$tmp/contention.json" \
+  --num-classes 10 --threads 1 --steps 14 --log-every 0 --contention-probe "$tmp/contention.json" \
   --contention-probe-mb 1 > "$tmp/contention.log" 2>&1 || { cat "$tmp/contention.log"; fail "the contention probe"; }
 /usr/bin/python3 - "$tmp/contention.json" <<'PY' || fail "the contention probe's figures"
 import json, sys
 p = json.load(open(sys.argv[1]))
-assert p["format"] == "ddp_train contention probe 1" and p["model"] == "resnet18" and p["ranks"] == 2, p
-assert p["bytes"] == 1 << 20 and p["loaded_steps"] == 3 and p["quiet_steps"] == 3, p
-assert p["quiet_collectives"] == 2 * 3 * 3 and p["loaded_collectives"] >= 2, p
-for k in ("compute_quiet_s", "compute_loaded_s", "collective_quiet_s", "collective_loaded_s"):
-    assert 0 < p[k] < 60, (k, p)
-assert abs(p["compute_slowdown"] - (p["compute_loaded_s"] / p["compute_quiet_s"] - 1)) < 1e-9, p
-assert abs(p["comm_slowdown"] - (p["collective_loaded_s"] / p["collective_quiet_s"] - 1)) < 1e-9, p
-print(f"contention probe ok: compute {p['compute_slowdown']*100:+.0f}%, all-reduce {p['comm_slowdown']*100:+.0f}%")
+assert p["format"] == "ddp_train contention probe 2" and p["model"] == "resnet18" and p["ranks"] == 2, p
+assert p["large"]["bytes"] == 1 << 20 and p["small"]["bytes"] == 1 << 18, p
+assert p["loaded_steps"] == 6 and p["quiet_steps"] == 6, p
+assert p["quiet_collectives"] == 2 * 6 * 3 * 2 and p["loaded_collectives"] >= 4, p
+assert 0 < p["compute_quiet_s"] < 60, p
+for load in (p["large"], p["small"]):
+    for k in ("backward_s", "collective_quiet_s", "collective_loaded_s"):
+        assert 0 < load[k] < 60, (k, p)
+    assert load["collectives_per_backward"] >= 1, p
+for k in ("compute_slowdown", "comm_slowdown", "compute_per_collective_ms", "comm_per_collective_ms"):
+    assert 0 <= p[k] < 100, (k, p)
+# With no fixed cost, the slowdowns are the large load's ratios.
+if p["compute_per_collective_ms"] == 0:
+    assert abs(p["compute_slowdown"] - max(0, p["large"]["backward_s"] / p["compute_quiet_s"] - 1)) < 1e-9, p
+print(f"contention probe ok: compute {p['compute_slowdown']*100:+.0f}% and {p['compute_per_collective_ms']:.2f} ms "
+      f"a collective, all-reduce {p['comm_slowdown']*100:+.0f}% and {p['comm_per_collective_ms']:.2f} ms")
 PY
-grep -q "^ddp_train: contention probe, 2 ranks, all-reduce of 1.0 MiB: backward" "$tmp/contention.log" ||
-  fail "no contention probe line in: $(cat "$tmp/contention.log")"
+grep -q "^ddp_train: contention probe, 2 ranks: backward .* beside all-reduces of 1.00 MiB .* Fitted: compute" \
+  "$tmp/contention.log" || fail "no contention probe line in: $(cat "$tmp/contention.log")"
 
 # A link fitted to a comm_bench table made from a known link: 2 ranks at
 # 1.25 GB/s and 30 us a hop (2 hops): t = 60 us + bytes / 1.25 GB/s.
@@ -95,11 +104,13 @@ grep -q "^ddp_train: contention probe, 2 ranks, all-reduce of 1.0 MiB: backward"
 grep -Eq '^bus_gbps = 1\.2(49|5)' "$tmp/lab.link" && grep -Eq '^latency_us = (29\.|30)' "$tmp/lab.link" ||
   { cat "$tmp/lab.link"; fail "--fit did not recover 1.25 GB/s and 30 us"; }
 "$model" --profile "$tmp/profile.json" --link "$tmp/lab.link" --gpus 2 > /dev/null || fail "a fitted link file"
-"$model" --fit "$tmp/bench.txt" --fit-ranks 2 --fit-compute-slowdown 0.3 --fit-comm-slowdown 0.5 > "$tmp/cpu.link" ||
-  fail "--fit with CPU contention"
+"$model" --fit "$tmp/bench.txt" --fit-ranks 2 --fit-compute-slowdown 0.3 --fit-comm-slowdown 0.5 \
+  --fit-compute-per-collective-ms 1.5 --fit-comm-per-collective-ms 2 > "$tmp/cpu.link" || fail "--fit with CPU contention"
 [ "$(grep -c '^shares_compute = true$' "$tmp/cpu.link")" = 1 ] && grep -q '^compute_slowdown = 0.3$' "$tmp/cpu.link" &&
-  grep -q '^comm_slowdown = 0.5$' "$tmp/cpu.link" || { cat "$tmp/cpu.link"; fail "--fit's contention flags"; }
-"$model" --profile "$tmp/profile.json" --link "$tmp/cpu.link" --gpus 2 | grep -q "compute 30% slower, collectives 50% slower" ||
+  grep -q '^comm_slowdown = 0.5$' "$tmp/cpu.link" && grep -q '^compute_per_collective_ms = 1.5$' "$tmp/cpu.link" &&
+  grep -q '^comm_per_collective_ms = 2$' "$tmp/cpu.link" || { cat "$tmp/cpu.link"; fail "--fit's contention flags"; }
+"$model" --profile "$tmp/profile.json" --link "$tmp/cpu.link" --gpus 2 |
+  grep -q "compute 30% slower, collectives 50% slower; each collective started beside compute costs it 1.5 ms and itself 2.0 ms more" ||
   fail "a fitted CPU link is not the CPU case"
 # Several profiles of one configuration average.
 "$model" --profile "$tmp/profile.json,$tmp/profile.json" --link "$tmp/lab.link" --gpus 2 --csv > "$tmp/two.csv" &&

@@ -48,6 +48,10 @@ DEFINE_double(fit_compute_slowdown, -1.0,
               "CPU ranks: compute's slowdown while a collective runs, for the fitted link (0.25: 25% slower); "
               "-1: GPU ranks, collectives beside compute");
 DEFINE_double(fit_comm_slowdown, 0.0, "CPU ranks: the collectives' slowdown while compute runs, for the fitted link");
+DEFINE_double(fit_compute_per_collective_ms, 0.0,
+              "CPU ranks: the compute each collective started beside it costs, for the fitted link");
+DEFINE_double(fit_comm_per_collective_ms, 0.0,
+              "CPU ranks: how much longer each collective started beside compute takes, for the fitted link");
 DEFINE_bool(list_links, false, "print the presets with their sources and assumptions");
 
 namespace ddp {
@@ -97,6 +101,8 @@ int Fit() {
     link->shares_compute = true;
     link->compute_slowdown = FLAGS_fit_compute_slowdown;
     link->comm_slowdown = std::max(0.0, FLAGS_fit_comm_slowdown);
+    link->compute_per_collective_ms = std::max(0.0, FLAGS_fit_compute_per_collective_ms);
+    link->comm_per_collective_ms = std::max(0.0, FLAGS_fit_comm_per_collective_ms);
   }
   std::printf("%s", LinkFileText(*link).c_str());
   return 0;
