@@ -2,11 +2,11 @@
 # The scaling model against measurement on a shaped link, the small case CI
 # runs: ResNet-18 at 64x64, batch 16, 2 ranks as network-namespace hosts
 # whose links tc tbf shapes to 1 Gbit/s each way, 25 MiB buckets without
-# overlap, over 2 rounds. Overlapped runs are left to the README's tables:
-# on CPU ranks they hang on the contention probe; the old one's estimate
-# moved from +13% to +58% between runs of this test and took the overlapped
-# cell to -10.8% once, and the in-process one (ddp_train --contention-probe)
-# has yet to show over many runs that it holds still.
+# overlap, over 2 rounds. Overlapped runs, which depend on the contention
+# probe's figures (ddp_train --contention-probe; on this case it reads the
+# collectives' fixed cost at 14-15 ms each), are left to the README's
+# tables (3 rounds of 20 steps, every setup): at 2 rounds of 10 steps the
+# overlapped cell once read -10.8% here, with an older probe.
 # tools/scaling_validation measures the model's inputs (link probe, contention probe, profiles) in
 # runs of their own and fails when a predicted step time misses the median
 # measured one by more than 10%. Without root or network namespaces the
