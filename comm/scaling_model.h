@@ -92,9 +92,10 @@ struct Link {
   std::string assumes;      // what the figures take for granted
   // CPU ranks: each collective that starts while compute runs costs compute
   // this much more wall time, and takes this much longer itself; a fixed
-  // cost a collective (the comm thread's wake-ups, each taking the core
-  // from compute for a time slice), which the slowdowns alone, measured at
-  // one size, would spread over its bytes. Many small buckets pay it often.
+  // cost a collective (on a 2-core box 10-15 ms whatever the size: the comm
+  // thread waiting for its turn on the rank's core, as we read it), which
+  // the slowdowns alone, measured at one size, would spread over its bytes.
+  // Many small buckets pay it often.
   double compute_per_collective_ms = 0.0, comm_per_collective_ms = 0.0;
 };
 
