@@ -1,9 +1,9 @@
 // The contention probe's protocol under a real mpirun (2 and 3 ranks):
-// timed steps alternate loaded (two sizes in turn) and quiet, every rank issues the same
-// collectives even when their steps take different times (no hang), loaded
-// collectives are counted only while every rank computes, quiet ones are
-// exactly kQuietCollectives a quiet step, and the result is each rank's
-// medians averaged over ranks.
+// timed steps alternate loaded (two sizes in turn) and quiet, every rank
+// issues the same collectives even when their steps take different times
+// (no hang), loaded collectives are counted only while every rank computes,
+// quiet ones are exactly kQuietCollectives a quiet step and size, and the
+// result is each rank's medians averaged over ranks, fitted.
 #include "comm/contention_probe.h"
 
 #include <mpi.h>
