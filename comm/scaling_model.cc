@@ -253,6 +253,7 @@ StatusOr<Link> LoadLink(const std::string& name_or_path) {
 
 Contention FitContention(double backward_quiet_s, const ContentionLoad& large, const ContentionLoad* small) {
   Contention out;
+  if (!(backward_quiet_s > 0.0) || !(large.collective_quiet_s > 0.0)) return out;  // nothing timed
   // Compute: loaded backward = quiet x (1 + s) + collectives x fixed.
   const double bq = backward_quiet_s;
   if (small != nullptr && small->collectives >= large.collectives + 1.0) {

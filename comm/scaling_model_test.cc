@@ -199,6 +199,10 @@ TEST(ScalingModelTest, ContentionFitSeparatesFixedCostsFromSlowdowns) {
   k = FitContention(0.2, large, &flat);
   EXPECT_EQ(k.comm_slowdown, 0.0);
   EXPECT_NEAR(k.comm_per_collective_s, (0.017 + 0.04) / 2, 1e-12);
+  // Nothing timed alone: no contention, not a division by zero.
+  k = FitContention(0.0, large, &small);
+  EXPECT_EQ(k.compute_slowdown, 0.0);
+  EXPECT_EQ(k.comm_slowdown, 0.0);
 }
 
 TEST(ScalingModelTest, ZeroGathersUnderTheNextForward) {

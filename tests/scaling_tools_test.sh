@@ -61,10 +61,11 @@ PY
 # (1 MiB, 256 KiB, in turn) and 6 quiet; each quiet step times 3
 # all-reduces of each size on each rank; the fitted figures are FitContention's over
 # what it timed (comm/scaling_model_test.cc checks that arithmetic).
-# 64x64 images: a step long enough (about 200 ms) that a loaded machine
-# still fits a whole 1 MiB all-reduce inside backward (at 32x32, 50 ms, a
-# clean-clone CI run once did not).
-timeout 300 mpirun -np 2 --oversubscribe --bind-to none "$train" --model resnet18 --image-size 64 --batch-size 4 \
+# 64x64 images, batch 16: a backward long enough (about 150 ms) that a
+# loaded machine still fits whole all-reduces of each size inside it (beside
+# backward each takes 15 ms or more whatever its size; at batch 4, a 40 ms
+# backward, `bazel test` beside other tests sometimes fitted none).
+timeout 300 mpirun -np 2 --oversubscribe --bind-to none "$train" --model resnet18 --image-size 64 --batch-size 16 \
   --num-classes 10 --threads 1 --steps 14 --log-every 0 --contention-probe "$tmp/contention.json" \
   --contention-probe-mb 1 > "$tmp/contention.log" 2>&1 || { cat "$tmp/contention.log"; fail "the contention probe"; }
 /usr/bin/python3 - "$tmp/contention.json" <<'PY' || fail "the contention probe's figures"
@@ -79,8 +80,10 @@ for load in (p["large"], p["small"]):
     for k in ("backward_s", "collective_quiet_s", "collective_loaded_s"):
         assert 0 < load[k] < 60, (k, p)
     assert load["collectives_per_backward"] >= 1, p
+# (Beside backward a sub-millisecond quiet all-reduce can take 30 times
+# as long: a slowdown is non-negative and finite, not small.)
 for k in ("compute_slowdown", "comm_slowdown", "compute_per_collective_ms", "comm_per_collective_ms"):
-    assert 0 <= p[k] < 100, (k, p)
+    assert 0 <= p[k] < 1e6, (k, p)
 # With no fixed cost, the slowdowns are the large load's ratios.
 if p["compute_per_collective_ms"] == 0:
     assert abs(p["compute_slowdown"] - max(0, p["large"]["backward_s"] / p["compute_quiet_s"] - 1)) < 1e-9, p
