@@ -2,7 +2,8 @@
 # The scaling tools' inputs and bad input: ddp_train --profile-file writes a
 # profile whose parameters are the model's (names, bytes, in backward order,
 # ready times within backward); scaling_model predicts from it (one rank:
-# the profiled step; two: no faster than that); --fit recovers a link from a
+# the profiled step; two: no faster than that; A+B, one rank's runs
+# averaged); --fit recovers a link from a
 # comm_bench table; ddp_train --contention-probe at 2 ranks writes its
 # figures; the model reproduces published 2 and 4 x RTX 4090 runs
 # (tools/rtx4090_scaling) within 5%; malformed link files, unknown presets, foreign profiles
@@ -56,6 +57,33 @@ assert abs(one - p["step_s"]) < 1e-6, (one, p["step_s"])
 assert two >= one and float(rows[1][9]) <= 1.0, rows
 print("prediction ok:", rows)
 PY
+# A+B in --profile: one rank's runs at different times, averaged before the
+# ranks are combined; the same prediction as their mean written out.
+/usr/bin/python3 - "$tmp" <<'PY' || fail "the scaled profiles"
+import json, sys
+tmp = sys.argv[1]
+p = json.load(open(f"{tmp}/profile.json"))
+def scaled(k):
+    q = json.loads(json.dumps(p))
+    for f in ("step_s", "forward_s", "backward_s", "last_backward_s", "other_s", "compute_sd_s"):
+        q[f] *= k
+    for param in q["params"]:
+        param["ready_s"] *= k
+    return q
+for name, k in (("slow", 1.5), ("mean", 1.25)):
+    json.dump(scaled(k), open(f"{tmp}/profile_{name}.json", "w"))
+PY
+joined=$("$model" --profile "$tmp/profile.json+$tmp/profile_slow.json,$tmp/profile.json" --profile-ranks \
+  --link 25gbe --gpus 2 --bucket-mb 1 --csv 2>&1) || fail "scaling_model A+B: $joined"
+written=$("$model" --profile "$tmp/profile_mean.json,$tmp/profile.json" --profile-ranks \
+  --link 25gbe --gpus 2 --bucket-mb 1 --csv 2>&1) || fail "scaling_model, the mean: $written"
+/usr/bin/python3 - <<PY || fail "A+B's prediction against the written mean's"
+a = [float(x) for x in """$joined""".splitlines()[-1].split(",")]
+b = [float(x) for x in """$written""".splitlines()[-1].split(",")]
+assert len(a) == len(b) and all(abs(x - y) <= 1e-3 * max(1.0, abs(y)) for x, y in zip(a, b)), (a, b)
+print("A+B ok:", a)
+PY
+expect_error "$tmp/absent.json" "$model" --profile "$tmp/profile.json+$tmp/absent.json" --link 25gbe
 
 # The contention probe at 2 ranks: 14 steps are 2 warm-up, then 6 loaded
 # (1 MiB, 256 KiB, in turn) and 6 quiet; each quiet step times 3

@@ -18,7 +18,8 @@
 
 DEFINE_string(profile, "",
               "a step profile written by ddp_train --profile-file, or several (comma-separated) of one "
-              "configuration, averaged");
+              "configuration, averaged; A+B joins runs of one rank measured at different times (averaged first, "
+              "with --profile-ranks)");
 DEFINE_bool(profile_ranks, false,
             "the --profile files are one job's ranks, measured at the same time (one each): averaged, and a step "
             "waits for the slowest of them");
@@ -120,11 +121,19 @@ int Main() {
   if (!FLAGS_fit.empty()) return Fit();
   if (FLAGS_profile.empty()) return Fail("--profile is required (a file from ddp_train --profile-file)");
   std::vector<StepProfile> profiles;
-  std::stringstream paths(FLAGS_profile);
-  for (std::string path; std::getline(paths, path, ',');) {
-    StatusOr<StepProfile> one = ReadStepProfile(path);
-    if (!one.ok()) return Fail(one.status().message());
-    profiles.push_back(*std::move(one));
+  std::stringstream items(FLAGS_profile);
+  for (std::string item; std::getline(items, item, ',');) {
+    // A+B: runs of one rank (or configuration) at different times, averaged.
+    std::vector<StepProfile> runs;
+    std::stringstream paths(item);
+    for (std::string path; std::getline(paths, path, '+');) {
+      StatusOr<StepProfile> one = ReadStepProfile(path);
+      if (!one.ok()) return Fail(one.status().message());
+      runs.push_back(*std::move(one));
+    }
+    StatusOr<StepProfile> mean = AverageProfiles(runs);
+    if (!mean.ok()) return Fail("--profile " + item + ": " + mean.status().message());
+    profiles.push_back(*std::move(mean));
   }
   StatusOr<StepProfile> profile = FLAGS_profile_ranks ? CombineRankProfiles(profiles) : AverageProfiles(profiles);
   if (!profile.ok()) return Fail(profile.status().message());
