@@ -254,18 +254,6 @@ StatusOr<Link> LoadLink(const std::string& name_or_path) {
 Contention FitContention(double backward_quiet_s, const ContentionLoad& large, const ContentionLoad* small) {
   Contention out;
   if (!(backward_quiet_s > 0.0) || !(large.collective_quiet_s > 0.0)) return out;  // nothing timed
-  // Compute: loaded backward = quiet x (1 + s) + collectives x fixed.
-  const double bq = backward_quiet_s;
-  if (small != nullptr && small->collectives >= large.collectives + 1.0) {
-    out.compute_per_collective_s = (small->backward_s - large.backward_s) / (small->collectives - large.collectives);
-  }
-  if (out.compute_per_collective_s < 0.0) out.compute_per_collective_s = 0.0;
-  out.compute_slowdown = (large.backward_s - large.collectives * out.compute_per_collective_s) / bq - 1.0;
-  if (out.compute_slowdown < 0.0) {
-    out.compute_slowdown = 0.0;
-    out.compute_per_collective_s =
-        large.collectives > 0.0 ? std::max(0.0, (large.backward_s - bq) / large.collectives) : 0.0;
-  }
   // A collective: loaded = quiet x (1 + c) + fixed. Where the quiet times
   // grow less than twofold from the smaller size to the larger (mostly
   // latency, and the slope between two close points is noise) or the slope
@@ -276,17 +264,75 @@ Contention FitContention(double backward_quiet_s, const ContentionLoad& large, c
   if (small != nullptr) excess = (excess + small->collective_loaded_s - small->collective_quiet_s) / 2.0;
   if (small != nullptr && tq < 2.0 * small->collective_quiet_s) {
     out.comm_per_collective_s = std::max(0.0, excess);
-    return out;
+  } else {
+    double slope = t / tq;
+    if (small != nullptr) {
+      slope = (t - small->collective_loaded_s) / (tq - small->collective_quiet_s);
+      out.comm_per_collective_s = t - tq * slope;
+      if (out.comm_per_collective_s < 0.0) out.comm_per_collective_s = 0.0, slope = t / tq;
+    }
+    out.comm_slowdown = slope - 1.0;
+    if (out.comm_slowdown < 0.0) out.comm_slowdown = 0.0, out.comm_per_collective_s = std::max(0.0, excess);
   }
-  double slope = t / tq;
-  if (small != nullptr) {
-    slope = (t - small->collective_loaded_s) / (tq - small->collective_quiet_s);
-    out.comm_per_collective_s = t - tq * slope;
-    if (out.comm_per_collective_s < 0.0) out.comm_per_collective_s = 0.0, slope = t / tq;
+  // Compute, beside collectives run back to back: slowed only while bytes
+  // move, not in each collective's fixed cost, so of a loaded backward T
+  // with n collectives started in it, T - n x fixed moved bytes (B). Work
+  // done: quiet = (T - B) + B / (1 + s) - n x compute's fixed cost, so
+  // T = quiet + n x fixed + B x sigma, sigma = s / (1 + s), linear in the
+  // two unknowns; two sizes solve it.
+  const double bq = backward_quiet_s, y = out.comm_per_collective_s;
+  auto moving = [&](const ContentionLoad& l) {
+    return std::clamp(l.backward_s - l.collectives * y, 0.0, l.backward_s);
+  };
+  const double max_sigma = 0.95;  // compute at 1/20 of its speed at most
+  double fixed = 0.0, sigma = 0.0;
+  const double bl = moving(large), el = large.backward_s - bq;
+  auto sigma_alone = [&]() {  // no fixed cost: the larger load's excess over its moving time
+    return bl > 0.0 ? el / bl : 0.0;
+  };
+  sigma = sigma_alone();
+  if (small != nullptr && small->collectives >= large.collectives + 1.0) {
+    const double bs = moving(*small), es = small->backward_s - bq;
+    const double det = large.collectives * bs - small->collectives * bl;
+    if (det != 0.0) {
+      fixed = (el * bs - es * bl) / det;
+      sigma = (large.collectives * es - small->collectives * el) / det;
+    }
+    if (fixed < 0.0) fixed = 0.0, sigma = sigma_alone();
   }
-  out.comm_slowdown = slope - 1.0;
-  if (out.comm_slowdown < 0.0) out.comm_slowdown = 0.0, out.comm_per_collective_s = std::max(0.0, excess);
+  if (sigma < 0.0 || bl <= 0.0) {
+    sigma = 0.0;
+    fixed = large.collectives > 0.0 ? std::max(0.0, el / large.collectives) : 0.0;
+  } else if (sigma > max_sigma) {
+    sigma = max_sigma;
+    fixed = large.collectives > 0.0 ? std::max(0.0, (el - bl * sigma) / large.collectives) : 0.0;
+  }
+  out.compute_slowdown = sigma / (1.0 - sigma);
+  out.compute_per_collective_s = fixed;
   return out;
+}
+
+StatusOr<Contention> FitContentionProbe(const std::string& text, const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != "ddp_train contention probe 2") {
+    return InvalidArgument("contention probe " + path +
+                           ": not written by ddp_train --contention-probe (format 'ddp_train contention probe 2')");
+  }
+  ContentionLoad large, small;
+  double quiet = 0.0;
+  try {
+    quiet = j.at("compute_quiet_s").get<double>();
+    for (auto [key, load] : {std::pair<const char*, ContentionLoad*>{"large", &large}, {"small", &small}}) {
+      if (load == &small && !j.contains("small")) break;  // one size probed
+      const nlohmann::json& l = j.at(key);
+      *load = ContentionLoad{l.at("bytes").get<int64_t>(), l.at("backward_s").get<double>(),
+                             l.at("collectives_per_backward").get<double>(), l.at("collective_quiet_s").get<double>(),
+                             l.at("collective_loaded_s").get<double>()};
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument("contention probe " + path + ": " + e.what());
+  }
+  return FitContention(quiet, large, small.bytes > 0 ? &small : nullptr);
 }
 
 StatusOr<Link> FitLink(const std::vector<std::pair<int64_t, double>>& bytes_seconds, int ranks,
@@ -394,11 +440,11 @@ double ReduceScatterSeconds(int64_t bytes, const ClusterShape& shape) {
 std::string DescribeCase(const ClusterShape& shape) {
   if (!SharesCompute(shape)) return "GPU ranks: collectives run beside compute, which they do not slow";
   const Contention k = ContentionOf(shape);
-  char line[300];
+  char line[400];
   std::snprintf(line, sizeof(line),
-                "CPU ranks: collectives and compute share the cores (while both run, compute %.0f%% slower, "
-                "collectives %.0f%% slower; each collective started beside compute costs it %.1f ms and itself "
-                "%.1f ms more)",
+                "CPU ranks: collectives and compute share the cores (while a collective moves bytes beside "
+                "compute, compute %.0f%% slower, the collective %.0f%% slower; each collective started beside "
+                "compute costs it %.1f ms and itself %.1f ms more, a wait in which compute runs at full speed)",
                 100.0 * k.compute_slowdown, 100.0 * k.comm_slowdown, k.compute_per_collective_s * 1e3,
                 k.comm_per_collective_s * 1e3);
   return line;
@@ -438,23 +484,25 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
   auto duration = [&](int64_t bytes) {
     return zero ? ReduceScatterSeconds(bytes, shape) : AllReduceSeconds(bytes, shape);
   };
-  // Backward and the collectives on one wall clock. On CPU ranks each runs
-  // slower while the other does: compute by s, collectives by c; and a
-  // collective that starts while compute runs sets compute back by its fixed
-  // cost to compute, and takes its own fixed cost longer (both in wall time
-  // at the slowed rates). Event by event: compute reaches the next bucket's
-  // ready point (or the end of backward), or the collective in flight
-  // finishes.
+  // Backward and the collectives on one wall clock. On CPU ranks a
+  // collective that starts while compute runs first waits its fixed cost
+  // (its thread waiting for the core, as we read it), compute running at
+  // full speed meanwhile and set back by compute's own fixed cost; then,
+  // while it moves bytes beside compute, compute runs 1/(1+s) as fast and
+  // the collective 1/(1+c). Event by event: compute reaches the next
+  // bucket's ready point (or the end of backward), or the collective in
+  // flight ends its fixed cost or finishes.
   const Contention k = ContentionOf(shape);
   const double s = k.compute_slowdown, c = k.comm_slowdown;
   double wall = 0.0, done = 0.0;  // done: backward's compute so far, in profiled seconds
   double backward_wall = last_backward;  // when compute finished backward
   size_t ready = 0, next_comm = 0;
-  double left = 0.0;       // the collective in flight: profiled seconds of it still to go
+  double left = 0.0;        // the collective in flight: profiled seconds of its bytes still to move
+  double fixed_left = 0.0;  // and wall seconds of its fixed cost still to wait
   bool in_flight = false;
   const size_t n = out.buckets.size();
   auto ready_at = [&](size_t b) { return options.overlap ? out.buckets[b].ready_s : last_backward; };
-  for (int guard = 0; guard < 4 * static_cast<int>(n) + 8; ++guard) {
+  for (int guard = 0; guard < 6 * static_cast<int>(n) + 8; ++guard) {
     const bool computing = done < last_backward;
     while (ready < n && done >= ready_at(ready)) out.buckets[ready++].ready_s = wall;
     if (!in_flight && next_comm < ready) {
@@ -463,24 +511,28 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
       left = duration(b.bytes);
       out.comm_s += left;
       in_flight = true;
+      fixed_left = 0.0;
       if (computing) {
-        done -= k.compute_per_collective_s / (1.0 + s);
-        left += k.comm_per_collective_s / (1.0 + c);
+        done -= k.compute_per_collective_s;
+        fixed_left = k.comm_per_collective_s;
       }
     }
     if (!computing && !in_flight) break;
-    const double compute_rate = computing ? (in_flight ? 1.0 / (1.0 + s) : 1.0) : 0.0;
-    const double comm_rate = in_flight ? (computing ? 1.0 / (1.0 + c) : 1.0) : 0.0;
+    const bool moving = in_flight && fixed_left <= 0.0;
+    const double compute_rate = computing ? (moving ? 1.0 / (1.0 + s) : 1.0) : 0.0;
+    const double comm_rate = moving ? (computing ? 1.0 / (1.0 + c) : 1.0) : 0.0;
     const double target = ready < n ? std::min(ready_at(ready), last_backward) : last_backward;
     double dt = std::numeric_limits<double>::infinity();
     if (computing) dt = std::min(dt, (target - done) / compute_rate);
-    if (in_flight) dt = std::min(dt, left / comm_rate);
+    if (in_flight) dt = std::min(dt, moving ? left / comm_rate : fixed_left);
     wall += dt;
     if (computing) {
       done = (target - done) / compute_rate <= dt ? target : done + dt * compute_rate;
       if (done >= last_backward) backward_wall = wall;
     }
-    if (in_flight) {
+    if (in_flight && !moving) {
+      fixed_left = fixed_left <= dt ? 0.0 : fixed_left - dt;
+    } else if (in_flight) {
       left -= dt * comm_rate;
       if (left <= 1e-15) {
         out.buckets[next_comm++].end_s = wall;

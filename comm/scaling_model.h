@@ -26,10 +26,10 @@
 //   - GPUs: collectives run on copy engines and NCCL's own kernels beside
 //     compute; compute is not slowed (shares_compute false).
 //   - CPU ranks: MPI (and the kernel, over TCP) moves and sums the bytes on
-//     the cores that compute, so each slows the other while both run:
-//     compute by compute_slowdown, the collective by comm_slowdown, both
-//     measured by running the two at once (tools/scaling_validation's
-//     contention probe). What is validated on CPU ranks carries over to
+//     the cores that compute, so each slows the other while bytes move:
+//     compute by compute_slowdown, the collective by comm_slowdown; and a
+//     collective started beside compute first waits a fixed cost; all
+//     measured by running the two at once (ddp_train --contention-probe). What is validated on CPU ranks carries over to
 //     GPUs only in the parts that do not depend on this: bucket timing, the
 //     ring's terms, overlap.
 #pragma once
@@ -84,18 +84,20 @@ struct Link {
   double bus_gbps = 0.0;    // GB/s (1e9 bytes) of ring bus bandwidth per rank
   double latency_us = 0.0;  // per ring hop, software included
   bool shares_compute = false;
-  // CPU ranks: while a collective is in flight compute runs 1/(1+s) as
-  // fast, and while compute runs a collective moves bytes 1/(1+c) as fast
-  // (the kernel's TCP work and MPI's copies and sums share the cores).
+  // CPU ranks: while a collective moves bytes beside compute, compute runs
+  // 1/(1+s) as fast and the collective 1/(1+c) (the kernel's TCP work and
+  // MPI's copies and sums share the cores).
   double compute_slowdown = 0.0, comm_slowdown = 0.0;
   std::string source;       // where the figures come from
   std::string assumes;      // what the figures take for granted
-  // CPU ranks: each collective that starts while compute runs costs compute
-  // this much more wall time, and takes this much longer itself; a fixed
-  // cost a collective (on a 2-core box 10-15 ms whatever the size: the comm
-  // thread waiting for its turn on the rank's core, as we read it), which
+  // CPU ranks: each collective that starts while compute runs first waits
+  // comm_per_collective_ms (on a 2-core box 10-15 ms whatever the size: its
+  // thread waiting for its turn on the rank's core, as we read it), compute
+  // running at full speed meanwhile, and costs compute
+  // compute_per_collective_ms of work; a fixed cost a collective, which
   // the slowdowns alone, measured at one size, would spread over its bytes.
-  // Many small buckets pay it often.
+  // Many small buckets pay it often, but slow compute less than few large
+  // ones: they move bytes for less of the backward.
   double compute_per_collective_ms = 0.0, comm_per_collective_ms = 0.0;
 };
 
@@ -132,16 +134,24 @@ struct Contention {
 };
 // With one load, the slowdowns are its ratios (no fixed cost). With two of
 // different sizes (more collectives in the smaller one's backward), two
-// equations each: loaded backward = quiet x (1 + s) + collectives x fixed,
-// and loaded collective = its quiet time x (1 + c) + fixed. A fixed cost
-// solved below zero is taken as zero and the slowdown is the larger load's
-// ratio; a slowdown below zero is zero, and the fixed cost the larger
-// load's excess over its collectives (compute) or the loads' mean excess
-// (a collective). The fixed cost is fitted only where the two are far
-// enough apart to tell it from noise: one more collective in the smaller
-// load's backward (compute), quiet times twofold apart (a collective;
-// otherwise both are mostly latency, and the mean excess is all fixed).
+// equations each: loaded collective = its quiet time x (1 + c) + fixed
+// (y); and, as Predict simulates it (compute slowed only while bytes move,
+// B = loaded backward - collectives x y of it), loaded backward = quiet +
+// collectives x fixed + B x s / (1 + s). A fixed cost solved below zero
+// is taken as zero and the slowdown is the larger load's; a slowdown
+// below zero is zero, and the fixed cost the larger load's excess over
+// its collectives (compute) or the loads' mean excess (a collective);
+// compute's slowdown is at most +1900%. The fixed cost is fitted only
+// where the two are far enough apart to tell it from noise: one more
+// collective in the smaller load's backward (compute), quiet times
+// twofold apart (a collective; otherwise both are mostly latency, and the
+// mean excess is all fixed).
 Contention FitContention(double backward_quiet_s, const ContentionLoad& large, const ContentionLoad* small);
+// FitContention over what a --contention-probe file timed (format 2: its
+// backward alone and its one or two loads), so
+// the model's current fit, not the one the probe printed, sets a link's
+// contention. `path` names the file in errors.
+StatusOr<Contention> FitContentionProbe(const std::string& text, const std::string& path);
 
 struct ClusterShape {
   int gpus_per_node = 1, nodes = 1;

@@ -149,36 +149,73 @@ TEST(ScalingModelTest, CpuRanksPayEachCollectivesFixedCostBesideCompute) {
       << DescribeCase(shape);
 }
 
+TEST(ScalingModelTest, CpuRanksComputeAtFullSpeedWhileACollectiveWaitsItsFixedCost) {
+  // Compute half as fast while bytes move, and each collective started
+  // beside compute waits 10 ms first, compute at full speed: the first
+  // bucket's collective waits 0.10-0.11 (compute to 0.11) and moves bytes
+  // 0.11-0.16 (compute to 0.135), compute reaches the second gradient at
+  // 0.225; its collective waits to 0.235 (0.21), moves to 0.285 (0.235),
+  // and backward ends at 0.35; the third, after backward, pays no wait
+  // (0.35-0.40).
+  Link link = TestLink(0.02, 0.0, true, 1.0);
+  link.comm_per_collective_ms = 10.0;
+  const Prediction p = Predict(ThreeParams(), Shape(2, link), Buckets(0.5));
+  EXPECT_NEAR(p.buckets[0].end_s, 0.16, 1e-9);
+  EXPECT_NEAR(p.buckets[1].ready_s, 0.225, 1e-9);
+  EXPECT_NEAR(p.buckets[1].end_s, 0.285, 1e-9);
+  EXPECT_NEAR(p.buckets[2].ready_s, 0.35, 1e-9);
+  EXPECT_NEAR(p.buckets[2].end_s, 0.40, 1e-9);
+}
+
+// A load as the model has it: backward beside `collectives` collectives of
+// `quiet` s each, back to back, compute slowed by s while their bytes move
+// and each first waiting y at full speed and costing compute x.
+ContentionLoad Load(int64_t bytes, double backward_quiet, double collectives, double quiet, double s, double c,
+                    double x, double y) {
+  const double sigma = s / (1.0 + s);
+  // T = q + n x + (T - n y) sigma.
+  const double backward = (backward_quiet + collectives * x - collectives * y * sigma) / (1.0 - sigma);
+  return ContentionLoad{bytes, backward, collectives, quiet, quiet * (1.0 + c) + y};
+}
+
 TEST(ScalingModelTest, ContentionFitSeparatesFixedCostsFromSlowdowns) {
-  // Backward 0.2 s alone; compute 50% slower and 10 ms a collective;
-  // collectives 30% slower and 5 ms more each. 16 MiB loads: 5 collectives
-  // in a backward, 40 ms each alone; 4 MiB: 17, 10 ms alone.
-  ContentionLoad large{16 << 20, 0.2 * 1.5 + 5 * 0.01, 5.0, 0.04, 0.04 * 1.3 + 0.005};
-  ContentionLoad small{4 << 20, 0.2 * 1.5 + 17 * 0.01, 17.0, 0.01, 0.01 * 1.3 + 0.005};
+  // Backward 0.2 s alone; compute 50% slower while bytes move and 10 ms a
+  // collective; collectives 30% slower and 5 ms more each. 16 MiB loads: 5
+  // collectives in a backward, 40 ms each alone; 4 MiB: 17, 10 ms alone.
+  const ContentionLoad large = Load(16 << 20, 0.2, 5.0, 0.04, 0.5, 0.3, 0.01, 0.005);
+  const ContentionLoad small = Load(4 << 20, 0.2, 17.0, 0.01, 0.5, 0.3, 0.01, 0.005);
+  EXPECT_NEAR(large.backward_s, (0.25 - 0.025 / 3) * 1.5, 1e-12);  // the algebra above, by hand
   Contention k = FitContention(0.2, large, &small);
   EXPECT_NEAR(k.compute_slowdown, 0.5, 1e-9);
   EXPECT_NEAR(k.compute_per_collective_s, 0.01, 1e-9);
   EXPECT_NEAR(k.comm_slowdown, 0.3, 1e-9);
   EXPECT_NEAR(k.comm_per_collective_s, 0.005, 1e-9);
-  // One size: its ratios, no fixed cost.
+  // One size: its ratios, no fixed cost (so all of the loaded backward
+  // moves bytes).
   k = FitContention(0.2, large, nullptr);
-  EXPECT_NEAR(k.compute_slowdown, 0.35 / 0.2 - 1.0, 1e-9);
+  EXPECT_NEAR(k.compute_slowdown, large.backward_s / 0.2 - 1.0, 1e-9);
   EXPECT_NEAR(k.comm_slowdown, 0.057 / 0.04 - 1.0, 1e-9);
   EXPECT_EQ(k.compute_per_collective_s, 0.0);
   EXPECT_EQ(k.comm_per_collective_s, 0.0);
-  // The smaller load's backward no slower (noise): no fixed cost, the
-  // larger load's ratio. A fixed cost larger than the whole slowdown: the
+  // The smaller load's backward faster than its fewer bytes explain
+  // (noise): no compute fixed cost, the larger load's slowdown over the
+  // time it moved bytes. A fixed cost larger than the whole excess: the
   // slowdown zero and the larger load's excess spread over its collectives.
-  ContentionLoad even = small;
-  even.backward_s = large.backward_s;
-  k = FitContention(0.2, large, &even);
+  ContentionLoad quick = small;
+  quick.backward_s = 0.21;
+  k = FitContention(0.2, large, &quick);
   EXPECT_EQ(k.compute_per_collective_s, 0.0);
-  EXPECT_NEAR(k.compute_slowdown, 0.75, 1e-9);
+  const double moved = large.backward_s - 5 * 0.005, sigma = (large.backward_s - 0.2) / moved;
+  EXPECT_NEAR(k.compute_slowdown, sigma / (1.0 - sigma), 1e-9);
   ContentionLoad steep = small;
   steep.backward_s = large.backward_s + 12 * 0.05;  // 50 ms a collective
   k = FitContention(0.2, large, &steep);
   EXPECT_EQ(k.compute_slowdown, 0.0);
-  EXPECT_NEAR(k.compute_per_collective_s, 0.15 / 5, 1e-9);
+  EXPECT_NEAR(k.compute_per_collective_s, (large.backward_s - 0.2) / 5, 1e-9);
+  // Compute all but stopped while bytes move: the slowdown at its cap.
+  ContentionLoad stalled = Load(16 << 20, 0.2, 5.0, 0.04, 100.0, 0.0, 0.0, 0.0);
+  k = FitContention(0.2, stalled, nullptr);
+  EXPECT_NEAR(k.compute_slowdown, 19.0, 1e-9);
   // Collectives: a line through both sizes below zero at no bytes: no
   // fixed cost, the larger one's ratio.
   ContentionLoad proportional = small;
@@ -203,6 +240,39 @@ TEST(ScalingModelTest, ContentionFitSeparatesFixedCostsFromSlowdowns) {
   k = FitContention(0.0, large, &small);
   EXPECT_EQ(k.compute_slowdown, 0.0);
   EXPECT_EQ(k.comm_slowdown, 0.0);
+}
+
+TEST(ScalingModelTest, ContentionProbeFilesAreFittedAnew) {
+  const ContentionLoad large = Load(16 << 20, 0.2, 5.0, 0.04, 0.5, 0.3, 0.01, 0.005);
+  const ContentionLoad small = Load(4 << 20, 0.2, 17.0, 0.01, 0.5, 0.3, 0.01, 0.005);
+  auto load = [](const ContentionLoad& l) {
+    char text[300];
+    std::snprintf(text, sizeof(text),
+                  "{\"bytes\": %lld, \"backward_s\": %.17g, \"collectives_per_backward\": %.17g, "
+                  "\"collective_quiet_s\": %.17g, \"collective_loaded_s\": %.17g}",
+                  static_cast<long long>(l.bytes), l.backward_s, l.collectives, l.collective_quiet_s,
+                  l.collective_loaded_s);
+    return std::string(text);
+  };
+  // The figures the probe printed (here nonsense) are not what the link takes.
+  const std::string head = "{\"format\": \"ddp_train contention probe 2\", \"compute_quiet_s\": 0.2, "
+                           "\"compute_slowdown\": 9, \"large\": " + load(large);
+  StatusOr<Contention> both = FitContentionProbe(head + ", \"small\": " + load(small) + "}", "probe.json");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_NEAR(both->compute_slowdown, 0.5, 1e-9);
+  EXPECT_NEAR(both->compute_per_collective_s, 0.01, 1e-9);
+  EXPECT_NEAR(both->comm_slowdown, 0.3, 1e-9);
+  EXPECT_NEAR(both->comm_per_collective_s, 0.005, 1e-9);
+  StatusOr<Contention> one = FitContentionProbe(head + "}", "probe.json");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_NEAR(one->compute_slowdown, large.backward_s / 0.2 - 1.0, 1e-9);
+  EXPECT_EQ(one->comm_per_collective_s, 0.0);
+  StatusOr<Contention> foreign = FitContentionProbe("{\"format\": \"ddp_train step profile 1\"}", "p.json");
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("p.json"), std::string::npos);
+  StatusOr<Contention> partial = FitContentionProbe(head + ", \"small\": {\"bytes\": 4}}", "q.json");
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.status().message().find("q.json"), std::string::npos);
 }
 
 TEST(ScalingModelTest, ZeroGathersUnderTheNextForward) {

@@ -141,8 +141,22 @@ grep -Eq '^bus_gbps = 1\.2(49|5)' "$tmp/lab.link" && grep -Eq '^latency_us = (29
   grep -q '^comm_slowdown = 0.5$' "$tmp/cpu.link" && grep -q '^compute_per_collective_ms = 1.5$' "$tmp/cpu.link" &&
   grep -q '^comm_per_collective_ms = 2$' "$tmp/cpu.link" || { cat "$tmp/cpu.link"; fail "--fit's contention flags"; }
 "$model" --profile "$tmp/profile.json" --link "$tmp/cpu.link" --gpus 2 |
-  grep -q "compute 30% slower, collectives 50% slower; each collective started beside compute costs it 1.5 ms and itself 2.0 ms more" ||
+  grep -q "compute 30% slower, the collective 50% slower; each collective started beside compute costs it 1.5 ms and itself 2.0 ms more" ||
   fail "a fitted CPU link is not the CPU case"
+# --fit-contention: the probe's file fitted anew, the same four figures the
+# probe (this build's fit) wrote.
+"$model" --fit "$tmp/bench.txt" --fit-ranks 2 --fit-contention "$tmp/contention.json" > "$tmp/probe.link" ||
+  fail "--fit-contention"
+/usr/bin/python3 - "$tmp/probe.link" "$tmp/contention.json" <<'PY' || { cat "$tmp/probe.link"; fail "--fit-contention's figures"; }
+import json, sys
+link = dict(l.split(" = ", 1) for l in open(sys.argv[1]).read().splitlines() if " = " in l)
+p = json.load(open(sys.argv[2]))
+assert link["shares_compute"] == "true", link
+for key in ("compute_slowdown", "comm_slowdown", "compute_per_collective_ms", "comm_per_collective_ms"):
+    assert abs(float(link[key]) - p[key]) <= 1e-5 * max(1.0, abs(p[key])), (key, link[key], p[key])
+print("--fit-contention ok:", {k: link[k] for k in ("compute_slowdown", "comm_per_collective_ms")})
+PY
+expect_error "not written by ddp_train --contention-probe" "$model" --fit "$tmp/bench.txt" --fit-contention "$tmp/profile.json"
 # Several profiles of one configuration average.
 "$model" --profile "$tmp/profile.json,$tmp/profile.json" --link "$tmp/lab.link" --gpus 2 --csv > "$tmp/two.csv" &&
   "$model" --profile "$tmp/profile.json" --link "$tmp/lab.link" --gpus 2 --csv > "$tmp/one.csv" &&

@@ -46,13 +46,17 @@ DEFINE_string(fit, "", "comm_bench output to fit a link to (its all-reduce rows 
 DEFINE_int32(fit_ranks, 2, "the ranks the --fit table was measured at");
 DEFINE_string(name, "fitted", "the fitted link's name");
 DEFINE_double(fit_compute_slowdown, -1.0,
-              "CPU ranks: compute's slowdown while a collective runs, for the fitted link (0.25: 25% slower); "
+              "CPU ranks: compute's slowdown while a collective moves bytes, for the fitted link (0.25: 25% slower); "
               "-1: GPU ranks, collectives beside compute");
 DEFINE_double(fit_comm_slowdown, 0.0, "CPU ranks: the collectives' slowdown while compute runs, for the fitted link");
 DEFINE_double(fit_compute_per_collective_ms, 0.0,
               "CPU ranks: the compute each collective started beside it costs, for the fitted link");
 DEFINE_double(fit_comm_per_collective_ms, 0.0,
-              "CPU ranks: how much longer each collective started beside compute takes, for the fitted link");
+              "CPU ranks: how long each collective started beside compute waits first (compute at full speed), "
+              "for the fitted link");
+DEFINE_string(fit_contention, "",
+              "CPU ranks: a file from ddp_train --contention-probe; the fitted link takes its contention, fitted "
+              "anew (instead of the --fit-*slowdown and --fit-*-per-collective-ms figures)");
 DEFINE_bool(list_links, false, "print the presets with their sources and assumptions");
 
 namespace ddp {
@@ -98,7 +102,17 @@ int Fit() {
   if (points.size() < 2) return Fail("--fit " + FLAGS_fit + ": fewer than two all-reduce rows of 64 KiB or more");
   StatusOr<Link> link = FitLink(points, FLAGS_fit_ranks, FLAGS_name);
   if (!link.ok()) return Fail("--fit " + FLAGS_fit + ": " + link.status().message());
-  if (FLAGS_fit_compute_slowdown >= 0.0) {
+  if (!FLAGS_fit_contention.empty()) {
+    StatusOr<std::string> probe = ReadWholeFile(FLAGS_fit_contention);
+    if (!probe.ok()) return Fail("--fit-contention " + FLAGS_fit_contention + ": " + probe.status().message());
+    StatusOr<Contention> k = FitContentionProbe(*probe, FLAGS_fit_contention);
+    if (!k.ok()) return Fail(k.status().message());
+    link->shares_compute = true;
+    link->compute_slowdown = k->compute_slowdown;
+    link->comm_slowdown = k->comm_slowdown;
+    link->compute_per_collective_ms = k->compute_per_collective_s * 1e3;
+    link->comm_per_collective_ms = k->comm_per_collective_s * 1e3;
+  } else if (FLAGS_fit_compute_slowdown >= 0.0) {
     link->shares_compute = true;
     link->compute_slowdown = FLAGS_fit_compute_slowdown;
     link->comm_slowdown = std::max(0.0, FLAGS_fit_comm_slowdown);
