@@ -29,9 +29,9 @@
 //     the cores that compute, so each slows the other while bytes move:
 //     compute by compute_slowdown, the collective by comm_slowdown; and a
 //     collective started beside compute first waits a fixed cost; all
-//     measured by running the two at once (ddp_train --contention-probe). What is validated on CPU ranks carries over to
-//     GPUs only in the parts that do not depend on this: bucket timing, the
-//     ring's terms, overlap.
+//     measured by running the two at once (ddp_train --contention-probe).
+//     What is validated on CPU ranks carries over to GPUs only in the parts
+//     that do not depend on this: bucket timing, the ring's terms, overlap.
 #pragma once
 
 #include <cstdint>
