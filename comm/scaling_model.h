@@ -147,6 +147,10 @@ struct Contention {
 // twofold apart (a collective; otherwise both are mostly latency, and the
 // mean excess is all fixed).
 Contention FitContention(double backward_quiet_s, const ContentionLoad& large, const ContentionLoad* small);
+// The smaller of the two loads, for a larger one of `bytes`: a quarter of
+// it, in whole float32 elements (--contention-probe and --bucket-mb auto's
+// contention pass both load these two sizes).
+inline int64_t SmallerContentionLoad(int64_t bytes) { return bytes / 16 * 4; }
 // FitContention over what a --contention-probe file timed (format 2: its
 // backward alone and its one or two loads), so
 // the model's current fit, not the one the probe printed, sets a link's

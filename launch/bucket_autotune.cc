@@ -137,7 +137,7 @@ StatusOr<BucketChoice> ChooseBucketMb(Communicator* comm, Model* model, Executio
     load_bytes = static_cast<int64_t>(size.data<double>()[0]);
     ContentionLoad loads[2];
     for (int k = 0; k < 2; ++k) {
-      const int64_t bytes = k == 0 ? load_bytes : load_bytes / 4;
+      const int64_t bytes = k == 0 ? load_bytes : SmallerContentionLoad(load_bytes);
       ASSIGN_OR_RETURN(loads[k], LoadedBackward(comm, model, ctx, batch, bytes, QuietSeconds(points, bytes),
                                                 profile.backward_s));
     }

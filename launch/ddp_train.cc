@@ -265,7 +265,7 @@ int Main(int argc, char** argv) {
     // Loads of the asked size and a quarter of it (a fixed cost a
     // collective, told from a slowdown per byte).
     const int64_t bytes = static_cast<int64_t>(options->contention_probe_mb * (1 << 20)) / 4 * 4;
-    probe = std::make_unique<ContentionProbe>(comm.get(), bytes, bytes / 16 * 4);
+    probe = std::make_unique<ContentionProbe>(comm.get(), bytes, SmallerContentionLoad(bytes));
     trainer_ranks.rank = 0;
     trainer_ranks.world_size = 1;  // threads still divide the node's cores by local_size
   }
