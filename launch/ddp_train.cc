@@ -1,10 +1,12 @@
 // ddp_train: data-parallel training of ResNet and BERT. One rank
 // per process, under mpirun, srun --mpi=pmix, or alone. See DESIGN.md for
 // the command-line contract.
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <cstdlib>
 #include <memory>
+#include <thread>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -21,9 +23,11 @@
 #include "launch/preemption.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
+#include "runtime/allocator.h"
 #include "runtime/ops/conv2d.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/durable_files.h"
+#include "runtime/tensor.h"
 
 namespace ddp {
 namespace {
@@ -39,13 +43,16 @@ int Fail(const RankInfo& ranks, const Status& status) {
   return 1;
 }
 
-// A fatal CUDA condition the user can act on (out of memory): one line, then
-// every rank ends (AbortJob: the others may be inside a collective).
+// A fatal condition the user can act on (out of memory): one line, then
+// every rank ends (AbortJob: the others may be inside a collective). The
+// others first get a moment to say their own line: where every rank runs
+// out at the same step, each then reports it rather than being killed.
 RankInfo g_ranks;
 void FatalOnThisRank(const std::string& line) {
   if (g_ranks.world_size > 1) {
     std::fprintf(stderr, "ddp_train: rank %d: error: %s\n", g_ranks.rank, line.c_str());
     std::fflush(nullptr);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     AbortJob();
   }
   std::fprintf(stderr, "ddp_train: error: %s\n", line.c_str());
@@ -96,6 +103,7 @@ std::string Exact(double value) {
 // Settings that every rank must share; a mismatch would hang or corrupt.
 std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptions& o) {
   return {{"--model", o.model},
+          {"--device-memory-limit", std::to_string(o.device_memory_limit)},
           {"--batch-size", std::to_string(o.batch_size)},
           {"--accumulation-steps", std::to_string(o.accumulation_steps)},
           {"--steps", std::to_string(o.steps)},
@@ -174,7 +182,11 @@ int Main(int argc, char** argv) {
   request.flag = options->device;
   request.local_rank = ranks.local_rank;
   request.local_size = ranks.local_size;
-  request.visible_gpus = options->device == "cpu" ? 0 : cuda::DeviceCount();
+  if (options->device != "cpu") {
+    const cuda::DeviceQuery gpus = cuda::QueryDevices();
+    request.visible_gpus = gpus.count;
+    request.cuda_error = gpus.error;
+  }
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (visible != nullptr) request.cuda_visible_devices = visible;
   request.cuda_training = cuda::BuiltWithCuda();
@@ -218,13 +230,16 @@ int Main(int argc, char** argv) {
   // One compute stream per rank, the device's current stream: kernels,
   // allocations and copies all follow it.
   void* stream = nullptr;
+  SetFatalErrorHandler(&FatalOnThisRank);
+  SetOutOfMemoryContext("training " + options->model + " at --batch-size " + std::to_string(options->batch_size));
+  SetActivationBatchSize(options->batch_size);
   if (device->cuda) {
     cuda::SetDevice(device->gpu);
     options->gpu = device->gpu;
     stream = cuda::CreateStream();
     cuda::SetCurrentStream(device->gpu, stream);
-    cuda::SetFatalErrorHandler(&FatalOnThisRank);
   }
+  GetAllocator(device->cuda ? Device::Cuda(device->gpu) : Device::Cpu())->set_limit_bytes(options->device_memory_limit);
 
   // NCCL's own wait watchdog (ncclCommAbort past DDP_NCCL_TIMEOUT_S) takes
   // --comm-timeout-s unless that variable says otherwise.

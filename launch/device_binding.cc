@@ -17,6 +17,10 @@ StatusOr<DeviceChoice> ChooseDevice(const DeviceRequest& r) {
   if (r.flag != "auto" && r.flag != "cuda") {
     return InvalidArgument("--device '" + r.flag + "' is unknown; use auto, cpu or cuda");
   }
+  if (!r.cuda_error.empty()) {
+    return FailedPrecondition("--device " + r.flag + ": the NVIDIA driver is installed but CUDA cannot start: " +
+                              r.cuda_error + "; fix the driver, or train on the CPU with --device cpu");
+  }
   // One visible GPU: this rank's own (or shared, which CheckGpusNotShared
   // decides); several: one per local rank.
   const bool enough = r.visible_gpus == 1 || (r.visible_gpus > 0 && r.local_size <= r.visible_gpus);

@@ -18,6 +18,9 @@ struct DeviceRequest {
   std::string flag = "auto";  // --device: auto, cpu or cuda
   int local_rank = 0, local_size = 1;
   int visible_gpus = 0;              // what the driver shows this process
+  // Why CUDA could not start where the driver is installed (cuda::DeviceQuery's
+  // error), or "": then no GPU is visible, and that is not an error.
+  std::string cuda_error;
   std::optional<std::string> cuda_visible_devices;  // the variable, for messages
   // Whether this build can train on CUDA (it was built with nvcc). Where it
   // cannot, auto means CPU and cuda is refused, after the binding is checked.
@@ -30,6 +33,10 @@ struct DeviceChoice {
   std::string description;  // "cpu" or "cuda:1", for the start line
 };
 
+// A driver that is installed but cannot start CUDA is refused under auto
+// and cuda alike, with CUDA's reason: training on the CPU instead would hide
+// a broken GPU box.
+//
 // auto: CUDA when GPUs are visible, enough for every local rank, and this
 // build trains on them; CPU otherwise. cuda: a GPU for this rank, or one
 // line saying why not (none visible, more local ranks than visible GPUs,

@@ -47,6 +47,23 @@ TEST(DeviceBindingTest, AutoFallsBackToCpu) {
   EXPECT_FALSE(c->cuda);
 }
 
+TEST(DeviceBindingTest, ABrokenDriverIsRefusedNotMistakenForNoGpu) {
+  for (const std::string flag : {"auto", "cuda"}) {
+    DeviceRequest r = Request(flag, 0, 1, 0, true);
+    r.cuda_error = "CUDA driver version is insufficient for CUDA runtime version (cudaErrorInsufficientDriver)";
+    EXPECT_EQ(ChooseDevice(r).status().message(),
+              "--device " + flag +
+                  ": the NVIDIA driver is installed but CUDA cannot start: CUDA driver version is insufficient for "
+                  "CUDA runtime version (cudaErrorInsufficientDriver); fix the driver, or train on the CPU with "
+                  "--device cpu");
+  }
+  DeviceRequest cpu = Request("cpu", 0, 1, 0, true);
+  cpu.cuda_error = "initialization error (cudaErrorInitializationError)";
+  StatusOr<DeviceChoice> c = ChooseDevice(cpu);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->cuda);
+}
+
 TEST(DeviceBindingTest, CudaRefusalsNameTheCause) {
   DeviceRequest none = Request("cuda", 0, 1, 0, true);
   EXPECT_EQ(ChooseDevice(none).status().message(), "--device cuda: no GPU is visible (CUDA_VISIBLE_DEVICES is unset)");

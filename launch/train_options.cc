@@ -13,10 +13,15 @@
 #include <google/protobuf/text_format.h>
 
 #include "launch/train_config.pb.h"
+#include "runtime/byte_size.h"
 
 DEFINE_string(config, "", "a TrainConfig in protobuf text format; flags given here override it");
 DEFINE_string(model, "resnet50", "resnet18, resnet34, resnet50, resnet101 or resnet152");
 DEFINE_string(device, "auto", "auto, cpu or cuda");
+DEFINE_string(device_memory_limit, "",
+              "cap this rank's device memory for tensors (e.g. 24GiB: an RTX 4090's, on a larger GPU; on CPU ranks, "
+              "host memory): past it the run ends with the out-of-memory line a card of that size gives; empty: "
+              "no cap");
 DEFINE_string(precision, "fp32",
               "fp32; tf32 (GPU math mode); bf16 (mixed precision: 16-bit activations, f32 master weights; on CPUs "
               "with AVX-512 BF16); fp16 (GPU, with dynamic loss scaling)");
@@ -208,6 +213,9 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--device '" + FLAGS_device + "' is unknown; use auto, cpu or cuda");
   }
   o.device = FLAGS_device;  // launch/device_binding chooses the rank's device
+  if (!FLAGS_device_memory_limit.empty()) {
+    ASSIGN_OR_RETURN(o.device_memory_limit, ParseByteSize("--device-memory-limit", FLAGS_device_memory_limit));
+  }
   if (FLAGS_precision != "fp32" && FLAGS_precision != "tf32" && FLAGS_precision != "fp16" &&
       FLAGS_precision != "bf16") {
     return InvalidArgument("--precision '" + FLAGS_precision + "' is unknown; use fp32, tf32, fp16 or bf16");

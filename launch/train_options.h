@@ -21,6 +21,9 @@ struct TrainOptions {
   // The CUDA device this rank trains on, or -1 for the CPU: ddp_train's
   // device binding sets it.
   int gpu = -1;
+  // --device-memory-limit: the most bytes this rank's device allocator
+  // holds in tensors (0: no cap); past it, the out-of-memory line.
+  int64_t device_memory_limit = 0;
   // --precision: fp32, tf32 (GPU), fp16, bf16; --deterministic (GPU).
   std::string precision = "fp32";
   bool deterministic = false;

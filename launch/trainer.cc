@@ -323,11 +323,7 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
                   report.fresh.size(), report.fresh.size() == 1 ? "" : "s", list(report.fresh).c_str());
     }
   }
-  if (on_gpu()) {
-    cuda::SetOutOfMemoryContext("training " + options_.model + " at --batch-size " +
-                                std::to_string(options_.batch_size));
-    model_->MoveTo(ctx_.device());
-  }
+  if (on_gpu()) model_->MoveTo(ctx_.device());
   // Channels-last: always on the CPU (oneDNN's NHWC kernels need no
   // reorders); on GPUs for 16-bit training, where cuDNN's tensor-core
   // kernels want NHWC, reading a [K, R, S, C] copy of the weights that the

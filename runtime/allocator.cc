@@ -1,10 +1,65 @@
 #include "runtime/allocator.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include <glog/logging.h>
 
+#include "runtime/byte_size.h"
+
 namespace ddp {
+namespace {
+
+std::mutex g_fatal_mu;
+void (*g_fatal_handler)(const std::string&) = nullptr;
+std::string g_oom_context;
+
+}  // namespace
+
+void SetFatalErrorHandler(void (*handler)(const std::string& line)) {
+  std::lock_guard<std::mutex> lock(g_fatal_mu);
+  g_fatal_handler = handler;
+}
+
+void SetOutOfMemoryContext(const std::string& context) {
+  std::lock_guard<std::mutex> lock(g_fatal_mu);
+  g_oom_context = context;
+}
+
+void FatalError(const std::string& line) {
+  void (*handler)(const std::string&) = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_fatal_mu);
+    handler = g_fatal_handler;
+  }
+  if (handler != nullptr) handler(line);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(nullptr);
+  std::_Exit(1);  // no static destructors: other threads (CUDA, MPI) may be in no state to run them
+}
+
+std::string Allocator::OutOfMemoryLine(size_t bytes) const {
+  std::string context;
+  {
+    std::lock_guard<std::mutex> lock(g_fatal_mu);
+    context = g_oom_context;
+  }
+  const Device d = device();
+  std::string line = std::string(d.is_cuda() ? "CUDA " : "") + "out of memory on " + d.ToString() + " asking for " +
+                     FormatBytes(static_cast<int64_t>(bytes)) + " (" + FormatBytes(bytes_in_use()) + " in tensors, " +
+                     FormatBytes(reserved_bytes()) + " reserved";
+  if (limit_bytes() > 0) line += ", --device-memory-limit " + FormatBytes(limit_bytes());
+  line += ")";
+  if (!context.empty()) line += " " + context;
+  return line + "; try a smaller --batch-size";
+}
+
+void Allocator::CheckLimit(size_t bytes) const {
+  const int64_t limit = limit_bytes();
+  if (limit > 0 && bytes_in_use() + static_cast<int64_t>(bytes) > limit) OutOfMemory(bytes);
+}
+
+void Allocator::OutOfMemory(size_t bytes) const { FatalError(OutOfMemoryLine(bytes)); }
 
 void Allocator::RecordAllocation(size_t bytes) {
   const int64_t now = bytes_in_use_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
@@ -30,6 +85,7 @@ size_t CpuAllocator::RoundedSize(size_t bytes) {
 CpuAllocator::~CpuAllocator() { ReleaseCache(); }
 
 void* CpuAllocator::Allocate(size_t bytes) {
+  CheckLimit(bytes);
   const size_t size = RoundedSize(bytes == 0 ? 1 : bytes);
   void* ptr = nullptr;
   if (size >= kCachedBlockBytes) {
@@ -48,8 +104,7 @@ void* CpuAllocator::Allocate(size_t bytes) {
       ptr = std::aligned_alloc(kAlignment, size);
     }
   }
-  CHECK(ptr != nullptr) << "out of host memory allocating " << bytes << " bytes (" << bytes_in_use()
-                        << " bytes already in use)";
+  if (ptr == nullptr) OutOfMemory(bytes);
   RecordAllocation(bytes);
   return ptr;
 }

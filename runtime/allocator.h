@@ -7,16 +7,27 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "runtime/device.h"
 
 namespace ddp {
 
+// What running out of memory does: one line (OutOfMemoryLine), then the
+// fatal handler. Without a handler the line goes to stderr and the process
+// exits with status 1; ddp_train's handler ends every rank.
+void SetFatalErrorHandler(void (*handler)(const std::string& line));
+[[noreturn]] void FatalError(const std::string& line);
+// What an out-of-memory line adds, e.g. "training resnet50 at --batch-size
+// 256".
+void SetOutOfMemoryContext(const std::string& context);
+
 class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual Device device() const = 0;
-  // Never returns null: running out of memory is fatal, with the size asked.
+  // Never returns null: running out of memory is fatal (OutOfMemory), with
+  // the size asked.
   virtual void* Allocate(size_t bytes) = 0;
   virtual void Deallocate(void* ptr, size_t bytes) = 0;
 
@@ -26,13 +37,30 @@ class Allocator {
   virtual int64_t reserved_bytes() const { return bytes_in_use(); }
   void ResetPeak() { peak_bytes_.store(bytes_in_use(), std::memory_order_relaxed); }
 
+  // --device-memory-limit: at most `bytes` in tensors at once (0: no cap).
+  // An allocation past it fails as the device running out would, so a large
+  // GPU stands in for a smaller card (a 24 GiB RTX 4090 on an H200). Only
+  // tensor bytes count: on a real card the CUDA context and the allocator's
+  // fragmentation come on top.
+  void set_limit_bytes(int64_t bytes) { limit_bytes_.store(bytes, std::memory_order_relaxed); }
+  int64_t limit_bytes() const { return limit_bytes_.load(std::memory_order_relaxed); }
+
+  // "out of memory on cpu asking for 1.0 GiB (1.5 GiB in tensors, 1.6 GiB
+  // reserved, --device-memory-limit 2.0 GiB) training resnet50 at
+  // --batch-size 64; try a smaller --batch-size".
+  std::string OutOfMemoryLine(size_t bytes) const;
+
  protected:
+  // Fatal when `bytes` more would pass the cap.
+  void CheckLimit(size_t bytes) const;
+  [[noreturn]] void OutOfMemory(size_t bytes) const;
   void RecordAllocation(size_t bytes);
   void RecordDeallocation(size_t bytes);
 
  private:
   std::atomic<int64_t> bytes_in_use_{0};
   std::atomic<int64_t> peak_bytes_{0};
+  std::atomic<int64_t> limit_bytes_{0};
 };
 
 // 64-byte aligned host memory (one AVX-512 vector, one cache line).

@@ -1,5 +1,6 @@
 #include "runtime/tensor.h"
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -95,7 +96,40 @@ Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device, MemoryForma
   return t;
 }
 
+namespace {
+thread_local const ActivationScope* t_activation_scope = nullptr;
+std::atomic<int64_t> g_activation_batch_size{0};
+}  // namespace
+
+ActivationScope::ActivationScope(const std::string& layer, const char* pass)
+    : outer_(t_activation_scope), layer_(layer), pass_(pass) {
+  t_activation_scope = this;
+}
+
+ActivationScope::~ActivationScope() { t_activation_scope = outer_; }
+
+void SetActivationBatchSize(int64_t batch_size) { g_activation_batch_size.store(batch_size); }
+
+void CheckActivationSize(const Shape& shape, DType dtype) {
+  const ActivationScope* scope = t_activation_scope;
+  if (scope == nullptr || dtype == DType::kU8) return;
+  const int64_t elements = NumElements(shape);
+  if (elements <= kMaxActivationElements) return;
+  std::string line = scope->layer_ + " " + scope->pass_ + ": a " + ShapeToString(shape) + " " + DTypeName(dtype) +
+                     " activation (" + std::to_string(elements) +
+                     " elements) is past the 2^31 - 1 elements that cuDNN and this runtime's kernels take";
+  const int64_t batch = g_activation_batch_size.load();
+  if (batch > 0) {
+    // Activations grow with the batch: this one fits below this size (a
+    // later layer's may need a smaller one still).
+    const int64_t fits = static_cast<int64_t>(static_cast<long double>(kMaxActivationElements) * batch / elements);
+    line += "; it fits at --batch-size " + std::to_string(fits) + " or less (from " + std::to_string(batch) + ")";
+  }
+  FatalError(line);
+}
+
 Tensor Tensor::EmptyFrom(Allocator* allocator, const Shape& shape, DType dtype) {
+  CheckActivationSize(shape, dtype);
   const size_t nbytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
   return Tensor(std::make_shared<Storage>(allocator, nbytes), 0, shape, dtype);
 }

@@ -36,6 +36,33 @@ std::string ShapeToString(const Shape& shape);
 void RegisterAllocator(DeviceType type, Allocator* (*allocator_for_index)(int index));
 Allocator* GetAllocator(const Device& device);
 
+// Activations (the tensors layers make while they run) hold at most
+// kMaxActivationElements: cuDNN's descriptors and this runtime's GPU
+// kernels count elements in 32 bits, and CPU ranks keep the same bound so a
+// job moves between devices unchanged. Inside an ActivationScope
+// (Layer::Forward and Backward open one, naming the layer) a larger typed
+// tensor is refused before any kernel sees it: one line through FatalError,
+// naming the layer, the shape, and the --batch-size under which that tensor
+// would fit (SetActivationBatchSize gives the run's). Raw byte buffers
+// (scratch, workspaces) are not activations.
+constexpr int64_t kMaxActivationElements = 2147483647;  // 2^31 - 1
+class ActivationScope {
+ public:
+  ActivationScope(const std::string& layer, const char* pass);
+  ~ActivationScope();
+  ActivationScope(const ActivationScope&) = delete;
+  ActivationScope& operator=(const ActivationScope&) = delete;
+
+ private:
+  const ActivationScope* outer_;
+  const std::string& layer_;
+  const char* pass_;
+  friend void CheckActivationSize(const Shape& shape, DType dtype);
+};
+void SetActivationBatchSize(int64_t batch_size);
+// Fatal (the line above) when `shape` is past the bound inside a scope.
+void CheckActivationSize(const Shape& shape, DType dtype);
+
 class Tensor;
 // How tensors on a non-host device are copied and filled; the CUDA backend
 // registers these. Both run on the device's current stream; a copy into

@@ -98,6 +98,40 @@ TEST(CpuAllocatorTest, LargeBlocksAreReusedAndSizesRoundToEighths) {
   EXPECT_EQ(allocator.cached_bytes(), 0);
 }
 
+TEST(AllocatorTest, LimitIsExactAndOutOfMemoryIsOneLine) {
+  CpuAllocator allocator;
+  allocator.set_limit_bytes(1000);
+  void* a = allocator.Allocate(600);
+  void* b = allocator.Allocate(400);  // exactly at the cap
+  EXPECT_EQ(allocator.bytes_in_use(), 1000);
+  allocator.Deallocate(b, 400);
+  SetOutOfMemoryContext("training resnet50 at --batch-size 64");
+  EXPECT_EXIT(allocator.Allocate(401), ::testing::ExitedWithCode(1),
+              "^out of memory on cpu asking for 401 B \\(600 B in tensors, 600 B reserved, --device-memory-limit "
+              "1000 B\\) training resnet50 at --batch-size 64; try a smaller --batch-size\n$");
+  SetOutOfMemoryContext("");
+  allocator.Deallocate(a, 600);
+  allocator.set_limit_bytes(0);
+  void* big = allocator.Allocate(5000);  // no cap
+  allocator.Deallocate(big, 5000);
+}
+
+TEST(ActivationLimitTest, PastTwoToThe31InsideALayerIsOneLine) {
+  const Shape big = {3, 1 << 30};  // 3.2e9 elements, never allocated: refused first
+  // Outside a layer (datasets, flat buffers) nothing is limited.
+  CheckActivationSize(big, DType::kF32);
+  const std::string name = "layer1.0.conv1";
+  ActivationScope scope(name, "forward");
+  CheckActivationSize({2, 1 << 30}, DType::kU8);  // raw bytes: scratch, not an activation
+  CheckActivationSize({1, kMaxActivationElements}, DType::kF32);  // exactly at the bound
+  SetActivationBatchSize(4096);
+  EXPECT_EXIT(CheckActivationSize(big, DType::kBF16), ::testing::ExitedWithCode(1),
+              "^layer1.0.conv1 forward: a \\[3, 1073741824\\] bf16 activation \\(3221225472 elements\\) is past "
+              "the 2\\^31 - 1 elements that cuDNN and this runtime's kernels take; it fits at --batch-size 2730 or "
+              "less \\(from 4096\\)\n$");
+  SetActivationBatchSize(0);
+}
+
 TEST(TensorDeathTest, WrongDtypeAccessNamesBoth) {
   Tensor t = Tensor::Empty({2}, DType::kF32);
   EXPECT_DEATH(t.data<int64_t>(), "tensor is f32, accessed as i64");

@@ -28,7 +28,7 @@ echo "$line"
 chosen="$(printf '%s\n' "$line" | sed -n 's/^ddp_train: --bucket-mb auto: \([0-9.]*\) MiB: predicted .* ms at the default 25 MiB (probe: .*/\1/p')"
 [ -n "$chosen" ] || fail "no size and reason in: $line"
 # CPU ranks: the contention pass's slowdowns, in the reason (none below 0).
-printf '%s\n' "$line" | grep -qE 'beside [0-9.]+ and [0-9.]+ MiB all-reduces backward \+[0-9]+% and [0-9.]+ ms a collective, all-reduce \+[0-9]+% and [0-9.]+ ms each\)$' ||
+grep -qE 'beside [0-9.]+ and [0-9.]+ MiB all-reduces backward \+[0-9]+% and [0-9.]+ ms a collective, all-reduce \+[0-9]+% and [0-9.]+ ms each\)$' <<< "$line" ||
   fail "no contention figures in: $line"
 summary_mb="$(tail -1 "$tmp/auto.jsonl" | /usr/bin/python3 -c 'import json,sys; print("%g" % json.load(sys.stdin)["summary"]["bucket_mb"])')"
 [ "$summary_mb" = "$chosen" ] || fail "the summary's bucket_mb $summary_mb is not the choice $chosen"
@@ -48,9 +48,9 @@ grep -q "bucket-mb auto: $first_mb MiB, as the run being resumed chose" "$tmp/re
   fail "the resumed run's size is not the first run's $first_mb"
 
 out="$("$bin" "${common[@]}" --bucket-mb auto --steps 1 2>&1)" || fail "one rank: $out"
-printf '%s\n' "$out" | grep -q "bucket-mb auto: one rank, no gradient buckets to size" || fail "one rank: $out"
+grep -q "bucket-mb auto: one rank, no gradient buckets to size" <<< "$out" || fail "one rank: $out"
 out="$("$bin" "${common[@]}" --bucket-mb auto --nooverlap --steps 1 2>&1)" && fail "--nooverlap accepted"
-[ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && printf '%s\n' "$out" | grep -q "\-\-nooverlap hides none" ||
+[ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && grep -q "\-\-nooverlap hides none" <<< "$out" ||
   fail "--nooverlap: $out"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }

@@ -54,11 +54,11 @@ case_() {
   # run's, and one summary, last.
   /usr/bin/python3 tests/compare_losses.py "$tmp/$name.full.jsonl" "$tmp/$name.resumed.jsonl" --rtol 0 ||
     fail "$name: resumed losses differ"
-  [ "$(grep -c '"summary"' "$tmp/$name.resumed.jsonl")" = 1 ] && tail -n 1 "$tmp/$name.resumed.jsonl" | grep -q '^{"summary"' ||
+  [ "$(grep -c '"summary"' "$tmp/$name.resumed.jsonl")" = 1 ] && grep -q '^{"summary"' <<< "$(tail -n 1 "$tmp/$name.resumed.jsonl")" ||
     fail "$name: the metrics file does not end with its one summary"
   tools/compare_weights "$tmp/$name.full.safetensors" "$tmp/$name.resumed.safetensors" --rtol 0 ||
     fail "$name: resumed weights differ"
-  ls "$dir" | grep -q '\.tmp$' && fail "$name: a temporary directory was left after the resumed run"
+  grep -q '\.tmp$' <<< "$(ls "$dir")" && fail "$name: a temporary directory was left after the resumed run"
 }
 
 case_ np1_adamw 1 files:0:6 3 "${resnet[@]}" "${adamw[@]}"

@@ -76,7 +76,7 @@ refuse() {  # refuse PATTERN ARGS...
   out=$(timeout 60 mpirun -np 2 --oversubscribe --bind-to none "$bin" "$@" 2>&1); rc=$?
   # (mpirun adds its own lines about a process's non-zero exit.)
   if [ "$rc" -ne 2 ] || [ "$(printf '%s\n' "$out" | grep -c '^comm_bench:')" -ne 1 ] ||
-     ! printf '%s\n' "$out" | grep '^comm_bench:' | grep -qF -- "$pattern"; then
+     ! grep '^comm_bench:' <<< "$out" | grep -F -- "$pattern" > /dev/null; then
     fail "comm_bench $*: expected exit 2 and one line with '$pattern', got exit $rc:"; printf '%s\n' "$out"
   fi
 }

@@ -17,7 +17,7 @@ expect_all_ranks_fail() {  # expect_all_ranks_fail "<fragment>" -- mpirun argume
   local lines
   lines=$(printf '%s\n' "$out" | grep -c '^ddp_train: rank [01]: error: ')
   if [ "$lines" -ne 2 ]; then fail "expected one error line from each of 2 ranks, got $lines:"; echo "$out"; return; fi
-  if ! printf '%s\n' "$out" | grep '^ddp_train: rank' | grep -qF -- "$fragment"; then
+  if ! grep '^ddp_train: rank' <<< "$out" | grep -F -- "$fragment" > /dev/null; then
     fail "expected '$fragment' in:"; echo "$out"; return
   fi
   echo "ok: $(printf '%s\n' "$out" | grep '^ddp_train: rank 0')"

@@ -18,7 +18,7 @@ usage_error() {  # usage_error PATTERN ARGS...
   local pattern="$1"; shift
   local out rc
   out=$(bash "$sbatch_tool" "$@" 2>&1); rc=$?
-  if [ "$rc" -ne 2 ] || [ "$(printf '%s\n' "$out" | grep -c .)" -ne 1 ] || ! printf '%s\n' "$out" | grep -qF -- "$pattern"; then
+  if [ "$rc" -ne 2 ] || [ "$(printf '%s\n' "$out" | grep -c .)" -ne 1 ] || ! grep -qF -- "$pattern" <<< "$out"; then
     fail "ddp_sbatch $*: expected exit 2 and one line with '$pattern', got exit $rc:"; printf '%s\n' "$out"
   fi
 }
@@ -35,7 +35,7 @@ for want in "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --gpus-pe
             "#SBATCH --partition=gpu" "#SBATCH --signal=USR1@120" "#SBATCH --requeue" "export NCCL_IB_DISABLE=1" \
             "export OMPI_MCA_btl=self\\,vader" "srun --mpi=pmix --kill-on-bad-exit=0 " " --model resnet50 --lr 0.1 " \
             '--checkpoint-dir "$run/checkpoints" --resume' 'scontrol requeue "$SLURM_JOB_ID"'; do
-  printf '%s\n' "$script" | grep -qF -- "$want" || { printf '%s\n' "$script"; fail "the script lacks '$want'"; }
+  grep -qF -- "$want" <<< "$script" || { printf '%s\n' "$script"; fail "the script lacks '$want'"; }
 done
 
 slurm_suite=DdpSbatch slurm_case=SubmittedJobsTrainAndRequeue
@@ -60,7 +60,7 @@ job=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/jobs"
 echo "submitted job $job"
 state=$(wait_job "$job" 120)
 info=$(scontrol show job "$job" -o)
-[ "$state" = COMPLETED ] && printf '%s\n' "$info" | grep -q 'ExitCode=0:0' ||
+[ "$state" = COMPLETED ] && grep -q 'ExitCode=0:0' <<< "$info" ||
   { printf '%s\n' "$info"; cat "$tmp/jobs/"*"-$job.out"; fail "job $job: $state"; }
 /usr/bin/python3 - "$tmp/jobs/$job/metrics.jsonl" <<'PY' || fail "job $job's metrics"
 import json, sys
@@ -85,7 +85,7 @@ scancel --signal=USR1 "$job" || fail "scancel --signal=USR1"
 for _ in $(seq 1 240); do
   # (Until the first attempt's step daemons are gone, a new attempt's step
   # of the same id fails to launch.)
-  if scontrol show job "$job" -o 2>/dev/null | grep -q 'JobState=PENDING' &&
+  if grep -q 'JobState=PENDING' <<< "$(scontrol show job "$job" -o 2>/dev/null)" &&
      [ "$(sinfo -h -N -o '%T' 2>/dev/null)" = idle ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
     sleep 2
     scontrol update JobId="$job" StartTime=now 2>/dev/null && break

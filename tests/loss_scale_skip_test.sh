@@ -75,17 +75,17 @@ for stage in 0 2; do
   out=$(DDP_TEST_INJECT_NONFINITE_GRAD=2:1 timeout 120 mpirun -np 2 --oversubscribe --bind-to none \
         -x DDP_TEST_INJECT_NONFINITE_GRAD "$bin" "${fp32[@]}" --zero-stage "$stage" 2>&1); rc=$?
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "$out"; fail "fp32 ZeRO $stage: exit $rc"; continue; }
-  echo "$out" | grep -q "^ddp_train: rank 1: error: non-finite gradient at step 2 on rank 1, first in '[a-z0-9_.]*'" ||
+  grep -q "^ddp_train: rank 1: error: non-finite gradient at step 2 on rank 1, first in '[a-z0-9_.]*'" <<< "$out" ||
     { echo "$out"; fail "fp32 ZeRO $stage: rank 1 did not name the parameter"; }
-  echo "$out" | grep -q "^ddp_train: rank 0: error: another rank found a non-finite gradient at step 2" ||
+  grep -q "^ddp_train: rank 0: error: another rank found a non-finite gradient at step 2" <<< "$out" ||
     { echo "$out"; fail "fp32 ZeRO $stage: rank 0 did not stop"; }
-  echo "$out" | grep -q "^step     2/" && fail "fp32 ZeRO $stage: step 2 completed"
-  echo "fp32 ZeRO $stage: $(echo "$out" | grep -m1 'rank 1: error')"
+  grep -q "^step     2/" <<< "$out" && fail "fp32 ZeRO $stage: step 2 completed"
+  echo "fp32 ZeRO $stage: $(grep -m1 'rank 1: error' <<< "$out")"
 done
 
 # Bad hook values get one line, not a crash.
 out=$(DDP_TEST_INJECT_NONFINITE_GRAD=x "$bin" "${common[@]}" 2>&1); rc=$?
-[ "$rc" -ne 0 ] && echo "$out" | grep -q "DDP_TEST_INJECT_NONFINITE_GRAD 'x' is not STEP:RANK" ||
+[ "$rc" -ne 0 ] && grep -q "DDP_TEST_INJECT_NONFINITE_GRAD 'x' is not STEP:RANK" <<< "$out" ||
   fail "bad DDP_TEST_INJECT_NONFINITE_GRAD: rc $rc, output: $out"
 
 [ "$failures" -eq 0 ] && echo "PASS" || { echo "$failures failure(s)"; exit 1; }

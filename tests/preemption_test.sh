@@ -31,7 +31,7 @@ preempt() {
   local launcher=$!
   for _ in $(seq 1 240); do grep -q "^step     3/" "$log" && break; sleep 0.25; done
   local top ranks
-  top=$(pgrep -P "$launcher" | head -1)  # mpirun, or ddp_train itself (under timeout)
+  top=$(pgrep -P "$launcher" | sed -n 1p)  # mpirun, or ddp_train itself (under timeout)
   ranks=$(pgrep -P "$top" -f ddp_train)
   case "$how" in
     mpirun-usr1) kill -USR1 "$top" ;;

@@ -72,7 +72,7 @@ slurmctld -D -c -i -f "$SLURM_CONF" > "$slurm_dir/log/slurmctld.out" 2>&1 & pids
 slurmd -D -N ddpnode -f "$SLURM_CONF" > "$slurm_dir/log/slurmd.out" 2>&1 & pids+=($!)
 ready=0
 for _ in $(seq 1 30); do
-  if timeout 5 sinfo -h -N -o '%T' 2>/dev/null | grep -qE '^(idle|mixed)'; then ready=1; break; fi
+  if grep -qE '^(idle|mixed)' <<< "$(timeout 5 sinfo -h -N -o '%T' 2>/dev/null)"; then ready=1; break; fi
   sleep 1
 done
 if [ "$ready" -ne 1 ]; then
@@ -80,4 +80,4 @@ if [ "$ready" -ne 1 ]; then
   exit 1
 fi
 echo "slurm up: $(sinfo -h -N -o '%N %T %c')"
-srun --mpi=list 2>&1 | grep -q pmix || { srun --mpi=list; echo "FAIL: this Slurm has no pmix plugin"; exit 1; }
+grep -q pmix <<< "$(srun --mpi=list 2>&1)" || { srun --mpi=list; echo "FAIL: this Slurm has no pmix plugin"; exit 1; }

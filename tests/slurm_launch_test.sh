@@ -61,10 +61,10 @@ srun_stuck() {  # srun_stuck WHAT HOOK=VALUE PATTERN
         --comm-timeout-s 3 2>&1); rc=$?
   elapsed=$(( $(date +%s) - start ))
   if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$elapsed" -gt 30 ] ||
-     ! printf '%s\n' "$out" | grep -q "rank 0: error: $pattern"; then
+     ! grep -q "rank 0: error: $pattern" <<< "$out"; then
     fail "srun with a rank stopped $what: exit $rc after $elapsed s:"; echo "$out"
   else
-    echo "ok, stopped $what ($elapsed s): $(printf '%s\n' "$out" | grep -m1 'rank 0: error')"
+    echo "ok, stopped $what ($elapsed s): $(grep -m1 'rank 0: error' <<< "$out")"
   fi
 }
 srun_stuck mid-backward DDP_TEST_STOP_IN_BACKWARD=1:2 "all-reduce of gradient bucket .* at step 2 has not finished"

@@ -99,8 +99,8 @@ PY
 
 out=$("$bin" --model resnet18 --image-size 32 --batch-size 2 --steps 1 --threads 1 --tensorboard-dir /proc/no/dir 2>&1)
 rc=$?
-{ [ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] && printf '%s\n' "$out" | grep -q "^ddp_train: error: --tensorboard-dir" &&
-  ! printf '%s\n' "$out" | grep -q "^step"; } || { echo "$out"; fail "unwritable --tensorboard-dir: exit $rc"; }
+{ [ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] && grep -q "^ddp_train: error: --tensorboard-dir" <<< "$out" &&
+  ! grep -q "^step" <<< "$out"; } || { echo "$out"; fail "unwritable --tensorboard-dir: exit $rc"; }
 
 [ "$failures" -eq 0 ] && echo "tensorboard test: all passed" && exit 0
 echo "tensorboard test: $failures failure(s)"

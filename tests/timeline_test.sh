@@ -63,10 +63,10 @@ check zero2 --zero-stage 2 --accumulation-steps 2
 out=$("$bin" --model resnet18 --image-size 32 --batch-size 2 --steps 1 --threads 1 --timeline /nonexistent/t.json 2>&1)
 rc=$?
 { [ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] &&
-  printf '%s\n' "$out" | grep -q "^ddp_train: error: --timeline /nonexistent/t.json: directory /nonexistent does not exist"; } ||
+  grep -q "^ddp_train: error: --timeline /nonexistent/t.json: directory /nonexistent does not exist" <<< "$out"; } ||
   { echo "$out"; fail "unwritable --timeline: exit $rc"; }
 out=$("$bin" --model resnet18 --timeline-steps 5:2 2>&1)
-printf '%s\n' "$out" | grep -q "^ddp_train: error: --timeline-steps '5:2' is not A:B with 1 <= A <= B" ||
+grep -q "^ddp_train: error: --timeline-steps '5:2' is not A:B with 1 <= A <= B" <<< "$out" ||
   { echo "$out"; fail "bad --timeline-steps"; }
 
 [ "$failures" -eq 0 ] && echo "timeline test: all passed" && exit 0

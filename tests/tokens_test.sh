@@ -38,7 +38,7 @@ for part in 0 1; do
   tools/tokenize_text --vocab "$tmp/vocab.txt" --out "$tmp/shards/part$part.tokens" "$tmp/text$part.txt" ||
     fail "tokenize_text part $part"
 done
-tools/tokenize_text --vocab "$tmp/vocab.txt" --print "$tmp/text0.txt" | head -1 | grep -q '^[0-9][0-9 ]*$' ||
+grep -q '^[0-9][0-9 ]*$' <<< "$(tools/tokenize_text --vocab "$tmp/vocab.txt" --print "$tmp/text0.txt" | sed -n 1p)" ||
   fail "tokenize_text --print"
 
 common=(--model bert-tiny --data "tokens:$tmp/shards" --seq-len 32 --batch-size 3 --steps 6 --optimizer adamw
@@ -84,7 +84,7 @@ head -c -40 "$shard" > "$tmp/cut.tokens"
 refuse() {  # refuse FILE PATTERN
   local out rc
   out=$("$bin" "${common[@]}" --data "tokens:$1" --steps 1 2>&1); rc=$?
-  if [ "$rc" -ne 1 ] || [ "$(printf '%s\n' "$out" | grep -c .)" -ne 1 ] || ! printf '%s\n' "$out" | grep -qF -- "$2"; then
+  if [ "$rc" -ne 1 ] || [ "$(printf '%s\n' "$out" | grep -c .)" -ne 1 ] || ! grep -qF -- "$2" <<< "$out"; then
     fail "expected exit 1 and one line with '$2', got exit $rc:"; printf '%s\n' "$out"
   else
     echo "refused: $out"

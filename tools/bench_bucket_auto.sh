@@ -36,7 +36,7 @@ for r in $(seq 1 "$rounds"); do
       > "$out/${setting}_$r.log" 2>&1 || { cat "$out/${setting}_$r.log"; exit 1; }
   done
 done
-grep -h "bucket-mb auto:" "$out"/auto_*.log | head -1
+grep -h "bucket-mb auto:" "$out"/auto_*.log | sed -n 1p
 python3 - "$out" "$rounds" "$slack" "$model" "$image_size" "$ranks" "$rate" <<'PY'
 import json, statistics, sys
 out, rounds, slack, model, size, ranks, rate = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:]

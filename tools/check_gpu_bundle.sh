@@ -52,14 +52,14 @@ if [ -n "$out" ]; then fail "missing libraries: $out"; else echo "ok: no missing
 
 small="--model resnet18 --image-size 32 --batch-size 4 --num-classes 10 --steps 2 --threads 1 --device cpu"
 echo "== ddp_train alone (singleton MPI)"
-if out=$(in_root "cd /tmp && /opt/ddp_bundle/bin/ddp_train $small" 2>&1) && printf '%s\n' "$out" | grep -q '^summary: resnet18  1 rank'; then
+if out=$(in_root "cd /tmp && /opt/ddp_bundle/bin/ddp_train $small" 2>&1) && grep -q '^summary: resnet18  1 rank' <<< "$out"; then
   printf '%s\n' "$out" | tail -n 1
 else
   fail "singleton run: $out"
 fi
 echo "== ddp_train under the bundle's mpirun -np 2"
 if out=$(in_root "cd /tmp && /opt/ddp_bundle/bin/mpirun -np 2 --bind-to none /opt/ddp_bundle/bin/ddp_train $small" 2>&1) &&
-   printf '%s\n' "$out" | grep -q '^summary: resnet18  2 ranks'; then
+   grep -q '^summary: resnet18  2 ranks' <<< "$out"; then
   printf '%s\n' "$out" | grep '^summary'
 else
   fail "mpirun -np 2: $out"
@@ -71,7 +71,7 @@ rc=$?
 set -e
 printf '%s\n' "$out"
 [ "$rc" -eq 3 ] || fail "selftest.sh exited $rc, not 3"
-printf '%s\n' "$out" | grep -q 'selftest: no GPU visible' || fail "selftest.sh did not print its no-GPU line"
+grep -q 'selftest: no GPU visible' <<< "$out" || fail "selftest.sh did not print its no-GPU line"
 [ -s "$root/tmp/selftest/report.json" ] || fail "selftest.sh wrote no report.json"
 
 size=$(stat -c %s "$work/ddp_bundle.tar.xz")

@@ -34,6 +34,7 @@
 #ifdef DDP_HAVE_CUDA
 #include "comm/nccl_communicator.h"
 #endif
+#include "runtime/byte_size.h"
 #include "runtime/clock.h"
 #include "runtime/median.h"
 #include "runtime/cuda/cuda_device.h"
@@ -75,20 +76,6 @@ struct OpInfo {
   }
 };
 
-bool ParseBytes(const std::string& text, int64_t* out) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || v <= 0) return false;
-  double scale = 1;
-  const std::string suffix = end;
-  if (suffix == "K" || suffix == "k") scale = 1 << 10;
-  else if (suffix == "M" || suffix == "m") scale = 1 << 20;
-  else if (suffix == "G" || suffix == "g") scale = 1 << 30;
-  else if (!suffix.empty() && suffix != "B") return false;
-  *out = static_cast<int64_t>(v * scale);
-  return true;
-}
-
 struct Setup {
   std::vector<OpInfo> ops;
   int64_t min_bytes = 8, max_bytes = 256 << 20;
@@ -106,8 +93,8 @@ StatusOr<Setup> ParseFlags(int world) {
     else return InvalidArgument("--ops: unknown operation '" + name + "'; use allreduce, reducescatter, allgather, broadcast");
   }
   if (s.ops.empty()) return InvalidArgument("--ops names no operation");
-  if (!ParseBytes(FLAGS_min_bytes, &s.min_bytes)) return InvalidArgument("--min-bytes '" + FLAGS_min_bytes + "' is not a size");
-  if (!ParseBytes(FLAGS_max_bytes, &s.max_bytes)) return InvalidArgument("--max-bytes '" + FLAGS_max_bytes + "' is not a size");
+  ASSIGN_OR_RETURN(s.min_bytes, ParseByteSize("--min-bytes", FLAGS_min_bytes));
+  ASSIGN_OR_RETURN(s.max_bytes, ParseByteSize("--max-bytes", FLAGS_max_bytes));
   if (s.min_bytes < kElementBytes) {
     return InvalidArgument("--min-bytes " + std::to_string(s.min_bytes) + " is below one f32 element (4 bytes)");
   }
@@ -115,8 +102,7 @@ StatusOr<Setup> ParseFlags(int world) {
   if (FLAGS_comm != "mpi" && FLAGS_comm != "nccl") return InvalidArgument("--comm '" + FLAGS_comm + "': use mpi or nccl");
   std::stringstream sizes(FLAGS_sequence);
   for (std::string size; std::getline(sizes, size, ',');) {
-    int64_t bytes = 0;
-    if (!ParseBytes(size, &bytes)) return InvalidArgument("--sequence: '" + size + "' is not a size");
+    ASSIGN_OR_RETURN(const int64_t bytes, ParseByteSize("--sequence:", size));
     if (bytes < kElementBytes) return InvalidArgument("--sequence: " + size + " is below one f32 element (4 bytes)");
     s.sequence.push_back(bytes / kElementBytes * kElementBytes);
   }

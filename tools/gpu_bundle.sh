@@ -34,7 +34,7 @@ programs=(bazel-bin/launch/ddp_train bazel-bin/tests/gpu_tests bazel-bin/tools/g
           bazel-bin/tools/make_image_dataset bazel-bin/tools/compare_weights bazel-bin/tools/make_image_folder
           bazel-bin/tools/tokenize_text)
 for p in bazel-bin/launch/ddp_train bazel-bin/tests/gpu_tests; do
-  ldd "$p" | grep -q libcudart || { echo "gpu_bundle.sh: $p was built without CUDA (no nvcc?)" >&2; exit 1; }
+  grep -q libcudart <<< "$(ldd "$p")" || { echo "gpu_bundle.sh: $p was built without CUDA (no nvcc?)" >&2; exit 1; }
 done
 
 rm -rf "$out"

@@ -2,7 +2,8 @@
 // GPUs visible, the driver's and runtime's CUDA versions, and cuDNN,
 // cuBLASLt and NCCL as found at run time against the versions this build's
 // headers had. Exit status 3 when no GPU is visible (the self-test's "no
-// GPU"), 0 otherwise. A library that cannot be found stops the program from
+// GPU"), 4 when the driver is installed but CUDA cannot start (the object's
+// "cuda_error" says why), 0 otherwise. A library that cannot be found stops the program from
 // loading at all; selftest.sh reports that by name from the loader.
 #include <cstdio>
 #include <string>
@@ -26,8 +27,10 @@ std::string Escaped(const std::string& s) {
 }  // namespace
 
 int main() {
-  const int gpus = ddp::cuda::DeviceCount();
+  const ddp::cuda::DeviceQuery query = ddp::cuda::QueryDevices();
+  const int gpus = query.count;
   std::printf("{\"built_with_cuda\": %s, \"gpus\": %d", ddp::cuda::BuiltWithCuda() ? "true" : "false", gpus);
+  if (!query.error.empty()) std::printf(", \"cuda_error\": \"%s\"", Escaped(query.error).c_str());
 #ifdef DDP_HAVE_CUDA
   const ddp::cuda::LibraryVersions v = ddp::cuda::GetLibraryVersions();
   std::printf(
@@ -42,5 +45,6 @@ int main() {
   }
 #endif
   std::printf("}\n");
+  if (!query.error.empty()) return 4;
   return gpus > 0 ? 0 : 3;
 }

@@ -23,6 +23,8 @@ packages=(
   python3-crc32c                                    # the tests' independent TensorBoard reader
   gnuplot-nox                                       # tools/scaling_study's plot
   iproute2                                          # shaped-link test hosts (ip netns, tc tbf)
+  procps                                            # pgrep, ps, pkill: the preemption and Slurm tests
+  xz-utils                                          # tools/gpu_bundle.sh packs with tar -J
   libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
 )
 for arg in "$@"; do
@@ -37,7 +39,7 @@ done
 
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 [ "${#missing[@]}" -eq 0 ] && exit 0
 

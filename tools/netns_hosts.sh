@@ -48,7 +48,7 @@ netns_up() {
   local net="" try
   for try in $(seq 1 50); do
     try="10.$((252 + RANDOM % 3)).$((RANDOM % 250 + 1))"
-    ip -o addr 2> /dev/null | grep -q " $try\." && continue
+    grep -q " $try\." <<< "$(ip -o addr 2> /dev/null)" && continue
     net="$try"
     break
   done

@@ -15,7 +15,7 @@ printf '<testsuites><testsuite><testcase classname="X" name="ok"/><testcase clas
   > bazel-testlogs/a/good/test.xml
 out=$(python3 "$script" //a:bad //a:failing //a:empty //a:good //a:missing 2>&1) || { echo "$out"; exit 1; }
 echo "$out"
-printf '%s\n' "$out" | grep -q '^failed: //a:failing X.y$' || { echo "FAIL: the failed case is not named"; exit 1; }
-printf '%s\n' "$out" | grep -q 'Traceback' && { echo "FAIL: a traceback"; exit 1; }
+grep -q '^failed: //a:failing X.y$' <<< "$out" || { echo "FAIL: the failed case is not named"; exit 1; }
+grep -q 'Traceback' <<< "$out" && { echo "FAIL: a traceback"; exit 1; }
 [ "$(printf '%s\n' "$out" | tail -1)" = "tests: 1 passed, 4 failed, 1 skipped" ] || { echo "FAIL: the closing line"; exit 1; }
 echo "summarize_tests test: passed"

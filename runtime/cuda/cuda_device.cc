@@ -22,6 +22,7 @@ namespace {
 }
 }  // namespace
 
+DeviceQuery QueryDevices() { return {}; }
 int DeviceCount() { return 0; }
 void Check(int, const char* call, const char*, int) { NoCuda(call); }
 void SetDevice(int) { NoCuda("cuda::SetDevice"); }
@@ -59,8 +60,6 @@ void CopyTensor(const Tensor&, Tensor&, void*) { NoCuda("cuda::CopyTensor"); }
 void CopyTensorAsync(const Tensor&, Tensor&, void*) { NoCuda("cuda::CopyTensorAsync"); }
 Allocator* PinnedHostAllocator() { NoCuda("cuda::PinnedHostAllocator"); }
 MemoryStats GetMemoryStats(int) { NoCuda("cuda::GetMemoryStats"); }
-void SetOutOfMemoryContext(const std::string&) {}
-void SetFatalErrorHandler(void (*)(const std::string&)) {}
 #endif
 
 }  // namespace ddp::cuda

@@ -21,8 +21,18 @@ namespace ddp::cuda {
 
 // True when this binary was built with CUDA kernels.
 bool BuiltWithCuda();
-// Usable devices: 0 without CUDA in the build, without a driver, or with no
-// GPU visible (CUDA_VISIBLE_DEVICES is respected by the driver).
+// What the driver shows this process. `count` is 0 without CUDA in the
+// build, without the NVIDIA driver's library (libcuda.so.1), or with no GPU
+// visible (CUDA_VISIBLE_DEVICES is respected by the driver): "no device",
+// and `error` is empty. Where the driver is there but CUDA cannot start (a
+// driver older than the runtime, a failed initialization, a broken
+// install), `count` is 0 and `error` says why, as CUDA names it.
+struct DeviceQuery {
+  int count = 0;
+  std::string error;
+};
+DeviceQuery QueryDevices();
+// QueryDevices().count.
 int DeviceCount();
 // Fatal unless `error` (a cudaError_t) is cudaSuccess; names the call and
 // CUDA's reason.
@@ -124,12 +134,6 @@ struct MemoryStats {
   bool pooled = false;         // cudaMallocAsync pool (else the cudaMalloc cache)
 };
 MemoryStats GetMemoryStats(int device);
-
-// What an out-of-memory error adds to its line, e.g. "training resnet50 at
-// --batch-size 256"; and what it then does: by default it prints the line
-// and exits with status 1; ddp_train ends every rank.
-void SetOutOfMemoryContext(const std::string& context);
-void SetFatalErrorHandler(void (*handler)(const std::string& line));
 
 // The largest power of two (up to 256) that divides the address. cuBLASLt's
 // heuristics and cuDNN's tensor-core algorithms assume aligned buffers, and

@@ -1,6 +1,7 @@
 // The CUDA side of runtime/cuda/cuda_device.h: compiled only where nvcc
 // exists (cuda_device.cc holds the stand-ins of a CPU-only build).
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cctype>
 #include <cstdint>
@@ -24,21 +25,7 @@ constexpr int kMaxDevices = 64;
 
 void* g_current_stream[kMaxDevices] = {};
 std::atomic<std::string (*)(double)> g_watchdog{nullptr};
-std::mutex g_fatal_mu;
-std::string g_oom_context;
-void (*g_fatal_handler)(const std::string&) = nullptr;
-
-[[noreturn]] void Fatal(const std::string& line) {
-  void (*handler)(const std::string&) = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(g_fatal_mu);
-    handler = g_fatal_handler;
-  }
-  if (handler != nullptr) handler(line);
-  std::fprintf(stderr, "%s\n", line.c_str());
-  std::fflush(nullptr);
-  std::_Exit(1);  // no static destructors: CUDA is in no state to run them
-}
+[[noreturn]] void Fatal(const std::string& line) { FatalError(line); }
 
 std::string MiB(int64_t bytes) {
   char text[32];
@@ -102,6 +89,7 @@ class CudaAllocator final : public Allocator {
   bool pooled() const { return use_pool_; }
 
   void* Allocate(size_t bytes) override {
+    CheckLimit(bytes);
     DeviceGuard guard(index_);
     void* ptr = use_pool_ ? AllocateFromPool(bytes) : AllocateCached(bytes);
     RecordAllocation(bytes);
@@ -136,7 +124,10 @@ class CudaAllocator final : public Allocator {
   void* AllocateFromPool(size_t bytes) {
     void* ptr = nullptr;
     const cudaError_t error = cudaMallocAsync(&ptr, bytes == 0 ? 1 : bytes, Stream());
-    if (error == cudaErrorMemoryAllocation) OutOfMemory(bytes);
+    if (error == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it and report
+      OutOfMemory(bytes);
+    }
     Check(error, "cudaMallocAsync", __FILE__, __LINE__);
     if (const unsigned long long capture = CaptureId(); capture != 0) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -216,7 +207,10 @@ class CudaAllocator final : public Allocator {
       cudaGetLastError();
       ReleaseCache();
       error = cudaMalloc(&ptr, size);
-      if (error == cudaErrorMemoryAllocation) OutOfMemory(bytes);
+      if (error == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        OutOfMemory(bytes);
+      }
     }
     Check(error, "cudaMalloc", __FILE__, __LINE__);
     std::lock_guard<std::mutex> lock(mu_);
@@ -231,18 +225,6 @@ class CudaAllocator final : public Allocator {
       reserved_ -= static_cast<int64_t>(size);
     }
     cached_.clear();
-  }
-
-  [[noreturn]] void OutOfMemory(size_t bytes) {
-    cudaGetLastError();  // not sticky: clear it and report
-    std::string context;
-    {
-      std::lock_guard<std::mutex> lock(g_fatal_mu);
-      context = g_oom_context;
-    }
-    Fatal("CUDA out of memory on cuda:" + std::to_string(index_) + " asking for " + MiB(bytes) + " (" +
-          MiB(bytes_in_use()) + " in tensors, " + MiB(reserved_bytes()) + " reserved)" +
-          (context.empty() ? "" : " " + context) + "; try a smaller --batch-size");
   }
 
   int index_;
@@ -377,15 +359,25 @@ const bool kRegistered = [] {
 
 }  // namespace
 
-int DeviceCount() {
-  int count = 0;
-  // No driver or no visible GPU is not an error here: it means "no devices".
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky error
-    return 0;
+DeviceQuery QueryDevices() {
+  DeviceQuery query;
+  const cudaError_t error = cudaGetDeviceCount(&query.count);
+  if (error == cudaSuccess) return query;
+  cudaGetLastError();  // clear the sticky error
+  query.count = 0;
+  if (error == cudaErrorNoDevice) return query;
+  // The runtime says "insufficient driver" also where no driver is
+  // installed at all (a CPU machine): that is no device, not an error.
+  if (error == cudaErrorInsufficientDriver) {
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == nullptr) return query;
+    dlclose(driver);
   }
-  return count;
+  query.error = std::string(cudaGetErrorString(error)) + " (" + cudaGetErrorName(error) + ")";
+  return query;
 }
+
+int DeviceCount() { return QueryDevices().count; }
 
 void Check(int error, const char* call, const char* file, int line) {
   if (error == cudaSuccess) return;
@@ -617,14 +609,5 @@ MemoryStats GetMemoryStats(int device) {
   return stats;
 }
 
-void SetOutOfMemoryContext(const std::string& context) {
-  std::lock_guard<std::mutex> lock(g_fatal_mu);
-  g_oom_context = context;
-}
-
-void SetFatalErrorHandler(void (*handler)(const std::string& line)) {
-  std::lock_guard<std::mutex> lock(g_fatal_mu);
-  g_fatal_handler = handler;
-}
 
 }  // namespace ddp::cuda

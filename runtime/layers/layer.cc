@@ -13,6 +13,7 @@ constexpr int kGradientStagingSlot = ExecutionContext::kFirstLayerScratchSlot;
 Tensor Layer::Forward(ExecutionContext& ctx, const Tensor& x) {
   CHECK(x.defined()) << "Forward of an undefined tensor";
   const TimelineScope timed(ctx, name_, "forward");
+  const ActivationScope activations(name_, "forward");
   PrepareForward();
   if (!checkpointing_ || !keeps_for_backward()) return ForwardImpl(ctx, x);
   // Keep the input only; inside an outer layer's recomputation this stays
@@ -35,6 +36,7 @@ Tensor Layer::Backward(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(training_) << "Backward in evaluation mode";
   CHECK(dy.defined()) << "Backward of an undefined gradient";
   const TimelineScope timed(ctx, name_, "backward");
+  const ActivationScope activations(name_, "backward");
   if (checkpointing_) {
     CHECK(checkpoint_input_.defined()) << "checkpointed layer: Backward without a training Forward";
     SetCheckpointMode(/*keep_for_backward=*/true, /*recomputing=*/true);

@@ -269,9 +269,9 @@ void CheckWeightLayout(const Tensor& data, const Tensor& w, const char* op) {
 
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor* bias,
                    Tensor& y) {
+  CheckWeightLayout(x, w, "Conv2dForward");  // before any CUDA call: a death test's forked child has none
   cudnnHandle_t h = Handle(ctx);
   const DType data = x.dtype();
-  CheckWeightLayout(x, w, "Conv2dForward");
   const bool cl = x.channels_last();
   ConvSetup s(ctx, p, x.shape(), w.shape(), y.shape(), data, cl);
   constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
@@ -315,9 +315,9 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 }
 
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  CheckWeightLayout(dx, w, "Conv2dBackwardData");
   cudnnHandle_t h = Handle(ctx);
   const DType data = dx.dtype();
-  CheckWeightLayout(dx, w, "Conv2dBackwardData");
   const bool cl = dx.channels_last();
   ConvSetup s(ctx, p, dx.shape(), w.shape(), dy.shape(), data, cl);
   constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
