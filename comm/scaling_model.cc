@@ -31,6 +31,7 @@ StatusOr<StepProfile> ParseStepProfile(const std::string& text, const std::strin
   try {
     p.model = j.at("model").get<std::string>();
     p.device = j.at("device").get<std::string>();
+    p.peer_access = j.value("peer_access", "");
     p.world_size = j.at("world_size").get<int>();
     p.threads = j.at("threads").get<int>();
     p.samples_per_step = j.at("samples_per_step").get<int64_t>();
@@ -64,6 +65,7 @@ nlohmann::ordered_json StepProfileJson(const StepProfile& p) {
   nlohmann::ordered_json out = {{"format", "ddp_train step profile 1"},
                                 {"model", p.model},
                                 {"device", p.device},
+                                {"peer_access", p.peer_access},
                                 {"world_size", p.world_size},
                                 {"threads", p.threads},
                                 {"accumulation_steps", p.accumulation_steps},
@@ -137,6 +139,13 @@ const std::vector<Link>& LinkPresets() {
        "four RTX 4090s without peer access, every hop staged through host memory at once: each GPU's share of "
        "the host bounce falls from 12 to 7.3 GB/s (a dual-socket server, whose GPUs' staging also crosses "
        "the sockets' link; a one-socket workstation may keep more)"},
+      {"pcie4-p2p", 24.0, 5.0, false, 0.0, 0.0,
+       "PCIe 4.0 x16: 31.5 GB/s per direction (PCI-SIG); direct copies reach about 24-26 GB/s (CUDA's "
+       "bandwidthTest on such hosts, as for pcie4-host-bounce)",
+       "GPUs whose peer access works (data-centre and workstation PCIe cards; launch/peer_access.h verifies it): "
+       "NCCL writes straight into the peer's memory, each byte crossing PCIe once, so the copy rate is the bus "
+       "bandwidth; about 5 us per hop (no host-memory handshake). Derived from the copy rate, not measured with "
+       "NCCL here"},
       {"nvlink-bridge", 50.0, 3.0, false, 0.0, 0.0,
        "NVIDIA's RTX 3090 / RTX A6000 NVLink bridge: 112.5 GB/s both directions, 56.25 GB/s each way",
        "about 90% of the bridge's rate as bus bandwidth, every ring hop on NVLink (a bridge joins two GPUs: "
@@ -156,6 +165,15 @@ const std::vector<Link>& LinkPresets() {
        "slows while a collective is in flight (compute_slowdown, measured by tools/scaling_validation)"},
   };
   return presets;
+}
+
+std::pair<std::string, std::string> AutoLinkPreset(const StepProfile& profile) {
+  if (profile.device.rfind("cuda", 0) != 0) return {"cpu-shm", "the profile's ranks ran on the CPU"};
+  if (profile.peer_access == "usable") return {"pcie4-p2p", "the profiled node's GPUs have working peer access"};
+  if (profile.peer_access.empty()) {
+    return {"pcie4-host-bounce", "the profile does not say whether peer access works: assumed not (GeForce cards)"};
+  }
+  return {"pcie4-host-bounce", "the profiled node's peer access: " + profile.peer_access};
 }
 
 namespace {

@@ -52,6 +52,9 @@ struct ParamTiming {
 
 struct StepProfile {
   std::string model, device, path;
+  // GPU ranks: NCCL's peer-to-peer on the profiled node (launch/peer_access.h:
+  // "usable", "disabled", "user setting", "not applicable"), or "".
+  std::string peer_access;
   int world_size = 1, threads = 0;
   int64_t samples_per_step = 0, accumulation_steps = 1;
   int64_t timed_steps = 0;  // the steps the medians are over
@@ -102,9 +105,14 @@ struct Link {
 };
 
 // Presets, each with its source: pcie4-host-bounce and pcie4-host-bounce-x4
-// (two and four RTX 4090s, no peer access), nvlink-bridge, 25gbe, ib-100, and cpu-shm (CPU ranks on one box,
+// (two and four RTX 4090s, no peer access), pcie4-p2p (PCIe GPUs whose peer
+// access works), nvlink-bridge, 25gbe, ib-100, and cpu-shm (CPU ranks on one box,
 // Open MPI's shared memory).
 const std::vector<Link>& LinkPresets();
+// The preset for a node like the profiled one (--link auto): cpu-shm for
+// CPU ranks; for GPUs, pcie4-p2p where peer access was found usable, else
+// pcie4-host-bounce. With the reason, for the tool's line.
+std::pair<std::string, std::string> AutoLinkPreset(const StepProfile& profile);
 // A preset's name, or the path of a link file: `key = value` lines (name,
 // bus_gbps, latency_us, shares_compute, compute_slowdown, comm_slowdown,
 // compute_per_collective_ms, comm_per_collective_ms, source, assumes;

@@ -20,6 +20,7 @@
 #endif
 #include "comm/watchdog.h"
 #include "launch/device_binding.h"
+#include "launch/peer_access.h"
 #include "launch/preemption.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
@@ -154,6 +155,39 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--activation-checkpointing", o.activation_checkpointing ? "true" : "false"}};
 }
 
+// NCCL's peer-to-peer on this node (launch/peer_access.h): where NCCL will
+// join two or more of the node's GPUs, its local rank 0 probes them in a
+// child process, before this process starts CUDA (a child of a CUDA process
+// cannot use it), and every local rank takes that rank's finding.
+StatusOr<PeerAccessDecision> DecideNodePeerAccess(const MpiRuntime& mpi, const TrainOptions& o) {
+  const RankInfo& ranks = mpi.info();
+  PeerAccessDecision decision;
+  if (o.device == "cpu" || o.comm == "mpi" || ranks.local_size < 2 || !cuda::BuiltWithCuda()) return decision;
+  constexpr double kProbeDeadlineSeconds = 20.0;  // CUDA's start on 8 GPUs, then a few ms a copy
+  const std::string mine = ranks.local_rank == 0 ? EncodePeerTopology(ProbePeerTopology(kProbeDeadlineSeconds)) : "";
+  ASSIGN_OR_RETURN(std::vector<std::string> node, AllGatherStrings(mpi.node(), mine));
+  ASSIGN_OR_RETURN(PeerTopology topology, DecodePeerTopology(node.at(0)));
+  decision = DecidePeerAccess(topology, NcclP2pSettingsFromEnvironment());
+  if (decision.set_p2p_disable) setenv("NCCL_P2P_DISABLE", "1", /*overwrite=*/1);
+  if (ranks.local_rank == 0 && decision.state != "not applicable") {
+    std::printf("ddp_train: %sGPU peer access: %s\n",
+                ranks.world_size > ranks.local_size ? ("rank " + std::to_string(ranks.rank) + ": ").c_str() : "",
+                decision.reason.c_str());
+    std::fflush(stdout);
+  }
+  return decision;
+}
+
+// Why peer access was not probed, once the device is known.
+void ExplainNotApplicable(const DeviceChoice& device, int visible_gpus, const RankInfo& ranks, const TrainOptions& o,
+                          PeerAccessDecision* decision) {
+  if (decision->state != "not applicable" || !decision->reason.empty() || !device.cuda) return;
+  decision->reason = visible_gpus <= 1         ? "single GPU: not applicable"
+                     : ranks.local_size < 2    ? "one rank on this node: not applicable"
+                     : o.comm == "mpi"         ? "--comm mpi: NCCL does not join the GPUs"
+                                               : "not applicable";
+}
+
 int Main(int argc, char** argv) {
   gflags::SetUsageMessage("mpirun -np N ddp_train --model resnet50 [--batch-size 8 --steps 100 ...]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -177,6 +211,8 @@ int Main(int argc, char** argv) {
   if (Status s = AgreeOnStatus(world, options.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, SharedSettings(*options)); !s.ok()) return Fail(ranks, s);
 
+  StatusOr<PeerAccessDecision> peer_access = DecideNodePeerAccess(**mpi, *options);
+  if (Status s = AgreeOnStatus(world, peer_access.status()); !s.ok()) return Fail(ranks, s);
   // One GPU per rank by local rank, among those CUDA_VISIBLE_DEVICES shows.
   DeviceRequest request;
   request.flag = options->device;
@@ -296,6 +332,8 @@ int Main(int argc, char** argv) {
       !s.ok()) {
     return Fail(ranks, s);
   }
+  ExplainNotApplicable(*device, request.visible_gpus, ranks, *options, &*peer_access);
+  (*trainer)->RecordPeerAccess(*peer_access);
   if (Status s = (*trainer)->BroadcastInitialState(); !s.ok()) return Fail(ranks, s);
   if (probe) (*trainer)->set_contention_probe(probe.get());
   // From here a SIGUSR1 or SIGTERM stops every rank at a step boundary.

@@ -190,20 +190,11 @@ void Trainer::StartGpuHealth() {
     gpu_summary_["pcie"] = DescribeLink(link->speed_gts, link->width);
     gpu_summary_["pcie_max"] = DescribeLink(link->max_speed_gts, link->max_width);
   } else {
+    // Sandboxes (gVisor) and some containers hide sysfs's link files.
     line += "PCIe link unknown (" + link.status().message() + ")";
+    gpu_summary_["pcie"] = "unavailable";
+    gpu_summary_["pcie_error"] = link.status().message();
   }
-  std::vector<int> peers, strangers;
-  for (int d = 0; d < cuda::DeviceCount(); ++d) {
-    if (d != gpu) (cuda::CanAccessPeer(gpu, d) ? peers : strangers).push_back(d);
-  }
-  auto list = [](const std::vector<int>& v) {
-    std::string out;
-    for (int d : v) out += (out.empty() ? "" : ", ") + std::to_string(d);
-    return out;
-  };
-  if (!peers.empty()) line += "; peer access to GPU " + list(peers);
-  if (!strangers.empty()) line += "; no peer access to GPU " + list(strangers) + " (NCCL goes through host memory)";
-  gpu_summary_["peer_access"] = peers;
   std::printf("%s\n", line.c_str());
   if (link.ok()) {
     const std::string narrow = LinkWidthWarning(name, *link);
@@ -216,6 +207,13 @@ void Trainer::StartGpuHealth() {
   health_ = std::make_unique<HealthMonitor>(name, prefix, std::move(sensor),
                                             [sysfs, address] { return ReadPcieLink(sysfs, address); },
                                             kHealthIntervalSeconds);
+}
+
+void Trainer::RecordPeerAccess(const PeerAccessDecision& decision) {
+  if (!on_gpu()) return;
+  gpu_summary_["peer_access"] = {{"state", decision.state},
+                                 {"nccl_p2p_disable", decision.set_p2p_disable},
+                                 {"reason", decision.reason}};
 }
 
 Status Trainer::Setup() {
@@ -1540,6 +1538,7 @@ StatusOr<TrainResult> Trainer::Run() {
     }
     profile.model = options_.model;
     profile.device = options_.device;
+    if (gpu_summary_.contains("peer_access")) profile.peer_access = gpu_summary_["peer_access"]["state"];
     profile.world_size = ranks_.world_size;
     profile.threads = ctx_.num_threads();
     profile.accumulation_steps = options_.accumulation_steps;

@@ -20,6 +20,7 @@
 #include "runtime/execution_context.h"
 #include "runtime/metrics.h"
 #include "launch/gpu_health.h"
+#include "launch/peer_access.h"
 #include "launch/progress.h"
 #include "launch/step_profile.h"
 #include "runtime/tensorboard.h"
@@ -74,6 +75,9 @@ class Trainer {
   // --contention-probe: this rank trains alone and `probe` (over every
   // rank) loads or times each step around it (comm/contention_probe.h).
   void set_contention_probe(ContentionProbe* probe) { probe_ = probe; }
+  // What was decided about NCCL's peer-to-peer on this node
+  // (launch/peer_access.h): the summary's gpu_health records it.
+  void RecordPeerAccess(const PeerAccessDecision& decision);
 
  private:
   Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream);

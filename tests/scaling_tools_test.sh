@@ -168,6 +168,27 @@ expect_error "not written by ddp_train --contention-probe" "$model" --fit "$tmp/
   "$model" --profile "$tmp/profile.json" --link "$tmp/lab.link" --gpus 2 --csv > "$tmp/one.csv" &&
   cmp -s "$tmp/one.csv" "$tmp/two.csv" || fail "a profile averaged with itself predicts differently"
 grep -q "^pcie4-host-bounce: 12 GB/s" <<< "$("$model" --list-links)" || fail "--list-links"
+# --link auto, the default, picks the preset from what the profile says of
+# its device and of its node's peer access: each one predicts exactly as
+# that preset named.
+auto_link() {  # auto_link DEVICE PEER_ACCESS WANT_PRESET
+  /usr/bin/python3 - "$tmp/profile.json" "$tmp/auto.json" "$1" "$2" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["device"], p["peer_access"] = sys.argv[3], sys.argv[4]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+  local said
+  said=$("$model" --profile "$tmp/auto.json" --gpus 2 --csv 2>&1 > "$tmp/auto.csv") || fail "--link auto ($1, '$2')"
+  grep -q "^scaling_model: --link auto: $3 (" <<< "$said" || fail "--link auto ($1, '$2'): '$said', want $3"
+  "$model" --profile "$tmp/auto.json" --link "$3" --gpus 2 --csv > "$tmp/named.csv" 2> /dev/null &&
+    cmp -s "$tmp/auto.csv" "$tmp/named.csv" || fail "--link auto ($1, '$2') predicts unlike --link $3"
+}
+auto_link cpu "" cpu-shm
+auto_link cuda:0 usable pcie4-p2p
+auto_link cuda:0 disabled pcie4-host-bounce
+auto_link cuda:0 "user setting" pcie4-host-bounce
+auto_link cuda:1 "" pcie4-host-bounce
 
 # The model against the published RTX 4090 runs: every batch size, 2 and 4
 # GPUs, within 5%; ddp_train's own prediction at 4 GPUs 3.8x or more.

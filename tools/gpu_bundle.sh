@@ -105,7 +105,7 @@ ln -s orterun "$out/bin/mpirun"
 ln -s orterun "$out/bin/mpiexec"
 
 install -m 755 tools/bundle/selftest.sh "$out/selftest.sh"
-install -m 644 tests/compare_losses.py tools/bench_resnet_gpu_pytorch.py tools/check_bert_interop.py tools/bench_bert_pytorch.py \
+install -m 644 tests/compare_losses.py tools/bench_resnet_pytorch.py tools/check_bert_interop.py tools/bench_bert_pytorch.py \
   tools/check_tokenizer.py \
   tests/golden/bert_state_dict_manifest.json "$out/tools/"
 git -C "$repo" rev-parse HEAD > "$out/VERSION" 2>/dev/null || echo unknown > "$out/VERSION"

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "comm/scaling_model.h"
@@ -23,7 +24,9 @@ DEFINE_string(profile, "",
 DEFINE_bool(profile_ranks, false,
             "the --profile files are one job's ranks, measured at the same time (one each): averaged, and a step "
             "waits for the slowest of them");
-DEFINE_string(link, "pcie4-host-bounce", "the link between a node's ranks: a preset or a link file");
+DEFINE_string(link, "auto",
+              "the link between a node's ranks: a preset, a link file, or auto (from the profile: cpu-shm for CPU "
+              "ranks, pcie4-p2p for GPUs whose peer access works, else pcie4-host-bounce)");
 DEFINE_string(inter, "25gbe", "the link between nodes (with --nodes above 1): a preset or a link file");
 DEFINE_string(gpus, "1,2,4,8", "ranks per node to predict, comma-separated");
 DEFINE_int32(nodes, 1, "nodes");
@@ -152,7 +155,9 @@ int Main() {
   StatusOr<StepProfile> profile = FLAGS_profile_ranks ? CombineRankProfiles(profiles) : AverageProfiles(profiles);
   if (!profile.ok()) return Fail(profile.status().message());
   ClusterShape shape;
-  StatusOr<Link> intra = LoadLink(FLAGS_link);
+  std::string link_name = FLAGS_link, auto_why;
+  if (link_name == "auto") std::tie(link_name, auto_why) = AutoLinkPreset(*profile);
+  StatusOr<Link> intra = LoadLink(link_name);
   if (!intra.ok()) return Fail("--link: " + intra.status().message());
   shape.intra = *intra;
   if (FLAGS_nodes < 1) return Fail("--nodes must be at least 1, got " + std::to_string(FLAGS_nodes));
@@ -181,6 +186,7 @@ int Main() {
   const double profiled_per_rank = static_cast<double>(profile->samples_per_step) / profile->world_size;
   const double per_rank = FLAGS_batch_size > 0 ? static_cast<double>(FLAGS_batch_size) : profiled_per_rank;
   if (FLAGS_csv) {
+    if (!auto_why.empty()) std::fprintf(stderr, "scaling_model: --link auto: %s (%s)\n", link_name.c_str(), auto_why.c_str());
     std::printf("bucket_mb,gpus_per_node,nodes,ranks,step_ms,comm_ms,exposed_ms,samples_per_s,speedup,efficiency\n");
   } else {
     std::printf("# scaling_model: %s profile %s (%s, %d rank%s, %.0f samples per rank, step %.1f ms)%s\n",
@@ -190,6 +196,7 @@ int Main() {
                                     : "");
     std::printf("# link: %s (%.3g GB/s, %.3g us per hop)", shape.intra.name.c_str(), shape.intra.bus_gbps,
                 shape.intra.latency_us);
+    if (!auto_why.empty()) std::printf(" (--link auto: %s)", auto_why.c_str());
     if (shape.nodes > 1) {
       std::printf("; between nodes: %s (%.3g GB/s, %.3g us per hop)", shape.inter.name.c_str(), shape.inter.bus_gbps,
                   shape.inter.latency_us);

@@ -30,6 +30,8 @@ std::string DeviceUuid(int) { NoCuda("cuda::DeviceUuid"); }
 std::string DeviceDescription(int) { NoCuda("cuda::DeviceDescription"); }
 std::string PciAddress(int) { NoCuda("cuda::PciAddress"); }
 bool CanAccessPeer(int, int) { NoCuda("cuda::CanAccessPeer"); }
+std::string DeviceName(int) { NoCuda("cuda::DeviceName"); }
+PeerCopyResult CheckPeerCopy(int, int, size_t) { NoCuda("cuda::CheckPeerCopy"); }
 int DriverVersion() { NoCuda("cuda::DriverVersion"); }
 int RuntimeVersion() { NoCuda("cuda::RuntimeVersion"); }
 void* CreateStream() { NoCuda("cuda::CreateStream"); }

@@ -48,6 +48,19 @@ std::string DeviceDescription(int index);
 std::string PciAddress(int index);
 // Whether device `a` can reach device `b`'s memory directly (peer to peer).
 bool CanAccessPeer(int a, int b);
+// The device's name ("NVIDIA GeForce RTX 4090").
+std::string DeviceName(int index);
+// A peer-to-peer write as NCCL's kernels make one: a kernel on `from`
+// stores a pattern of `bytes` into memory on `to` through peer access
+// (enabled here), then the host reads it back from `to`. `error` is the
+// failed call and CUDA's reason; `data_ok` whether the pattern arrived.
+// Where a platform's peer access is broken this may hang: run it in a
+// child process under a deadline (launch/peer_access.h).
+struct PeerCopyResult {
+  std::string error;
+  bool data_ok = false;
+};
+PeerCopyResult CheckPeerCopy(int from, int to, size_t bytes);
 // Versions as numbers: the driver's CUDA (e.g. 13000) and the runtime's.
 int DriverVersion();
 int RuntimeVersion();

@@ -421,6 +421,57 @@ bool CanAccessPeer(int a, int b) {
   return can != 0;
 }
 
+std::string DeviceName(int index) {
+  cudaDeviceProp prop;
+  Check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties", __FILE__, __LINE__);
+  return prop.name;
+}
+
+namespace {
+__host__ __device__ __forceinline__ uint32_t PeerPattern(size_t i) { return static_cast<uint32_t>(i) * 2654435761u + 12345u; }
+
+__global__ void PeerWriteKernel(uint32_t* peer, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    peer[i] = PeerPattern(i);
+  }
+}
+}  // namespace
+
+PeerCopyResult CheckPeerCopy(int from, int to, size_t bytes) {
+  PeerCopyResult r;
+  const size_t n = bytes / sizeof(uint32_t);
+  uint32_t* peer = nullptr;
+  auto failed = [&](cudaError_t e, const char* call) {
+    r.error = std::string(call) + ": " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")";
+    cudaGetLastError();
+    return r;
+  };
+  cudaError_t e = cudaSetDevice(to);
+  if (e != cudaSuccess) return failed(e, "cudaSetDevice");
+  if ((e = cudaMalloc(&peer, n * sizeof(uint32_t))) != cudaSuccess) return failed(e, "cudaMalloc");
+  if ((e = cudaMemset(peer, 0, n * sizeof(uint32_t))) != cudaSuccess) return failed(e, "cudaMemset");
+  if ((e = cudaDeviceSynchronize()) != cudaSuccess) return failed(e, "cudaDeviceSynchronize");
+  if ((e = cudaSetDevice(from)) != cudaSuccess) return failed(e, "cudaSetDevice");
+  e = cudaDeviceEnablePeerAccess(to, 0);
+  if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) return failed(e, "cudaDeviceEnablePeerAccess");
+  cudaGetLastError();
+  PeerWriteKernel<<<64, 256>>>(peer, n);
+  if ((e = cudaGetLastError()) != cudaSuccess) return failed(e, "PeerWriteKernel launch");
+  if ((e = cudaDeviceSynchronize()) != cudaSuccess) return failed(e, "cudaDeviceSynchronize");
+  std::vector<uint32_t> back(n);
+  if ((e = cudaSetDevice(to)) != cudaSuccess) return failed(e, "cudaSetDevice");
+  if ((e = cudaMemcpy(back.data(), peer, n * sizeof(uint32_t), cudaMemcpyDeviceToHost)) != cudaSuccess) {
+    return failed(e, "cudaMemcpy");
+  }
+  r.data_ok = true;
+  for (size_t i = 0; i < n && r.data_ok; ++i) {
+    r.data_ok = back[i] == PeerPattern(i);
+  }
+  if ((e = cudaFree(peer)) != cudaSuccess) return failed(e, "cudaFree");
+  return r;
+}
+
 int DriverVersion() {
   int v = 0;
   Check(cudaDriverGetVersion(&v), "cudaDriverGetVersion", __FILE__, __LINE__);

@@ -386,7 +386,7 @@ EOF2
   # With graphs, the same peer as the eager row above (measured once).
   if [ -z "$graphs" ]; then
     # shellcheck disable=SC2086
-    peer=$(timeout "$(limit 60)" $PY "$B/tools/bench_resnet_gpu_pytorch.py" --precision "$precision" \
+    peer=$(timeout "$(limit 60)" $PY "$B/tools/bench_resnet_pytorch.py" --device cuda --precision "$precision" \
            --batch-size "$batch" --steps 20 $peer_flags 2>>"$LOG")
     theirs=$(printf '%s\n' "$peer" | tail -n 1)
     theirs_mib=$(printf '%s\n' "$peer" | awk '$1 == "peak_bytes" {printf "%.0f", $2 / 1048576}')
