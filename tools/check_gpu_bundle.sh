@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Checks the GPU self-test bundle where nothing of this project is
-# installed: a fresh minimal Debian 12 root (debootstrap --variant=minbase,
-# no other packages, /proc and /sys mounted) with only the CUDA toolkit's
-# cuDNN, cuBLASLt and NCCL libraries copied in. There every bundled program
-# must load (no missing shared library), ddp_train must train on CPU as a
-# singleton and under the bundle's own `mpirun -np 2`, and selftest.sh must
-# end with its "no GPU" line and exit status 3.
+# installed: a fresh minimal Debian 12 root (debootstrap --variant=minbase
+# with python3, which the self-test runs on, and no other package; /proc
+# and /sys mounted) with only the CUDA toolkit's cuDNN, cuBLASLt and NCCL
+# libraries copied in. There every bundled program must load (no missing
+# shared library), ddp_train must train on CPU as a singleton and under the
+# bundle's own `mpirun -np 2`, selftest.sh must end with its one "no GPU"
+# line and exit status 3, and its CPU rehearsal of the tiers that need no
+# PyTorch must pass.
 #
 #   tools/check_gpu_bundle.sh
 #
@@ -15,12 +17,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "check_gpu_bundle.sh: needs root (chroot, mounts)" >&2; exit 1; }
-cache=/var/tmp/ddp-root-cache/bookworm
+cache=/var/tmp/ddp-root-cache/bookworm-python3
 if [ ! -x "$cache/bin/sh" ]; then
   command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
   rm -rf "$cache"
   mkdir -p "$(dirname "$cache")"
-  debootstrap --variant=minbase bookworm "$cache" http://deb.debian.org/debian >/dev/null
+  debootstrap --variant=minbase --include=python3 bookworm "$cache" http://deb.debian.org/debian >/dev/null
 fi
 
 work=$(mktemp -d /var/tmp/ddp-bundle-check.XXXXXX)
@@ -73,6 +75,22 @@ printf '%s\n' "$out"
 [ "$rc" -eq 3 ] || fail "selftest.sh exited $rc, not 3"
 grep -q 'selftest: no GPU visible' <<< "$out" || fail "selftest.sh did not print its no-GPU line"
 [ -s "$root/tmp/selftest/report.json" ] || fail "selftest.sh wrote no report.json"
+[ "$(grep -c . <<< "$out")" -eq 1 ] || fail "selftest.sh printed more than its one no-GPU line"
+echo "== selftest.sh --rehearse, the tiers that need no PyTorch"
+tiers=versions,gpu_tests,training,equivalence,bert,checkpoint,mixed_precision,memory,watchdog,data
+set +e
+out=$(in_root "cd /tmp && /opt/ddp_bundle/selftest.sh --rehearse --only $tiers /tmp/rehearse" 2>&1)
+rc=$?
+set -e
+printf '%s\n' "$out" | grep '^selftest: '
+[ "$rc" -eq 4 ] || fail "the rehearsal exited $rc, not 4 (incomplete: some tiers not selected)"
+python3 - "$root/tmp/rehearse/report.json" "$tiers" <<'PY' || fail "a rehearsed tier did not pass"
+import json, sys
+r = json.load(open(sys.argv[1]))
+bad = [t["tier"] for t in r["tiers"] if t["tier"] in sys.argv[2].split(",") and t["status"] != "passed"]
+print("rehearsed tiers not passed:", bad or "none")
+sys.exit(1 if bad else 0)
+PY
 
 size=$(stat -c %s "$work/ddp_bundle.tar.xz")
 echo "packed bundle: $((size / 1048576)) MiB"

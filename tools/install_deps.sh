@@ -3,7 +3,7 @@
 # Idempotent and quiet: when everything is present it does nothing.
 #
 #   tools/install_deps.sh                 # build and test dependencies
-#   tools/install_deps.sh --with-pytorch  # also PyTorch, the benchmark peer
+#   tools/install_deps.sh --with-pytorch  # also OpenBLAS's threaded build, for benchmarking PyTorch
 #   tools/install_deps.sh --with-slurm    # also Slurm, for the srun launch test (CI)
 #
 # The CUDA 13 toolkit (cuDNN, cuBLASLt, NCCL) is not a Debian package: where
@@ -21,6 +21,7 @@ packages=(
   libjpeg62-turbo-dev libpng-dev                    # imagefolder:DIR decoding
   libicu-dev                                        # tools/tokenize_text (BERT's tokenizer)
   python3-crc32c                                    # the tests' independent TensorBoard reader
+  python3-torch python3-torchvision                 # the peer of the self-test's rehearsed benchmarks (CPU)
   gnuplot-nox                                       # tools/scaling_study's plot
   iproute2                                          # shaped-link test hosts (ip netns, tc tbf)
   procps                                            # pgrep, ps, pkill: the preemption and Slurm tests
@@ -29,7 +30,7 @@ packages=(
 )
 for arg in "$@"; do
   case "$arg" in
-    --with-pytorch) packages+=(python3-torch python3-torchvision libopenblas0-pthread) ;;
+    --with-pytorch) packages+=(libopenblas0-pthread) ;;
     # Slurm's daemons, for tests/slurm_launch_test.sh (which starts its own
     # throwaway cluster). Opt-in: Debian enables their system services.
     --with-slurm) packages+=(slurmctld slurmd slurm-client) ;;

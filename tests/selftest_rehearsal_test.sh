@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The GPU self-test rehearsed on CPU ranks, from a bundle packed here from
+# the built programs: the same commands, checks, parsing and report as on a
+# GPU. The verdict passes and report.json lists every tier with its status,
+# seconds and checks (a passed tier has a passed check); a failure injected
+# into a tier (DDP_SELFTEST_INJECT) turns that tier, and the verdict, to
+# failed through the tier's own comparison; a budget too small for a tier
+# reports it skipped (budget) and the verdict incomplete; without a GPU and
+# without --rehearse, one line and exit 3.
+set -u
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+export PATH="/usr/bin:/bin:$PATH" DDP_SELFTEST_PYTHON=/usr/bin/python3
+
+bash tools/bundle/pack.sh "$tmp/bundle" launch/ddp_train tests/gpu_tests tools/gpu_info tools/make_image_dataset \
+  tools/compare_weights tools/make_image_folder tools/tokenize_text > "$tmp/pack.log" 2>&1 ||
+  { cat "$tmp/pack.log"; echo "FAIL: the bundle does not pack"; exit 1; }
+
+# report OUT CHECKS...: report.json's facts, by a Python expression each
+# over `r` (the report) and `tiers` (name -> tier).
+report() {
+  local out=$1; shift
+  /usr/bin/python3 - "$out/report.json" "$@" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+tiers = {t["tier"]: t for t in r["tiers"]}
+bad = [c for c in sys.argv[2:] if not eval(c)]
+for c in bad:
+    print("FAIL: report.json:", c)
+sys.exit(1 if bad else 0)
+PY
+}
+names='["versions", "gpu_tests", "training", "equivalence", "bert", "checkpoint", "mixed_precision", "memory",
+        "watchdog", "data", "bert_interop", "benchmarks"]'
+
+start=$(date +%s)
+"$tmp/bundle/selftest.sh" --rehearse "$tmp/ok" > "$tmp/ok.log" 2>&1
+rc=$?
+seconds=$(( $(date +%s) - start ))
+[ "$rc" -eq 0 ] || { cat "$tmp/ok.log"; fail "the rehearsal: exit $rc (want 0)"; }
+report "$tmp/ok" 'r["verdict"] == "passed" and r["rehearsal"] and r["device"] == "cpu"' \
+  "[t['tier'] for t in r['tiers']] == $names" \
+  'all(t["status"] in ("passed", "skipped") and t["seconds"] >= 0 and t["limit_s"] > 0 for t in r["tiers"])' \
+  'all(any(c["status"] == "passed" for c in t["checks"]) for t in r["tiers"] if t["status"] == "passed")' \
+  'all(t["reason"] for t in r["tiers"] if t["status"] == "skipped")' \
+  'sum(t["status"] == "passed" for t in r["tiers"]) >= 11' \
+  'all(v["ddp_train"] > 0 and v["pytorch"] > 0 for v in r["benchmarks"].values()) and len(r["benchmarks"]) == 2' \
+  '"passed" in open(sys.argv[1].replace("report.json", "report.md")).read()' || fail "the rehearsal's report"
+echo "rehearsal: exit $rc in $seconds s; $(tail -n 1 "$tmp/ok.log")"
+
+# An injected failure: the tier's comparison fails, and so does the verdict;
+# the tier beside it still passes.
+DDP_SELFTEST_INJECT=equivalence,benchmarks "$tmp/bundle/selftest.sh" --rehearse \
+  --only versions,equivalence,benchmarks "$tmp/injected" > "$tmp/injected.log" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || { cat "$tmp/injected.log"; fail "injected: exit $rc (want 1)"; }
+report "$tmp/injected" 'r["verdict"] == "failed" and not r["passed"]' \
+  'tiers["versions"]["status"] == "passed"' \
+  'tiers["equivalence"]["status"] == "failed" and any(c["status"] == "failed" and "losses" in c["name"] for c in tiers["equivalence"]["checks"])' \
+  'tiers["benchmarks"]["status"] == "failed" and all("a figure is missing" in c["detail"] for c in tiers["benchmarks"]["checks"])' \
+  'tiers["training"]["status"] == "skipped" and tiers["training"]["reason"] == "not selected (--only)"' ||
+  fail "the injected run's report"
+grep -q "^selftest: failed: " "$tmp/injected.log" || fail "injected: no closing 'failed' line"
+
+# Nothing failed but a tier left out, or cut by the budget: incomplete. (A
+# later tier whose limit still fits runs.)
+"$tmp/bundle/selftest.sh" --rehearse --only versions "$tmp/only" > "$tmp/only.log" 2>&1
+rc=$?
+[ "$rc" -eq 4 ] || { cat "$tmp/only.log"; fail "--only versions: exit $rc (want 4)"; }
+report "$tmp/only" 'r["verdict"] == "incomplete"' 'tiers["versions"]["status"] == "passed"' || fail "--only's report"
+DDP_SELFTEST_BUDGET_S=35 "$tmp/bundle/selftest.sh" --rehearse "$tmp/budget" > "$tmp/budget.log" 2>&1
+rc=$?
+[ "$rc" -eq 4 ] || { cat "$tmp/budget.log"; fail "a 35 s budget: exit $rc (want 4)"; }
+report "$tmp/budget" 'r["verdict"] == "incomplete"' 'tiers["versions"]["status"] == "passed"' \
+  'tiers["gpu_tests"]["status"] == "skipped" and tiers["gpu_tests"]["reason"].startswith("budget:")' \
+  'tiers["benchmarks"]["status"] == "skipped" and tiers["benchmarks"]["reason"].startswith("budget:")' \
+  'all(t["status"] != "failed" for t in r["tiers"])' || fail "the budget's report"
+grep -q "^selftest: tier gpu_tests: skipped (budget: " "$tmp/budget.log" || fail "the budget: no line naming the tier"
+
+# Without a GPU, a GPU run says so in one line: exit 3.
+"$tmp/bundle/selftest.sh" "$tmp/nogpu" > "$tmp/nogpu.log" 2>&1
+rc=$?
+[ "$rc" -eq 3 ] && [ "$(grep -c . "$tmp/nogpu.log")" -eq 1 ] && grep -q "^selftest: no GPU visible" "$tmp/nogpu.log" ||
+  { cat "$tmp/nogpu.log"; fail "no GPU: exit $rc"; }
+[ "$failures" -eq 0 ] && echo "selftest rehearsal test: all passed" && exit 0
+echo "selftest rehearsal test: $failures failure(s)"
+exit 1
