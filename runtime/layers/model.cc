@@ -21,6 +21,7 @@ NamedTensors::iterator FindNamed(NamedTensors& tensors, const std::string& name)
 Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed)
     : name_(std::move(name)), root_(std::move(root)) {
   loss_module_ = dynamic_cast<LossModule*>(root_.get());
+  loss_name_ = name_ + " loss";
   root_->AssignNames("");
   root_->CollectParameters(&parameters_);
   root_->CollectBuffers(&buffers_);
@@ -115,6 +116,9 @@ Tensor Model::Backward(ExecutionContext& ctx, const Tensor& dy, bool accumulate)
 }
 
 LossResult Model::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
+  // Tensors a loss makes outside its layers' Forward (a head's logits) are
+  // activations too.
+  const ActivationScope activations(loss_name_, "forward");
   if (loss_module_ != nullptr) return loss_module_->ForwardLoss(ctx, batch);
   CHECK(output_loss_ != nullptr) << name_ << " has no loss: set_output_loss";
   const Tensor output = Forward(ctx, batch.Get(output_loss_->input_name()));
@@ -122,6 +126,7 @@ LossResult Model::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
 }
 
 void Model::BackwardLoss(ExecutionContext& ctx, double loss_grad, bool accumulate) {
+  const ActivationScope activations(loss_name_, "backward");
   if (loss_module_ != nullptr) {
     backward_state_.accumulate = accumulate;
     loss_module_->BackwardLoss(ctx, loss_grad);
@@ -139,6 +144,7 @@ int64_t Model::loss_stats_size() const {
 void Model::ForwardLossToDevice(ExecutionContext& ctx, const Batch& batch, Tensor& stats) {
   CHECK(loss_stats_size() > 0 && stats.numel() == loss_stats_size() && stats.dtype() == DType::kF64)
       << name_ << ": loss statistics " << stats.DebugString() << " for " << loss_stats_size() << " values";
+  const ActivationScope activations(loss_name_, "forward");
   if (loss_module_ != nullptr) {
     loss_module_->ForwardLossToDevice(ctx, batch, stats);
     return;

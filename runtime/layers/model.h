@@ -120,6 +120,7 @@ class Model {
   std::string name_;
   std::unique_ptr<Layer> root_;
   LossModule* loss_module_ = nullptr;  // root_, when it is one
+  std::string loss_name_;              // "<name> loss", what names its activations
   std::unique_ptr<OutputLoss> output_loss_;  // otherwise
   std::vector<Parameter*> parameters_;
   std::vector<Buffer*> buffers_;
