@@ -7,8 +7,10 @@ if [ -z "${DDP_BUNDLE_LIBRARY_PATH:-}" ]; then
   # 1. Given explicitly.
   for d in $(printf '%s' "${DDP_CUDA_LIBS:-}" | tr ':' ' '); do add_dir "$d"; done
   # 2. A pip-installed PyTorch's nvidia/*/lib (cuDNN, cuBLAS, NCCL, runtime).
-  if command -v python3 >/dev/null 2>&1; then
-    for d in $(python3 -c 'import glob, os, nvidia
+  # The interpreter the self-test runs (DDP_SELFTEST_PYTHON), else python3.
+  ddp_py=${DDP_SELFTEST_PYTHON:-python3}
+  if command -v "$ddp_py" >/dev/null 2>&1; then
+    for d in $("$ddp_py" -c 'import glob, os, nvidia
 for root in nvidia.__path__:
     print(" ".join(sorted(glob.glob(os.path.join(root, "*", "lib")))))' 2>/dev/null); do
       add_dir "$d"

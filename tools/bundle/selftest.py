@@ -30,6 +30,7 @@ Exit status: 0 passed, 1 failed, 3 no GPU visible (without --rehearse),
 import argparse
 import json
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -67,12 +68,17 @@ class SelfTest:
     def injected(self, t):
         return t.name in self.run.inject
 
-    def train(self, t, name, args, np=1, env=None, limit=60, metrics=True):
+    def train(self, t, name, args, np=1, env=None, limit=60, metrics=True, fresh=True):
         """ddp_train with the device's flags: one rank alone, several under the
-        bundle's mpirun (--comm mpi: NCCL refuses two ranks on one GPU)."""
+        bundle's mpirun (--comm mpi: NCCL refuses two ranks on one GPU).
+        `fresh`: an earlier run's metrics file (a re-run into the same
+        folder) is removed first, so a run that dies early is not judged by it."""
         argv = [self.bin("ddp_train")] + self.d.flags + list(args)
         if metrics:
-            argv += ["--metrics-file", self.run.path(name + ".jsonl")]
+            metrics_file = self.run.path(name + ".jsonl")
+            if fresh and os.path.exists(metrics_file):
+                os.remove(metrics_file)
+            argv += ["--metrics-file", metrics_file]
         if np > 1:
             exports = []
             for key in env or {}:
@@ -140,7 +146,7 @@ class SelfTest:
 
     # ------------------------------------------------------------ gpu_tests
     def gpu_tests(self, t):
-        runs = [("gpu_tests", [self.bin("gpu_tests")], 100),
+        runs = [("gpu_tests", [self.bin("gpu_tests")], 70),
                 ("gpu_tests_np2", [self.bin("mpirun"), "-np", "2", "--bind-to", "none", self.bin("gpu_tests"),
                                    "--gtest_filter=StagedCommunicatorTest.*:NcclCommunicatorTest.CreateFailing*"], 30)]
         for name, argv, limit in runs:
@@ -241,6 +247,7 @@ class SelfTest:
         the manifest), the run resumes from step 2 and ends as the run never
         stopped, bit for bit, at 2 ranks under ZeRO 2."""
         directory = self.run.path("checkpoints")
+        shutil.rmtree(directory, ignore_errors=True)  # a re-run into the same folder starts afresh
         common = ["--model", "resnet18", "--image-size", "32", "--num-classes", "10", "--batch-size", "4",
                   "--zero-init-residual", "--seed", "7", "--steps", "6", "--optimizer", "sgd", "--lr", "0.02",
                   "--zero-stage", "2", "--bucket-mb", "4", "--first-bucket-mb", "0.3"] + self.d.exact
@@ -252,7 +259,7 @@ class SelfTest:
         t.check("the run is killed while writing its step-4 checkpoint",
                 crashed.rc != 0 and "DDP_TEST_CHECKPOINT_CRASH" in crashed.out + crashed.err, crashed.describe())
         resume = common + ckpt + ["--resume"] + save("ckpt_resumed") + (["--lr", "0.021"] if self.injected(t) else [])
-        resumed = self.train(t, "ckpt_resumed", resume, np=2)
+        resumed = self.train(t, "ckpt_resumed", resume, np=2, fresh=False)
         self.trained(t, "the resumed run", resumed, "ckpt_resumed")
         t.check("it resumes from the step-2 checkpoint", "at step 2" in resumed.out, resumed.describe())
         if self.same_losses(t, "resumed losses equal the uninterrupted run's", "ckpt_full", "ckpt_resumed", 0,
@@ -332,8 +339,9 @@ class SelfTest:
         start-up, exit 1, with one line naming it: on a GPU, the stream kept
         busy past --comm-timeout-s (what a stuck NCCL collective looks like to
         the host); on CPU ranks, a peer that stops answering."""
-        common = ["--model", "resnet18", "--image-size", "32", "--num-classes", "10", "--comm-timeout-s", "3",
-                  "--bucket-mb", "4", "--first-bucket-mb", "0.3"]
+        # 6 s on a GPU: the timeout also bounds NCCL's start-up.
+        common = ["--model", "resnet18", "--image-size", "32", "--num-classes", "10", "--comm-timeout-s",
+                  self.d.size(gpu="6", cpu="3"), "--bucket-mb", "4", "--first-bucket-mb", "0.3"]
         if self.d.cpu:
             hook = {} if self.injected(t) else {"DDP_TEST_STOP_IN_COLLECTIVE": "1:12"}
             r = self.train(t, "watchdog", common + ["--batch-size", "4", "--steps", "40"], np=2, env=hook,
@@ -390,7 +398,7 @@ class SelfTest:
         if self.injected(t):
             argv = argv + ["--no-such-flag"]  # the peer gives no figure: the row must fail
         r = self.run.command(t, [self.py] + argv, 90, name=name)
-        return h.key_values(r.out)
+        return h.key_values(r.out), r.timed_out
 
     def bench_row(self, t, label, ours, ours_key, theirs, theirs_key, bar):
         """One row: both figures must exist; on a GPU, ours at `bar` x theirs or
@@ -429,7 +437,7 @@ class SelfTest:
             name = f"bench_{precision}{'_graphs' if graphs else ''}"
             args = ["--model", model, "--precision", precision, "--batch-size", str(batch), "--image-size", image,
                     "--steps", steps] + (["--cuda-graphs"] if graphs else [])
-            self.train(t, name, args)
+            cut = self.train(t, name, args).timed_out
             s = h.summary(self.run.path(name + ".jsonl"))
             if precision not in peers:
                 cl = ["--channels-last"] if precision in ("fp16", "bf16") else []
@@ -437,17 +445,23 @@ class SelfTest:
                     self.tool("bench_resnet_pytorch.py"), "--device", self.d.name, "--model", model, "--precision",
                     precision, "--batch-size", str(batch), "--image-size", image, "--steps", steps, "--threads", "1",
                     "--num-classes", "1000"] + cl)
-            self.bench_row(t, label, s, "samples_per_s", peers[precision], "images_per_s", bar=0.9)
+            if cut or peers[precision][1]:
+                t.skip(label, "budget: a run was cut by the tier's limit")
+                continue
+            self.bench_row(t, label, s, "samples_per_s", peers[precision][0], "images_per_s", bar=0.9)
         model, batch, seq, steps = self.d.size(gpu=("bert-base", "32", "128", "12"), cpu=("bert-tiny", "4", "32", "4"))
         label = f"{model} fp32 batch {batch} seq {seq} tokens/s"
         if t.left() < self.d.size(gpu=30, cpu=10):
             t.skip(label, "budget: the tier's limit is spent")
             return
-        self.train(t, "bench_bert", ["--model", model, "--batch-size", batch, "--seq-len", seq, "--steps", steps,
-                                     "--optimizer", "adamw"])
-        theirs = self.peer(t, "pytorch_bert", [self.tool("bench_bert_pytorch.py"), "--model", model, "--device",
-                                               self.d.name, "--batch-size", batch, "--seq-len", seq, "--steps", steps,
-                                               "--threads", "1"])
+        cut = self.train(t, "bench_bert", ["--model", model, "--batch-size", batch, "--seq-len", seq,
+                                           "--steps", steps, "--optimizer", "adamw"]).timed_out
+        theirs, peer_cut = self.peer(t, "pytorch_bert", [
+            self.tool("bench_bert_pytorch.py"), "--model", model, "--device", self.d.name, "--batch-size", batch,
+            "--seq-len", seq, "--steps", steps, "--threads", "1"])
+        if cut or peer_cut:
+            t.skip(label, "budget: a run was cut by the tier's limit")
+            return
         self.bench_row(t, label, h.summary(self.run.path("bench_bert.jsonl")), "tokens_per_s", theirs, "tokens_per_s",
                        bar=None)
 
