@@ -36,6 +36,19 @@ bool IsCheckpointName(const std::string& name) {
   return true;
 }
 
+// Step directories in `dir`, oldest first (names sort by step); `sealed`:
+// only those holding a manifest (complete, as a commit leaves them).
+std::vector<std::string> StepDirectories(const std::string& dir, bool sealed) {
+  std::vector<std::string> names;
+  for (const std::string& entry : ListDirectory(dir)) {
+    if (IsCheckpointName(entry) && (!sealed || PathExists(dir + "/" + entry + "/" + kManifest))) {
+      names.push_back(entry);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 }  // namespace
 
 std::string CheckpointName(int64_t step) { return "step_" + Padded(step, 8); }
@@ -58,6 +71,14 @@ Status Checkpointer::PrepareDirectory(const std::string& dir, bool resuming) {
     while (!name.empty() && name.back() == '\n') name.pop_back();
     return FailedPrecondition(where + " already holds checkpoints (latest: " + name +
                               "); pass --resume to continue from it, or use another directory");
+  }
+  if (!resuming) {
+    // `latest` lost, the step directories not: a new run would overwrite them.
+    const std::vector<std::string> steps = StepDirectories(dir, false);
+    if (!steps.empty()) {
+      return FailedPrecondition(where + " already holds checkpoints (" + steps.back() + ", no '" + kLatest +
+                                "' file); pass --resume to continue from the newest, or use another directory");
+    }
   }
   // Writable: a probe written durably and removed.
   const std::string probe = dir + "/.write_probe";
@@ -209,20 +230,32 @@ void Checkpointer::Finish() {
   pending_step_ = -1;
 }
 
-StatusOr<CheckpointReader> CheckpointReader::OpenLatest(const std::string& dir) {
+StatusOr<CheckpointReader> CheckpointReader::OpenLatest(const std::string& dir, std::string* note) {
   StatusOr<std::string> latest = ReadWholeFile(dir + "/" + kLatest);
+  std::string why;  // why `latest` cannot be followed
+  std::string name;
   if (!latest.ok()) {
-    if (latest.status().code() == StatusCode::kNotFound) {
-      return Status(StatusCode::kNotFound, "no checkpoint in " + dir + " (no '" + kLatest + "' file)");
+    if (latest.status().code() != StatusCode::kNotFound) return latest.status();
+    why = dir + "/" + kLatest + " is missing";
+  } else {
+    name = *latest;
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    if (!IsCheckpointName(name)) {
+      why = dir + "/" + kLatest + " names '" + name + "', not a checkpoint";
+    } else if (!PathExists(dir + "/" + name)) {
+      why = dir + "/" + kLatest + " names " + name + ", which is gone";
+    } else {
+      return Open(dir + "/" + name);
     }
-    return latest.status();
   }
-  std::string name = *latest;
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  if (!IsCheckpointName(name)) {
-    return Status(StatusCode::kDataLoss, dir + "/" + kLatest + " names '" + name + "', not a checkpoint");
+  // `latest` lost or stale: the newest sealed step directory stands in.
+  const std::vector<std::string> sealed = StepDirectories(dir, true);
+  if (sealed.empty()) {
+    if (!latest.ok()) return Status(StatusCode::kNotFound, "no checkpoint in " + dir + " (no '" + kLatest + "' file)");
+    return Status(StatusCode::kDataLoss, why + ", and no step directory there is sealed");
   }
-  return Open(dir + "/" + name);
+  if (note != nullptr) *note = why + "; resuming from the newest sealed checkpoint, " + sealed.back();
+  return Open(dir + "/" + sealed.back());
 }
 
 StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& path) {

@@ -110,7 +110,9 @@ class Checkpointer {
 class CheckpointReader {
  public:
   // The checkpoint `latest` names in `dir`; NotFound when there is none.
-  static StatusOr<CheckpointReader> OpenLatest(const std::string& dir);
+  // Where `latest` is missing, or names a directory that is gone, the
+  // newest step directory holding a manifest, and `note` says so.
+  static StatusOr<CheckpointReader> OpenLatest(const std::string& dir, std::string* note = nullptr);
   // The checkpoint in directory `path` (a step_NNNNNNNN directory).
   static StatusOr<CheckpointReader> Open(const std::string& path);
   const CheckpointManifest& manifest() const { return manifest_; }

@@ -150,6 +150,37 @@ expect_error "--save-weights /nonexistent/w.safetensors: directory /nonexistent 
   --steps 1000000 --save-weights /nonexistent/w.safetensors
 expect_error "r18.safetensors exists and is not a directory" "${small[@]}" --steps 1000000 \
   --checkpoint-dir "$tmp/r18.safetensors/ck"
+# No output on an input (links and ./ resolved) or on another output, no
+# directory where a file is meant: refused before training, every input's
+# bytes unchanged (issue 34, items 5 to 7).
+ln -sf "$tmp/train.safetensors" "$tmp/train_link.safetensors"
+mkdir -p "$tmp/a_dir"
+data_sum=$(md5sum < "$tmp/train.safetensors"); weights_sum=$(md5sum < "$tmp/r18.safetensors")
+data=(--data "tensors:$tmp/train.safetensors")
+expect_error "--save-weights $tmp/train.safetensors is the --data file $tmp/train.safetensors: writing it would destroy the input" \
+  "${small[@]}" "${data[@]}" --steps 1000000 --save-weights "$tmp/train.safetensors"
+expect_error "--metrics-file $tmp/train_link.safetensors is the --data file" \
+  "${small[@]}" "${data[@]}" --steps 1000000 --metrics-file "$tmp/train_link.safetensors"
+expect_error "--timeline $tmp/./train.safetensors is the --data file" \
+  "${small[@]}" "${data[@]}" --steps 1000000 --timeline "$tmp/./train.safetensors"
+expect_error "--metrics-file $tmp/train.safetensors is the --eval-data file" \
+  "${small[@]}" --eval-data "tensors:$tmp/train.safetensors" --steps 1000000 --metrics-file "$tmp/train.safetensors"
+expect_error "--save-weights $tmp/r18.safetensors is the --load-weights file" \
+  "${small[@]}" --load-weights "$tmp/r18.safetensors" --steps 1000000 --save-weights "$tmp/r18.safetensors"
+expect_error "--profile-file $tmp/good.cfg is the --config file" \
+  --config "$tmp/good.cfg" --steps 1000000 --profile-file "$tmp/good.cfg"
+[ "$(md5sum < "$tmp/train.safetensors")" = "$data_sum" ] || fail "the dataset changed"
+[ "$(md5sum < "$tmp/r18.safetensors")" = "$weights_sum" ] || fail "the weights changed"
+grep -q "model" "$tmp/good.cfg" || fail "the config changed"
+expect_error "--save-weights and --metrics-file are both $tmp/out.x: one would overwrite the other" \
+  "${small[@]}" --steps 1000000 --metrics-file "$tmp/out.x" --save-weights "$tmp/out.x"
+expect_error "--metrics-file and --timeline are both $tmp/out.x" \
+  "${small[@]}" --steps 1000000 --metrics-file "$tmp/out.x" --timeline "$tmp/out.x"
+expect_error "--save-weights $tmp/a_dir is a directory; give a file's path" \
+  "${small[@]}" --steps 1000000 --save-weights "$tmp/a_dir"
+expect_error "--metrics-file $tmp/a_dir is a directory; give a file's path" \
+  "${small[@]}" --steps 1000000 --metrics-file "$tmp/a_dir"
+[ -e "$tmp/out.x" ] && fail "a refused run wrote $tmp/out.x"
 expect_error "--checkpoint-every needs --checkpoint-dir" "${small[@]}" --checkpoint-every 5
 expect_error "--resume needs --checkpoint-dir" "${small[@]}" --resume
 expect_error "--comm-timeout-s must be 0 (no timeout) or positive, got -1" "${small[@]}" --comm-timeout-s -1

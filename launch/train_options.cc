@@ -345,6 +345,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.task = FLAGS_task;
   o.activation_checkpointing = FLAGS_activation_checkpointing;
   o.zero_init_residual = FLAGS_zero_init_residual;
+  o.config = FLAGS_config;
   o.load_weights = FLAGS_load_weights;
   o.save_weights = FLAGS_save_weights;
   o.metrics_file = FLAGS_metrics_file;

@@ -72,6 +72,7 @@ struct TrainOptions {
   bool activation_checkpointing = false;
   bool zero_init_residual = false;
 
+  std::string config;  // --config's file, where one was given
   std::string load_weights, save_weights, metrics_file;
   std::string tensorboard_dir;  // rank 0's TensorBoard event file goes there
   int64_t log_every = 0;        // progress lines in a log: every N steps; 0: about every 10 s

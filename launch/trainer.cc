@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "comm/watchdog.h"
+#include "launch/output_paths.h"
 #include "launch/preemption.h"
 #include "runtime/allocator.h"
 #include "runtime/clock.h"
@@ -112,25 +113,6 @@ Status Trainer::BroadcastInitialState() {
 
 namespace {
 
-// `path` can be written later (its directory exists and is writable, and
-// the file, where it exists, is writable): checked before training, so a
-// typo costs seconds, not a run.
-Status CheckWritable(const std::string& flag, const std::string& path) {
-  if (path.empty()) return Status::Ok();
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  if (::access(dir.c_str(), F_OK) != 0) {
-    return FailedPrecondition(flag + " " + path + ": directory " + dir + " does not exist");
-  }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return FailedPrecondition(flag + " " + path + ": directory " + dir + " is not writable");
-  }
-  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0) {
-    return FailedPrecondition(flag + " " + path + " exists and is not writable");
-  }
-  return Status::Ok();
-}
-
 // A metrics record's numbers as TensorBoard scalars: "train/loss", ...,
 // "eval/accuracy".
 std::vector<std::pair<std::string, double>> TensorBoardScalars(const nlohmann::ordered_json& record) {
@@ -218,13 +200,10 @@ void Trainer::RecordPeerAccess(const PeerAccessDecision& decision) {
 
 Status Trainer::Setup() {
   if (is_root()) {
-    RETURN_IF_ERROR(CheckWritable("--save-weights", options_.save_weights));
-    RETURN_IF_ERROR(CheckWritable("--metrics-file", options_.metrics_file));
+    // Before anything is written: no output on an input or on another.
+    RETURN_IF_ERROR(CheckOutputPaths(InputPaths(options_), OutputPaths(options_)));
     // Created now: a path that cannot be written fails before training.
     if (!options_.tensorboard_dir.empty()) RETURN_IF_ERROR(tensorboard_.Open(options_.tensorboard_dir));
-    RETURN_IF_ERROR(CheckWritable("--timeline", options_.timeline));
-    RETURN_IF_ERROR(CheckWritable("--profile-file", options_.profile_file));
-    RETURN_IF_ERROR(CheckWritable("--contention-probe", options_.contention_probe));
   }
   // Decode threads: on a CPU rank one, beside --threads compute threads (a
   // loader that keeps ahead is mostly idle); on a GPU rank the node's cores
@@ -828,7 +807,9 @@ std::string StateKey(const std::string& kind, int64_t offset, const std::string&
 
 Status Trainer::ResumeModel() {
   if (!options_.resume) return Status::Ok();
-  StatusOr<CheckpointReader> reader = CheckpointReader::OpenLatest(options_.checkpoint_dir);
+  std::string note;
+  StatusOr<CheckpointReader> reader = CheckpointReader::OpenLatest(options_.checkpoint_dir, &note);
+  if (!note.empty() && is_root()) std::printf("ddp_train: --resume: %s\n", note.c_str());
   if (!reader.ok()) {
     if (reader.status().code() != StatusCode::kNotFound) {
       return Status(reader.status().code(), "--resume: " + reader.status().message());

@@ -111,6 +111,32 @@ dir="$tmp/keep.ckpt"
 [ "$(ls "$dir" | tr '\n' ' ')" = "latest step_00000004 step_00000005 " ] || fail "retention left: $(ls "$dir")"
 [ "$(cat "$dir/latest")" = "step_00000005" ] || fail "latest is $(cat "$dir/latest")"
 
+# `latest` deleted (issue 34, item 12): a fresh run is refused with the
+# step directories untouched; --resume continues from the newest sealed
+# one and says so; a `latest` naming a removed step does the same.
+dir="$tmp/lost.ckpt"
+"$bin" "${resnet[@]}" "${sgd[@]}" --checkpoint-dir "$dir" --checkpoint-every 3 > "$tmp/lost.log" 2>&1 ||
+  { cat "$tmp/lost.log"; fail "lost-latest: first run"; }
+rm -f "$dir/latest"
+before=$(cd "$dir" && find . -type f -exec md5sum {} + | sort)
+"$bin" "${resnet[@]}" "${sgd[@]}" --checkpoint-dir "$dir" --checkpoint-every 3 > "$tmp/lost.fresh.log" 2>&1 &&
+  fail "lost-latest: a fresh run was let write over step directories"
+grep -q "already holds checkpoints (step_00000006, no 'latest' file); pass --resume" "$tmp/lost.fresh.log" &&
+  [ "$(wc -l < "$tmp/lost.fresh.log")" = 1 ] || { cat "$tmp/lost.fresh.log"; fail "lost-latest: the refusal's line"; }
+[ "$(cd "$dir" && find . -type f -exec md5sum {} + | sort)" = "$before" ] || fail "lost-latest: the checkpoints changed"
+"$bin" "${resnet[@]}" "${sgd[@]}" --steps 9 --checkpoint-dir "$dir" --checkpoint-every 3 --resume \
+  > "$tmp/lost.resume.log" 2>&1 || { cat "$tmp/lost.resume.log"; fail "lost-latest: resume"; }
+grep -q "latest is missing; resuming from the newest sealed checkpoint, step_00000006" "$tmp/lost.resume.log" &&
+  grep -q "continuing from .*step_00000006 at step 6" "$tmp/lost.resume.log" ||
+  { cat "$tmp/lost.resume.log"; fail "lost-latest: did not resume from step 6 saying why"; }
+[ "$(cat "$dir/latest")" = "step_00000009" ] || fail "lost-latest: latest is $(cat "$dir/latest")"
+echo step_00000042 > "$dir/latest"
+"$bin" "${resnet[@]}" "${sgd[@]}" --steps 12 --checkpoint-dir "$dir" --resume > "$tmp/stale.log" 2>&1 ||
+  { cat "$tmp/stale.log"; fail "stale latest: resume"; }
+grep -q "latest names step_00000042, which is gone; resuming from the newest sealed checkpoint, step_00000009" \
+  "$tmp/stale.log" || { cat "$tmp/stale.log"; fail "stale latest: the note"; }
+echo "lost and stale latest: resumed from the newest sealed step"
+
 # expect_refusal NAME PATTERN NP ARGS...: fails with one error line per rank
 # matching PATTERN, and the checkpoint's files are unchanged.
 expect_refusal() {
