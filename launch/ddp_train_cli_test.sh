@@ -181,6 +181,23 @@ expect_error "--save-weights $tmp/a_dir is a directory; give a file's path" \
 expect_error "--metrics-file $tmp/a_dir is a directory; give a file's path" \
   "${small[@]}" --steps 1000000 --metrics-file "$tmp/a_dir"
 [ -e "$tmp/out.x" ] && fail "a refused run wrote $tmp/out.x"
+# Sizes that overflow 64 bits, or exhaust host memory, or come to no step:
+# one line each, never a hang, SIGFPE or stack trace (issue 34, items 1-4).
+expect_error "--batch-size 8 x 3 x --image-size 1000000000 squared overflows a 64-bit element count" \
+  --model resnet18 --threads 1 --image-size 1000000000
+expect_error "--batch-size 9223372036854775807 x 3 x --image-size 224 squared overflows" \
+  --model resnet18 --threads 1 --batch-size 9223372036854775807
+expect_error "out of memory on cpu asking for " --model resnet18 --threads 1 --image-size 1000000000 --batch-size 1
+expect_error "out of memory on cpu asking for 11.2 TiB" --model resnet18 --threads 1 --image-size 32 \
+  --batch-size 999999999
+expect_error "the global batch, --batch-size 8 x --accumulation-steps 4611686018427387904 x 1 ranks, overflows" \
+  --model resnet18 --threads 1 --accumulation-steps 4611686018427387904
+expect_error "--batch-size 4294967296 x --accumulation-steps 4294967296 x 1 ranks, overflows" \
+  --model resnet18 --threads 1 --batch-size 4294967296 --accumulation-steps 4294967296
+expect_error "--epochs 2305843009213693952 x 4 steps per epoch overflows 64 bits" "${small[@]}" \
+  --data "tensors:$tmp/train.safetensors" --steps 0 --epochs 2305843009213693952
+expect_error "--steps 9223372036854775807 x the global batch 4 overflows a 64-bit sample count" "${small[@]}" \
+  --steps 9223372036854775807
 expect_error "--checkpoint-every needs --checkpoint-dir" "${small[@]}" --checkpoint-every 5
 expect_error "--resume needs --checkpoint-dir" "${small[@]}" --resume
 expect_error "--comm-timeout-s must be 0 (no timeout) or positive, got -1" "${small[@]}" --comm-timeout-s -1

@@ -313,6 +313,16 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   }
   o.image_size = FLAGS_image_size;
   {
+    // A micro-batch of images must be countable: B x 3 x S x S elements.
+    int64_t elements = 0;
+    if (__builtin_mul_overflow(FLAGS_image_size, FLAGS_image_size, &elements) ||
+        __builtin_mul_overflow(elements, int64_t{3}, &elements) ||
+        __builtin_mul_overflow(elements, FLAGS_batch_size, &elements)) {
+      return InvalidArgument("--batch-size " + std::to_string(FLAGS_batch_size) + " x 3 x --image-size " +
+                             std::to_string(FLAGS_image_size) + " squared overflows a 64-bit element count");
+    }
+  }
+  {
     double lo = 0.0, hi = 0.0;
     int used = 0;
     if (std::sscanf(FLAGS_crop_scale.c_str(), "%lf,%lf%n", &lo, &hi, &used) != 2 ||

@@ -227,6 +227,15 @@ Status Trainer::Setup() {
 }
 
 Status Trainer::SetupTraining(int64_t dataset_size) {
+  {
+    int64_t global = 0;
+    if (__builtin_mul_overflow(options_.batch_size, options_.accumulation_steps, &global) ||
+        __builtin_mul_overflow(global, static_cast<int64_t>(ranks_.world_size), &global)) {
+      return InvalidArgument("the global batch, --batch-size " + std::to_string(options_.batch_size) +
+                             " x --accumulation-steps " + std::to_string(options_.accumulation_steps) + " x " +
+                             std::to_string(ranks_.world_size) + " ranks, overflows 64 bits");
+    }
+  }
   SamplerOptions sampler;
   sampler.dataset_size = dataset_size;
   sampler.world_size = ranks_.world_size;
@@ -242,9 +251,20 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   }
   if (options_.epochs > 0) {
     if (dataset_size == BatchSource::kEndless) return InvalidArgument("--epochs needs a tensors:FILE dataset");
-    total_steps_ = options_.epochs * sampler_->steps_per_epoch();
+    if (__builtin_mul_overflow(options_.epochs, sampler_->steps_per_epoch(), &total_steps_)) {
+      return InvalidArgument("--epochs " + std::to_string(options_.epochs) + " x " +
+                             std::to_string(sampler_->steps_per_epoch()) + " steps per epoch overflows 64 bits");
+    }
   } else {
     total_steps_ = options_.steps;
+  }
+  // Every step's data position, in samples, must be countable too.
+  int64_t samples = 0;
+  if (total_steps_ <= 0 || __builtin_mul_overflow(total_steps_, sampler_->global_batch(), &samples)) {
+    return InvalidArgument(options_.epochs > 0 ? "--epochs " + std::to_string(options_.epochs) : "--steps " +
+                           std::to_string(options_.steps) + std::string(total_steps_ <= 0 ? " comes to no step"
+                           : " x the global batch " + std::to_string(sampler_->global_batch()) +
+                           " overflows a 64-bit sample count"));
   }
   options_.schedule.total_steps = total_steps_;
   if (options_.lr <= 0.0) options_.lr = DefaultLearningRate(options_.model, sampler_->global_batch());

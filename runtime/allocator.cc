@@ -1,7 +1,9 @@
 #include "runtime/allocator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include <glog/logging.h>
 
@@ -46,7 +48,7 @@ std::string Allocator::OutOfMemoryLine(size_t bytes) const {
   }
   const Device d = device();
   std::string line = std::string(d.is_cuda() ? "CUDA " : "") + "out of memory on " + d.ToString() + " asking for " +
-                     FormatBytes(static_cast<int64_t>(bytes)) + " (" + FormatBytes(bytes_in_use()) + " in tensors, " +
+                     FormatBytes(static_cast<int64_t>(std::min<size_t>(bytes, std::numeric_limits<int64_t>::max()))) + " (" + FormatBytes(bytes_in_use()) + " in tensors, " +
                      FormatBytes(reserved_bytes()) + " reserved";
   if (limit_bytes() > 0) line += ", --device-memory-limit " + FormatBytes(limit_bytes());
   line += ")";
@@ -77,7 +79,7 @@ size_t CpuAllocator::RoundedSize(size_t bytes) {
   if (bytes < kCachedBlockBytes) return ((bytes + kAlignment - 1) / kAlignment) * kAlignment;
   // Round up to a multiple of an eighth of the largest power of two <= bytes.
   size_t power = kCachedBlockBytes;
-  while (power * 2 <= bytes) power *= 2;
+  while (power <= bytes / 2) power *= 2;  // no overflow, however large
   const size_t step = power / 8;
   return ((bytes + step - 1) / step) * step;
 }
@@ -85,6 +87,8 @@ size_t CpuAllocator::RoundedSize(size_t bytes) {
 CpuAllocator::~CpuAllocator() { ReleaseCache(); }
 
 void* CpuAllocator::Allocate(size_t bytes) {
+  // Past any machine's memory, and past what the rounding below can count.
+  if (bytes > (std::numeric_limits<size_t>::max() >> 2)) OutOfMemory(bytes);
   CheckLimit(bytes);
   const size_t size = RoundedSize(bytes == 0 ? 1 : bytes);
   void* ptr = nullptr;
