@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 expect_error() {  # expect_error "<fragment>" args...
   local fragment="$1"; shift
   local out rc
-  out=$("$bin" "$@" 2>&1); rc=$?
+  out=$(timeout 60 "$bin" "$@" 2>&1); rc=$?  # a hang fails, not blocks
   if [ "$rc" -eq 0 ]; then fail "ddp_train $* exited 0"; return; fi
   if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ]; then
     fail "ddp_train $* printed more than one line:"; printf '%s\n' "$out"; return
@@ -181,6 +181,27 @@ expect_error "--save-weights $tmp/a_dir is a directory; give a file's path" \
 expect_error "--metrics-file $tmp/a_dir is a directory; give a file's path" \
   "${small[@]}" --steps 1000000 --metrics-file "$tmp/a_dir"
 [ -e "$tmp/out.x" ] && fail "a refused run wrote $tmp/out.x"
+# Inputs must be regular files, read up to their size: a directory, a
+# device or a FIFO with no writer is refused at once (issue 34, items 9, 14).
+mkfifo "$tmp/fifo"
+expect_error "--data $tmp/a_dir is a directory, not a file" "${small[@]}" --data "tensors:$tmp/a_dir"
+expect_error "--load-weights $tmp/a_dir is a directory, not a file" "${small[@]}" --load-weights "$tmp/a_dir"
+expect_error "--config $tmp/a_dir is a directory, not a file" --config "$tmp/a_dir"
+expect_error "--data /dev/zero is not a regular file (a device, FIFO or socket)" "${small[@]}" --data tensors:/dev/zero
+expect_error "--load-weights /dev/urandom is not a regular file" "${small[@]}" --load-weights /dev/urandom
+expect_error "--data $tmp/fifo is not a regular file" "${small[@]}" --data "tensors:$tmp/fifo"
+expect_error "--load-weights $tmp/fifo is not a regular file" "${small[@]}" --load-weights "$tmp/fifo"
+# NaN in loaded weights is named at load, not blamed on the data (item 13).
+/usr/bin/env python3 - "$tmp/r18.safetensors" "$tmp/r18_nan.safetensors" <<'PY'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+start = json.loads(raw[8:8 + n])["fc.weight"]["data_offsets"][0]
+raw[8 + n + start + 4 * 3:8 + n + start + 4 * 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(raw)
+PY
+expect_error "--load-weights $tmp/r18_nan.safetensors: tensor 'fc.weight' holds NaN (element 3)" "${small[@]}" \
+  --load-weights "$tmp/r18_nan.safetensors"
 # Sizes that overflow 64 bits, or exhaust host memory, or come to no step:
 # one line each, never a hang, SIGFPE or stack trace (issue 34, items 1-4).
 expect_error "--batch-size 8 x 3 x --image-size 1000000000 squared overflows a 64-bit element count" \

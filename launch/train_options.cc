@@ -14,6 +14,7 @@
 
 #include "launch/train_config.pb.h"
 #include "runtime/byte_size.h"
+#include "runtime/durable_files.h"
 
 DEFINE_string(config, "", "a TrainConfig in protobuf text format; flags given here override it");
 DEFINE_string(model, "resnet50", "resnet18, resnet34, resnet50, resnet101 or resnet152");
@@ -162,10 +163,13 @@ std::string FieldValue(const google::protobuf::Message& m, const google::protobu
 Status ApplyConfigFile() {
   if (FLAGS_config.empty()) return Status::Ok();
   const std::string where = "--config " + FLAGS_config;
-  std::ifstream in(FLAGS_config);
-  if (!in) return NotFound(where + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
+  StatusOr<std::string> read = ReadWholeFile(FLAGS_config);  // a regular file, read up to its size
+  if (!read.ok()) {
+    return Status(read.status().code(), read.status().code() == StatusCode::kNotFound
+                                            ? where + ": cannot open"
+                                            : "--config " + read.status().message());
+  }
+  std::istringstream text(*read);
   TrainConfig config;
   google::protobuf::TextFormat::Parser parser;
   ConfigErrors errors;

@@ -298,6 +298,8 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   if (!options_.load_weights.empty() && !resume_from_) {
     StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);
     if (!weights.ok()) return Status(weights.status().code(), "--load-weights " + weights.status().message());
+    // Found here, not as a non-finite gradient blamed on the data.
+    RETURN_IF_ERROR(CheckFinite(*weights, "--load-weights " + options_.load_weights));
     std::vector<std::pair<std::string, Tensor>> named;
     for (NamedTensor& t : weights->tensors) named.emplace_back(t.name, t.tensor);
     Model::LoadReport report;

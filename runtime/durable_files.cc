@@ -64,22 +64,37 @@ Status WriteFileDurably(const std::string& path, const std::string& bytes) {
 }
 
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a FIFO with no writer is refused below, not waited on.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kInternal,
                             "cannot open " + path + ": " + std::strerror(errno));
-  std::string bytes;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const Status error = Errno("cannot stat", path);
+    ::close(fd);
+    return error;
+  }
+  // Only a regular file has a size to read up to: /dev/zero, /dev/urandom
+  // or a pipe would be read until memory runs out.
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + (S_ISDIR(st.st_mode) ? " is a directory, not a file"
+                                                       : " is not a regular file (a device, FIFO or socket)"));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, &bytes[done], bytes.size() - done);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) {
       const Status error = Errno("cannot read", path);
       ::close(fd);
       return error;
     }
-    if (n == 0) break;
-    bytes.append(buffer, static_cast<size_t>(n));
+    if (n == 0) break;  // shrunk while read
+    done += static_cast<size_t>(n);
   }
+  bytes.resize(done);
   ::close(fd);
   return bytes;
 }

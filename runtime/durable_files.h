@@ -19,7 +19,8 @@ uint32_t Crc32(const void* data, size_t n, uint32_t crc = 0);
 // Creates or truncates `path`, writes `bytes`, fsyncs and closes it. Errors
 // name the path and the system's reason.
 Status WriteFileDurably(const std::string& path, const std::string& bytes);
-// The whole file.
+// The whole file, read up to its size; NotFound where it does not exist,
+// InvalidArgument for a directory, device, FIFO or socket.
 StatusOr<std::string> ReadWholeFile(const std::string& path);
 // fsync of a directory: makes the entries created or renamed in it durable.
 Status SyncDirectory(const std::string& path);

@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "runtime/durable_files.h"
 
 namespace ddp {
 namespace {
@@ -151,12 +154,38 @@ StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, const s
 }
 
 StatusOr<SafetensorsContents> ReadSafetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return DataLoss(path + ": read error: " + std::strerror(errno));
-  return ParseSafetensors(buffer.str(), path);
+  StatusOr<std::string> bytes = ReadWholeFile(path);
+  if (!bytes.ok()) {
+    if (bytes.status().code() == StatusCode::kNotFound) return NotFound(path + ": cannot open: no such file");
+    return bytes.status();
+  }
+  return ParseSafetensors(*bytes, path);
+}
+
+Status CheckFinite(const SafetensorsContents& contents, const std::string& source) {
+  for (const NamedTensor& t : contents.tensors) {
+    const Tensor& x = t.tensor;
+    auto value = [&](int64_t i) -> double {
+      switch (x.dtype()) {
+        case DType::kF32: return x.data<float>()[i];
+        case DType::kF64: return x.data<double>()[i];
+        case DType::kF16: return HalfToFloat(x.data<Half>()[i]);
+        case DType::kBF16: return BFloat16ToFloat(x.data<BFloat16>()[i]);
+        default: return 0.0;
+      }
+    };
+    if (x.dtype() != DType::kF32 && x.dtype() != DType::kF64 && x.dtype() != DType::kF16 &&
+        x.dtype() != DType::kBF16) {
+      continue;
+    }
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double v = value(i);
+      if (std::isfinite(v)) continue;
+      return InvalidArgument(source + ": tensor '" + t.name + "' holds " + (std::isnan(v) ? "NaN" : "an infinite value") +
+                             " (element " + std::to_string(i) + ")");
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>& tensors,

@@ -34,6 +34,9 @@ struct SafetensorsContents {
 constexpr uint64_t kMaxSafetensorsHeaderBytes = 100 * 1000 * 1000;
 
 StatusOr<SafetensorsContents> ReadSafetensors(const std::string& path);
+// Every floating-point tensor's values finite; else an error naming
+// `source`, the tensor and its first NaN or infinite element.
+Status CheckFinite(const SafetensorsContents& contents, const std::string& source);
 // Parses an in-memory file; `source` names it in error messages.
 StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, const std::string& source);
 

@@ -61,12 +61,17 @@ struct Shard {
 StatusOr<std::unique_ptr<Shard>> OpenShard(const std::string& path) {
   auto shard = std::make_unique<Shard>();
   shard->path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a FIFO with no writer is refused, not waited on.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return NotFound(path + ": cannot open: " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     return Internal(path + ": cannot stat: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + " is not a regular file (a device, FIFO or socket), not a token shard");
   }
   shard->size = static_cast<size_t>(st.st_size);
   if (shard->size < static_cast<size_t>(kTokenShardHeaderBytes)) {
