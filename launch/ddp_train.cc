@@ -6,6 +6,8 @@
 #include <exception>
 #include <cstdlib>
 #include <memory>
+#include <new>
+#include <string>
 #include <thread>
 
 #include <gflags/gflags.h>
@@ -32,6 +34,9 @@
 
 namespace ddp {
 namespace {
+
+// "training MODEL at --batch-size B", for the out-of-memory lines.
+std::string g_training;
 
 // One clear line (naming the rank when there are several), then a non-zero
 // exit. Every rank gets here together: failures are agreed first.
@@ -70,6 +75,10 @@ void OnUncaughtException() {
   if (std::exception_ptr e = std::current_exception()) {
     try {
       std::rethrow_exception(e);
+    } catch (const std::bad_alloc&) {
+      // A size from the flags past the host's memory: no std:: text for the user.
+      what = "out of host memory" + (g_training.empty() ? std::string() : " " + g_training) +
+             "; try a smaller --batch-size (or --prefetch, --loader-threads)";
     } catch (const std::exception& x) {
       what = x.what();
     } catch (...) {
@@ -267,7 +276,8 @@ int Main(int argc, char** argv) {
   // allocations and copies all follow it.
   void* stream = nullptr;
   SetFatalErrorHandler(&FatalOnThisRank);
-  SetOutOfMemoryContext("training " + options->model + " at --batch-size " + std::to_string(options->batch_size));
+  g_training = "training " + options->model + " at --batch-size " + std::to_string(options->batch_size);
+  SetOutOfMemoryContext(g_training);
   SetActivationBatchSize(options->batch_size);
   if (device->cuda) {
     cuda::SetDevice(device->gpu);

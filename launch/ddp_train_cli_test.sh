@@ -191,6 +191,7 @@ expect_error "--data /dev/zero is not a regular file (a device, FIFO or socket)"
 expect_error "--load-weights /dev/urandom is not a regular file" "${small[@]}" --load-weights /dev/urandom
 expect_error "--data $tmp/fifo is not a regular file" "${small[@]}" --data "tensors:$tmp/fifo"
 expect_error "--load-weights $tmp/fifo is not a regular file" "${small[@]}" --load-weights "$tmp/fifo"
+expect_error "--prefetch must be in [1, 64] batches, got 2000000000" "${small[@]}" --prefetch 2000000000
 # NaN in loaded weights is named at load, not blamed on the data (item 13).
 /usr/bin/env python3 - "$tmp/r18.safetensors" "$tmp/r18_nan.safetensors" <<'PY'
 import json, struct, sys

@@ -341,7 +341,11 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--loader-threads must be non-negative, got " + std::to_string(FLAGS_loader_threads));
   }
   o.loader_threads = FLAGS_loader_threads;
-  if (FLAGS_prefetch < 1) return InvalidArgument("--prefetch must be at least 1, got " + std::to_string(FLAGS_prefetch));
+  // Batches held ahead: past a few the loader gains nothing and the memory
+  // goes (each one is a whole batch of host and pinned memory).
+  if (FLAGS_prefetch < 1 || FLAGS_prefetch > 64) {
+    return InvalidArgument("--prefetch must be in [1, 64] batches, got " + std::to_string(FLAGS_prefetch));
+  }
   o.prefetch = FLAGS_prefetch;
   if (FLAGS_num_classes < 2) return InvalidArgument("--num-classes must be at least 2, got " + std::to_string(FLAGS_num_classes));
   o.num_classes = FLAGS_num_classes;

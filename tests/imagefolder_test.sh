@@ -121,7 +121,7 @@ cp "$jpeg" "$tmp/other_val/class_00/"; cp "$jpeg" "$tmp/other_val/class_09/"
 refuse "--eval-data imagefolder:$tmp/other_val: class 1 is 'class_09', the training data's is 'class_01'" \
   --num-classes 4 --data "imagefolder:$tmp/train" --eval-data "imagefolder:$tmp/other_val"
 refuse "--crop-scale '0.5' is not MIN,MAX with 0 < MIN <= MAX <= 1" --crop-scale 0.5
-refuse "--prefetch must be at least 1, got 0" --prefetch 0
+refuse "--prefetch must be in [1, 64] batches, got 0" --prefetch 0
 
 [ "$failures" -eq 0 ] && echo "imagefolder test: all passed" && exit 0
 echo "imagefolder test: $failures failure(s)"

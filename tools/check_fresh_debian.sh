@@ -37,10 +37,19 @@ if [ ! -x "$cache/bin/sh" ]; then
 fi
 work=$(mktemp -d /var/tmp/ddp-fresh-debian.XXXXXX)
 root="$work/root"
-mounts=(proc sys dev dev/pts dev/shm)
 cleanup() {
-  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "$root/${mounts[$i]}" 2>/dev/null || true; done
-  if [ "$keep" -eq 1 ]; then echo "check_fresh_debian.sh: the root is kept in $root"; else rm -rf "$work"; fi
+  local rc=$?
+  # Every mount under the root, deepest first: ours, and any the tests made
+  # (the Slurm test's network namespaces under /run/netns).
+  local mounted
+  mounted=$(awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r)
+  for m in $mounted; do umount -l "$m" 2>/dev/null || true; done
+  if [ "$keep" -eq 1 ]; then
+    echo "check_fresh_debian.sh: the root is kept in $root"
+  else
+    rm -rf "$work" 2>/dev/null || echo "check_fresh_debian.sh: warning: $work could not be removed in full"
+  fi
+  exit "$rc"
 }
 trap cleanup EXIT
 cp -a "$cache" "$root"
