@@ -192,6 +192,10 @@ expect_error "--load-weights /dev/urandom is not a regular file" "${small[@]}" -
 expect_error "--data $tmp/fifo is not a regular file" "${small[@]}" --data "tensors:$tmp/fifo"
 expect_error "--load-weights $tmp/fifo is not a regular file" "${small[@]}" --load-weights "$tmp/fifo"
 expect_error "--prefetch must be in [1, 64] batches, got 2000000000" "${small[@]}" --prefetch 2000000000
+# Data files hold to --image-size's floor (item 15).
+"$make_data" --out "$tmp/tiny.safetensors" --samples 16 --image-size 8 --num-classes 10 || fail "make_image_dataset 8 px"
+expect_error "--data tensors:$tmp/tiny.safetensors: images are 8 pixels square; ResNet needs at least 32" \
+  "${small[@]}" --data "tensors:$tmp/tiny.safetensors"
 # NaN in loaded weights is named at load, not blamed on the data (item 13).
 /usr/bin/env python3 - "$tmp/r18.safetensors" "$tmp/r18_nan.safetensors" <<'PY'
 import json, struct, sys

@@ -25,6 +25,12 @@ StatusOr<TrainingData> OpenImageData(const TrainOptions& options) {
   data_options.loader_threads = options.loader_threads;
   ASSIGN_OR_RETURN(std::unique_ptr<ImageDataset> train, OpenImageDataset("--data", options.data, data_options));
   const int64_t image = train->image_size();
+  // The same floor as --image-size's: smaller images leave ResNet's last
+  // stages a pixel or less.
+  if (image < 32) {
+    return InvalidArgument("--data " + options.data + ": images are " + std::to_string(image) +
+                           " pixels square; ResNet needs at least 32, as --image-size does");
+  }
   std::unique_ptr<ImageDataset> eval;
   if (!options.eval_data.empty()) {
     // Held-out data: the evaluation transform, the training data's classes.
