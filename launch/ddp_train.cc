@@ -1,6 +1,7 @@
 // ddp_train: data-parallel training of ResNet and BERT. One rank
 // per process, under mpirun, srun --mpi=pmix, or alone. See DESIGN.md for
 // the command-line contract.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -26,11 +27,16 @@
 #include "launch/preemption.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
+#include "models/registry.h"
 #include "runtime/allocator.h"
 #include "runtime/ops/conv2d.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/durable_files.h"
 #include "runtime/tensor.h"
+
+DEFINE_bool(check_flags, false,
+            "parse and check the flags (and --config), print the first fault in one line, and exit (1, or 0 when "
+            "they hold) without starting MPI: for job scripts, before they queue a run");
 
 namespace ddp {
 namespace {
@@ -197,9 +203,34 @@ void ExplainNotApplicable(const DeviceChoice& device, int visible_gpus, const Ra
                                                : "not applicable";
 }
 
+// --check-flags: the checks every rank makes before MPI's first
+// collective, on this process alone.
+int CheckFlagsOnly(int argc, char** argv) {
+  Status status;
+  if (argc > 1) status = InvalidArgument(std::string("unexpected argument '") + argv[1] + "'");
+  if (status.ok()) status = ApplyConfigFile();
+  StatusOr<TrainOptions> options = status.ok() ? ReadTrainOptions() : StatusOr<TrainOptions>(status);
+  status = options.status();
+  if (status.ok()) {
+    const std::vector<std::string> names = ModelNames();
+    if (std::find(names.begin(), names.end(), options->model) == names.end()) {
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "" : " ") + n;
+      status = InvalidArgument("--model '" + options->model + "' is unknown; known models: " + known);
+    }
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "ddp_train: error: %s\n", status.message().c_str());
+    return 1;
+  }
+  std::printf("ddp_train: the flags hold\n");
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   gflags::SetUsageMessage("mpirun -np N ddp_train --model resnet50 [--batch-size 8 --steps 100 ...]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (FLAGS_check_flags) return CheckFlagsOnly(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   // Open MPI's hwloc prints "failed to find sysfs cpu topology" lines

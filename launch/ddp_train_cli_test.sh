@@ -207,6 +207,11 @@ open(sys.argv[2], "wb").write(raw)
 PY
 expect_error "--load-weights $tmp/r18_nan.safetensors: tensor 'fc.weight' holds NaN (element 3)" "${small[@]}" \
   --load-weights "$tmp/r18_nan.safetensors"
+# --check-flags: the flags' checks alone, no MPI, no training (item 16).
+expect_error "--model 'resnet19' is unknown; known models: resnet18" --check-flags --model resnet19
+expect_error "--lr must be a positive number, got -1" --check-flags --model resnet18 --lr -1
+out=$("$bin" --check-flags "${small[@]}" 2>&1) && [ "$out" = "ddp_train: the flags hold" ] ||
+  fail "--check-flags on good flags: $out"
 # Sizes that overflow 64 bits, or exhaust host memory, or come to no step:
 # one line each, never a hang, SIGFPE or stack trace (issue 34, items 1-4).
 expect_error "--batch-size 8 x 3 x --image-size 1000000000 squared overflows a 64-bit element count" \

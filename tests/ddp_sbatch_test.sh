@@ -29,8 +29,20 @@ usage_error "--ntasks-per-node is required" --nodes 1 -- --steps 1
 usage_error "leave --metrics-file to ddp_sbatch" --nodes 1 --ntasks-per-node 2 -- --metrics-file m.jsonl
 usage_error "--time '1h' is not a Slurm time" --nodes 1 --ntasks-per-node 2 --time 1h -- --steps 1
 
+# ddp_train's flags are checked before a script is written (issue 34, item
+# 16): its own line, exit 1, nothing in the output folder.
+out=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/refused" --ddp-train "$PWD/$bin" --submit \
+      -- --model resnet19 --lr -1 2>&1); rc=$?
+[ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] &&
+  grep -qF -- "ddp_train: error: --lr must be a positive number, got -1" <<< "$out" ||
+  fail "ddp_sbatch with bad ddp_train flags: exit $rc, '$out'"
+[ -z "$(ls -A "$tmp/refused" 2>/dev/null)" ] || fail "ddp_sbatch wrote into its output folder for a refused job"
+out=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/refused" --ddp-train "$PWD/$bin" \
+      -- --model resnet19 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -qF -- "--model 'resnet19' is unknown" <<< "$out" || fail "ddp_sbatch --model resnet19: exit $rc, '$out'"
+
 script=$(NCCL_IB_DISABLE=1 OMPI_MCA_btl=self,vader bash "$sbatch_tool" --nodes 2 --ntasks-per-node 4 --gpus-per-node 4 \
-         --time 2:00:00 --partition gpu --output-dir "$tmp/printed" -- --model resnet50 --lr 0.1)
+         --time 2:00:00 --partition gpu --output-dir "$tmp/printed" --ddp-train "$PWD/$bin" -- --model resnet50 --lr 0.1)
 for want in "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --gpus-per-node=4" "#SBATCH --time=2:00:00" \
             "#SBATCH --partition=gpu" "#SBATCH --signal=USR1@120" "#SBATCH --requeue" "export NCCL_IB_DISABLE=1" \
             "export OMPI_MCA_btl=self\\,vader" "srun --mpi=pmix --kill-on-bad-exit=0 " " --model resnet50 --lr 0.1 " \
