@@ -1516,10 +1516,7 @@ StatusOr<TrainResult> Trainer::Run() {
   result.samples_per_s = timed_seconds > 0.0 ? timed_steps * samples_per_step / timed_seconds : 0.0;
   result.preemption_signal = PreemptionSignal();
   // A preempted run is not finished: its checkpoint holds the state, and
-  // neither the final evaluation nor --save-weights runs.
-  if (has_eval && !preempted) {
-    ASSIGN_OR_RETURN(result.eval_accuracy, Evaluate());
-  }
+  // neither --save-weights nor the final evaluation runs.
   if (!options_.save_weights.empty() && is_root() && !preempted) {
     // Never a file of NaN weights without an error.
     for (const auto& [name, t] : model_->StateDict()) {
@@ -1532,6 +1529,10 @@ StatusOr<TrainResult> Trainer::Run() {
     for (auto& [name, t] : model_->StateDict()) named.push_back({name, t.To(Device::Cpu())});
     Status saved = WriteSafetensors(options_.save_weights, named, {{"format", "pt"}, {"model", options_.model}});
     if (!saved.ok()) return Status(saved.code(), "--save-weights " + saved.message());
+  }
+  // After the weights are safe: an evaluation that fails loses no training.
+  if (has_eval && !preempted) {
+    ASSIGN_OR_RETURN(result.eval_accuracy, Evaluate());
   }
   if (!is_root()) return result;
   if (profiler_) {

@@ -123,6 +123,23 @@ refuse "--eval-data imagefolder:$tmp/other_val: class 1 is 'class_09', the train
 refuse "--crop-scale '0.5' is not MIN,MAX with 0 < MIN <= MAX <= 1" --crop-scale 0.5
 refuse "--prefetch must be in [1, 64] batches, got 0" --prefetch 0
 
+# Held-out data that fails to decode at the end costs no training: the
+# weights are written first (issue 34, item 8).
+mkdir -p "$tmp/bad_val/class_00" "$tmp/bad_val/class_01" "$tmp/bad_val/class_02" "$tmp/bad_val/class_03"
+for i in 0 1 2 3 4 5; do printf 'not an image %s' "$i" > "$tmp/bad_val/class_0$((i % 4))/bad_$i.jpg"; done
+rm -f "$tmp/saved_first.safetensors"
+out=$("$bin" --model resnet18 --image-size 32 --batch-size 2 --steps 1 --threads 1 --num-classes 4 \
+      --data "imagefolder:$tmp/train" --eval-data "imagefolder:$tmp/bad_val" \
+      --save-weights "$tmp/saved_first.safetensors" 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "error: --eval-data imagefolder:$tmp/bad_val: .* do not decode" <<< "$out" ||
+  { printf '%s\n' "$out"; fail "undecodable --eval-data: exit $rc"; }
+/usr/bin/python3 - "$tmp/saved_first.safetensors" <<'PY' || fail "the weights were not written before the failed evaluation"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+sys.exit(0 if "fc.weight" in header and "conv1.weight" in header else 1)
+PY
+
 [ "$failures" -eq 0 ] && echo "imagefolder test: all passed" && exit 0
 echo "imagefolder test: $failures failure(s)"
 exit 1
