@@ -1,7 +1,6 @@
 // ddp_train: data-parallel training of ResNet and BERT. One rank
 // per process, under mpirun, srun --mpi=pmix, or alone. See DESIGN.md for
 // the command-line contract.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -40,9 +39,6 @@ DEFINE_bool(check_flags, false,
 
 namespace ddp {
 namespace {
-
-// "training MODEL at --batch-size B", for the out-of-memory lines.
-std::string g_training;
 
 // One clear line (naming the rank when there are several), then a non-zero
 // exit. Every rank gets here together: failures are agreed first.
@@ -83,7 +79,8 @@ void OnUncaughtException() {
       std::rethrow_exception(e);
     } catch (const std::bad_alloc&) {
       // A size from the flags past the host's memory: no std:: text for the user.
-      what = "out of host memory" + (g_training.empty() ? std::string() : " " + g_training) +
+      const std::string context = OutOfMemoryContext();
+      what = "out of host memory" + (context.empty() ? std::string() : " " + context) +
              "; try a smaller --batch-size (or --prefetch, --loader-threads)";
     } catch (const std::exception& x) {
       what = x.what();
@@ -203,22 +200,19 @@ void ExplainNotApplicable(const DeviceChoice& device, int visible_gpus, const Ra
                                                : "not applicable";
 }
 
+// The flags left after gflags (none is expected), --config, then the
+// options' own checks.
+StatusOr<TrainOptions> ParseOptions(int argc, char** argv) {
+  if (argc > 1) return InvalidArgument(std::string("unexpected argument '") + argv[1] + "'");
+  RETURN_IF_ERROR(ApplyConfigFile());
+  return ReadTrainOptions();
+}
+
 // --check-flags: the checks every rank makes before MPI's first
-// collective, on this process alone.
+// collective, and the model's name, on this process alone.
 int CheckFlagsOnly(int argc, char** argv) {
-  Status status;
-  if (argc > 1) status = InvalidArgument(std::string("unexpected argument '") + argv[1] + "'");
-  if (status.ok()) status = ApplyConfigFile();
-  StatusOr<TrainOptions> options = status.ok() ? ReadTrainOptions() : StatusOr<TrainOptions>(status);
-  status = options.status();
-  if (status.ok()) {
-    const std::vector<std::string> names = ModelNames();
-    if (std::find(names.begin(), names.end(), options->model) == names.end()) {
-      std::string known;
-      for (const std::string& n : names) known += (known.empty() ? "" : " ") + n;
-      status = InvalidArgument("--model '" + options->model + "' is unknown; known models: " + known);
-    }
-  }
+  StatusOr<TrainOptions> options = ParseOptions(argc, argv);
+  const Status status = options.ok() ? CheckModelName(options->model) : options.status();
   if (!status.ok()) {
     std::fprintf(stderr, "ddp_train: error: %s\n", status.message().c_str());
     return 1;
@@ -244,10 +238,7 @@ int Main(int argc, char** argv) {
   std::set_terminate(&OnUncaughtException);
   const MPI_Comm world = (*mpi)->world();
 
-  Status status;
-  if (argc > 1) status = InvalidArgument(std::string("unexpected argument '") + argv[1] + "'");
-  if (status.ok()) status = ApplyConfigFile();
-  StatusOr<TrainOptions> options = status.ok() ? ReadTrainOptions() : StatusOr<TrainOptions>(status);
+  StatusOr<TrainOptions> options = ParseOptions(argc, argv);
   if (Status s = AgreeOnStatus(world, options.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, SharedSettings(*options)); !s.ok()) return Fail(ranks, s);
 
@@ -307,8 +298,7 @@ int Main(int argc, char** argv) {
   // allocations and copies all follow it.
   void* stream = nullptr;
   SetFatalErrorHandler(&FatalOnThisRank);
-  g_training = "training " + options->model + " at --batch-size " + std::to_string(options->batch_size);
-  SetOutOfMemoryContext(g_training);
+  SetOutOfMemoryContext("training " + options->model + " at --batch-size " + std::to_string(options->batch_size));
   SetActivationBatchSize(options->batch_size);
   if (device->cuda) {
     cuda::SetDevice(device->gpu);

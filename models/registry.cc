@@ -1,5 +1,7 @@
 #include "models/registry.h"
 
+#include <algorithm>
+
 #include "models/bert.h"
 #include "models/resnet.h"
 #include "runtime/layers/classification_loss.h"
@@ -24,6 +26,16 @@ std::vector<std::string> ModelNames() {
   for (const char* bert : {"bert-tiny", "bert-base", "bert-large"}) names.push_back(bert);
   return names;
 }
+
+namespace {
+
+Status UnknownModel(const std::string& name) {
+  std::string known;
+  for (const std::string& n : ModelNames()) known += (known.empty() ? "" : " ") + n;
+  return InvalidArgument("--model '" + name + "' is unknown; known models: " + known);
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
   if (options.num_classes < 1) {
@@ -58,9 +70,12 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
       return std::make_unique<Model>(options.name, BuildBertForPreTraining(*config), options.seed);
     }
   }
-  std::string known;
-  for (const std::string& n : ModelNames()) known += (known.empty() ? "" : " ") + n;
-  return InvalidArgument("--model '" + options.name + "' is unknown; known models: " + known);
+  return UnknownModel(options.name);
+}
+
+Status CheckModelName(const std::string& name) {
+  const std::vector<std::string> names = ModelNames();
+  return std::find(names.begin(), names.end(), name) != names.end() ? Status::Ok() : UnknownModel(name);
 }
 
 ModelInput InputOf(const std::string& model) {

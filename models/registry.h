@@ -27,6 +27,9 @@ struct ModelOptions {
 
 // Every name CreateModel accepts.
 std::vector<std::string> ModelNames();
+// Ok when CreateModel knows `name`; else the InvalidArgument it gives,
+// listing the known ones.
+Status CheckModelName(const std::string& name);
 // An unknown name is an InvalidArgument listing the known ones. The model
 // comes with its loss (Model::ForwardLoss works).
 StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options);

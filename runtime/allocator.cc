@@ -28,6 +28,11 @@ void SetOutOfMemoryContext(const std::string& context) {
   g_oom_context = context;
 }
 
+std::string OutOfMemoryContext() {
+  std::lock_guard<std::mutex> lock(g_fatal_mu);
+  return g_oom_context;
+}
+
 void FatalError(const std::string& line) {
   void (*handler)(const std::string&) = nullptr;
   {
@@ -41,14 +46,12 @@ void FatalError(const std::string& line) {
 }
 
 std::string Allocator::OutOfMemoryLine(size_t bytes) const {
-  std::string context;
-  {
-    std::lock_guard<std::mutex> lock(g_fatal_mu);
-    context = g_oom_context;
-  }
+  const std::string context = OutOfMemoryContext();
   const Device d = device();
+  // A request past int64 (a size from the flags) shows as the largest.
+  const int64_t asked = static_cast<int64_t>(std::min<size_t>(bytes, std::numeric_limits<int64_t>::max()));
   std::string line = std::string(d.is_cuda() ? "CUDA " : "") + "out of memory on " + d.ToString() + " asking for " +
-                     FormatBytes(static_cast<int64_t>(std::min<size_t>(bytes, std::numeric_limits<int64_t>::max()))) + " (" + FormatBytes(bytes_in_use()) + " in tensors, " +
+                     FormatBytes(asked) + " (" + FormatBytes(bytes_in_use()) + " in tensors, " +
                      FormatBytes(reserved_bytes()) + " reserved";
   if (limit_bytes() > 0) line += ", --device-memory-limit " + FormatBytes(limit_bytes());
   line += ")";

@@ -21,6 +21,8 @@ void SetFatalErrorHandler(void (*handler)(const std::string& line));
 // What an out-of-memory line adds, e.g. "training resnet50 at --batch-size
 // 256".
 void SetOutOfMemoryContext(const std::string& context);
+// What SetOutOfMemoryContext set ("" before).
+std::string OutOfMemoryContext();
 
 class Allocator {
  public:

@@ -165,21 +165,18 @@ StatusOr<SafetensorsContents> ReadSafetensors(const std::string& path) {
 Status CheckFinite(const SafetensorsContents& contents, const std::string& source) {
   for (const NamedTensor& t : contents.tensors) {
     const Tensor& x = t.tensor;
-    auto value = [&](int64_t i) -> double {
-      switch (x.dtype()) {
-        case DType::kF32: return x.data<float>()[i];
-        case DType::kF64: return x.data<double>()[i];
-        case DType::kF16: return HalfToFloat(x.data<Half>()[i]);
-        case DType::kBF16: return BFloat16ToFloat(x.data<BFloat16>()[i]);
-        default: return 0.0;
-      }
-    };
-    if (x.dtype() != DType::kF32 && x.dtype() != DType::kF64 && x.dtype() != DType::kF16 &&
-        x.dtype() != DType::kBF16) {
-      continue;
+    double (*value)(const Tensor&, int64_t) = nullptr;
+    switch (x.dtype()) {
+      case DType::kF32: value = [](const Tensor& y, int64_t i) -> double { return y.data<float>()[i]; }; break;
+      case DType::kF64: value = [](const Tensor& y, int64_t i) -> double { return y.data<double>()[i]; }; break;
+      case DType::kF16: value = [](const Tensor& y, int64_t i) -> double { return HalfToFloat(y.data<Half>()[i]); }; break;
+      case DType::kBF16:
+        value = [](const Tensor& y, int64_t i) -> double { return BFloat16ToFloat(y.data<BFloat16>()[i]); };
+        break;
+      default: continue;  // integers are always finite
     }
     for (int64_t i = 0; i < x.numel(); ++i) {
-      const double v = value(i);
+      const double v = value(x, i);
       if (std::isfinite(v)) continue;
       return InvalidArgument(source + ": tensor '" + t.name + "' holds " + (std::isnan(v) ? "NaN" : "an infinite value") +
                              " (element " + std::to_string(i) + ")");
