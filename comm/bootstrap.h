@@ -21,7 +21,10 @@ struct RankInfo {
 };
 
 // Owns MPI for the process: MPI_Init_thread(MPI_THREAD_MULTIPLE) on
-// creation, MPI_Finalize on destruction.
+// creation, MPI_Finalize on destruction. Every blocking MPI call here and
+// below (start, agreements, end) runs under the CollectiveWatchdog, which
+// the program starts before this: a peer that stops answering at any point
+// ends the job after --comm-timeout-s instead of hanging it.
 class MpiRuntime {
  public:
   static StatusOr<std::unique_ptr<MpiRuntime>> Init(int* argc, char*** argv);
@@ -37,8 +40,9 @@ class MpiRuntime {
   MPI_Comm node_ = MPI_COMM_NULL;
 };
 
-// Collective: every rank's `mine`, in rank order of `comm`.
-StatusOr<std::vector<std::string>> AllGatherStrings(MPI_Comm comm, const std::string& mine);
+// Collective: every rank's `mine`, in rank order of `comm`. `what` names
+// the values in the watchdog's line ("the ranks' --batch-size").
+StatusOr<std::vector<std::string>> AllGatherStrings(MPI_Comm comm, const std::string& mine, const std::string& what);
 
 // Every rank must hold equal values for each (name, value) setting. On a
 // mismatch every rank gets the same InvalidArgument naming the first setting

@@ -210,7 +210,15 @@ void CheckHost(const Tensor& t, const char* what) {
 
 }  // namespace
 
+namespace {
+std::atomic<MpiPhase> g_mpi_phase{MpiPhase::kUnknown};
+}  // namespace
+
+void SetMpiPhase(MpiPhase phase) { g_mpi_phase = phase; }
+
 void AbortJob() {
+  const MpiPhase phase = g_mpi_phase.load();
+  if (phase == MpiPhase::kStarting || phase == MpiPhase::kEnding) std::_Exit(1);
   int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -268,7 +276,10 @@ struct MpiCommunicator::Task {
 };
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
-  CHECK_EQ(MPI_Comm_dup(comm, &comm_), MPI_SUCCESS) << "MPI_Comm_dup";
+  {
+    const CollectiveWatchdog::Scope watched("MPI_Comm_dup (the communicator's own channel)");
+    CHECK_EQ(MPI_Comm_dup(comm, &comm_), MPI_SUCCESS) << "MPI_Comm_dup";
+  }
   CHECK_EQ(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), MPI_SUCCESS) << "MPI_Comm_set_errhandler";
   CHECK_EQ(MPI_Comm_rank(comm_, &rank_), MPI_SUCCESS) << "MPI_Comm_rank";
   CHECK_EQ(MPI_Comm_size(comm_, &world_size_), MPI_SUCCESS) << "MPI_Comm_size";
@@ -294,6 +305,7 @@ MpiCommunicator::~MpiCommunicator() {
   }
   cv_.notify_all();
   thread_.join();
+  const CollectiveWatchdog::Scope watched("MPI_Comm_free (the communicator's own channel)");
   MPI_Comm_free(&comm_);
 }
 

@@ -25,7 +25,13 @@ namespace ddp {
 // allowed: only this process ends (std::_Exit), which mpirun also turns into
 // the job's end, and which under srun leaves the peers' collectives
 // unanswered until their watchdogs end them.
+// Inside MPI_Init_thread or MPI_Finalize (kStarting, kEnding), MPI_Abort,
+// and even MPI_Initialized, may block on the lock those calls hold: there
+// only this process ends. MpiRuntime moves the phase; kUnknown (a program
+// that starts MPI itself) asks MPI as before.
 [[noreturn]] void AbortJob();
+enum class MpiPhase { kUnknown, kStarting, kUp, kEnding };
+void SetMpiPhase(MpiPhase phase);
 
 class MpiCommunicator final : public Communicator {
  public:

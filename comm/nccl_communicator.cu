@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/bootstrap.h"
+#include "comm/watchdog.h"
 #include "runtime/clock.h"
 #include "runtime/cuda/cuda_device.h"
 
@@ -455,8 +456,11 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(MPI_Comm bo
   Status local = CudaStatus(cudaSetDevice(device), "cudaSetDevice");
   if (local.ok() && rank == 0) local = NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId");
   RETURN_IF_ERROR(AgreeOnStatus(bootstrap, local));
-  if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap) != MPI_SUCCESS) {
-    return Internal("MPI_Bcast of the NCCL unique id failed");
+  {
+    const CollectiveWatchdog::Scope watched("MPI_Bcast of the NCCL unique id");
+    if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap) != MPI_SUCCESS) {
+      return Internal("MPI_Bcast of the NCCL unique id failed");
+    }
   }
   // Non-blocking init, polled with a timeout: agreement alone cannot free a
   // rank already blocked inside ncclCommInitRank when a peer never comes.

@@ -321,10 +321,19 @@ StatusOr<OptimizerStatePieces> OptimizerStatePieces::Read(const CheckpointReader
         return InvalidArgument(out.where_ + ": " + file + ": tensor '" + t.name +
                                "' is not an f32 KIND:OFFSET:PARAM piece");
       }
+      // Digits only (checked above), but as many as the file likes.
+      int64_t offset = 0, end = 0;
+      bool overflow = false;
+      for (size_t i = a + 1; i < b; ++i) {
+        overflow = overflow || __builtin_mul_overflow(offset, 10, &offset) ||
+                   __builtin_add_overflow(offset, t.name[i] - '0', &offset);
+      }
+      if (overflow || __builtin_add_overflow(offset, t.tensor.numel(), &end)) {
+        return InvalidArgument(out.where_ + ": " + file + ": tensor '" + t.name + "' ends past 2^63 elements");
+      }
       const std::string kind = t.name.substr(0, a);
       if (std::find(out.kinds_.begin(), out.kinds_.end(), kind) == out.kinds_.end()) out.kinds_.push_back(kind);
-      out.pieces_[{kind, t.name.substr(b + 1)}].emplace_back(std::stoll(t.name.substr(a + 1, b - a - 1)),
-                                                             t.tensor);
+      out.pieces_[{kind, t.name.substr(b + 1)}].emplace_back(offset, t.tensor);
     }
   }
   return out;

@@ -1,7 +1,10 @@
 // ddp_train: data-parallel training of ResNet and BERT. One rank
 // per process, under mpirun, srun --mpi=pmix, or alone. See DESIGN.md for
 // the command-line contract.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <cstdlib>
@@ -73,7 +76,7 @@ void FatalOnThisRank(const std::string& line) {
 // destructors on the way would wait in collectives (MPI_Comm_free,
 // MPI_Finalize) for ranks still training.
 void OnUncaughtException() {
-  std::string what = "an unknown exception";
+  std::string what = "internal error, a bug in ddp_train: std::terminate without an exception";
   if (std::exception_ptr e = std::current_exception()) {
     try {
       std::rethrow_exception(e);
@@ -82,9 +85,12 @@ void OnUncaughtException() {
       const std::string context = OutOfMemoryContext();
       what = "out of host memory" + (context.empty() ? std::string() : " " + context) +
              "; try a smaller --batch-size (or --prefetch, --loader-threads)";
+    } catch (const InputError& x) {
+      what = x.what();  // names the flag and file
     } catch (const std::exception& x) {
-      what = x.what();
+      what = std::string("internal error, a bug in ddp_train: an exception nothing handled (") + x.what() + ")";
     } catch (...) {
+      what = "internal error, a bug in ddp_train: an exception nothing handled";
     }
   }
   FatalOnThisRank(what + "; ending the job");
@@ -175,9 +181,12 @@ StatusOr<PeerAccessDecision> DecideNodePeerAccess(const MpiRuntime& mpi, const T
   const RankInfo& ranks = mpi.info();
   PeerAccessDecision decision;
   if (o.device == "cpu" || o.comm == "mpi" || ranks.local_size < 2 || !cuda::BuiltWithCuda()) return decision;
-  constexpr double kProbeDeadlineSeconds = 20.0;  // CUDA's start on 8 GPUs, then a few ms a copy
-  const std::string mine = ranks.local_rank == 0 ? EncodePeerTopology(ProbePeerTopology(kProbeDeadlineSeconds)) : "";
-  ASSIGN_OR_RETURN(std::vector<std::string> node, AllGatherStrings(mpi.node(), mine));
+  // CUDA's start on 8 GPUs, then a few ms a copy; within the watchdog's
+  // timeout, as the node's other ranks wait for the finding meanwhile.
+  double deadline_s = 20.0;
+  if (o.comm_timeout_s > 0.0) deadline_s = std::min(deadline_s, 0.75 * o.comm_timeout_s);
+  const std::string mine = ranks.local_rank == 0 ? EncodePeerTopology(ProbePeerTopology(deadline_s)) : "";
+  ASSIGN_OR_RETURN(std::vector<std::string> node, AllGatherStrings(mpi.node(), mine, "the GPU peer-access probe"));
   ASSIGN_OR_RETURN(PeerTopology topology, DecodePeerTopology(node.at(0)));
   decision = DecidePeerAccess(topology, NcclP2pSettingsFromEnvironment());
   if (decision.set_p2p_disable) setenv("NCCL_P2P_DISABLE", "1", /*overwrite=*/1);
@@ -221,6 +230,24 @@ int CheckFlagsOnly(int argc, char** argv) {
   return 0;
 }
 
+// The watchdog runs from MPI's start to its end (comm/bootstrap.h): a peer
+// that stops answering anywhere ends the job after --comm-timeout-s with
+// one line. The rank is named once it is known.
+std::atomic<int> g_rank_in_lines{-1};
+void StartWatchdog(double timeout_s) {
+  CollectiveWatchdog::SetPhase("start-up");
+  CollectiveWatchdog::Start(timeout_s, [](const std::string& line) {
+    const int rank = g_rank_in_lines.load();
+    if (rank >= 0) {
+      std::fprintf(stderr, "ddp_train: rank %d: error: %s\n", rank, line.c_str());
+    } else {
+      std::fprintf(stderr, "ddp_train: error: %s\n", line.c_str());
+    }
+    std::fflush(nullptr);
+    AbortJob();
+  });
+}
+
 int Main(int argc, char** argv) {
   gflags::SetUsageMessage("mpirun -np N ddp_train --model resnet50 [--batch-size 8 --steps 100 ...]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -231,14 +258,22 @@ int Main(int argc, char** argv) {
   // where /sys is missing (some containers): noise before ddp_train's own
   // line. Hidden unless the user asked for them.
   setenv("HWLOC_HIDE_ERRORS", "1", /*overwrite=*/0);
+  // Parsed before MPI starts, for --comm-timeout-s; a fault in the flags is
+  // agreed on once MPI is up.
+  StatusOr<TrainOptions> options = ParseOptions(argc, argv);
+  StartWatchdog(options.ok() ? options->comm_timeout_s : TrainOptions().comm_timeout_s);
   StatusOr<std::unique_ptr<MpiRuntime>> mpi = MpiRuntime::Init(&argc, &argv);
   if (!mpi.ok()) return Fail(RankInfo(), mpi.status());
   const RankInfo ranks = (*mpi)->info();
   g_ranks = ranks;
+  if (ranks.world_size > 1) {
+    g_rank_in_lines = ranks.rank;
+  } else {
+    CollectiveWatchdog::Stop();  // one rank: no peer to wait for
+  }
   std::set_terminate(&OnUncaughtException);
   const MPI_Comm world = (*mpi)->world();
 
-  StatusOr<TrainOptions> options = ParseOptions(argc, argv);
   if (Status s = AgreeOnStatus(world, options.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, SharedSettings(*options)); !s.ok()) return Fail(ranks, s);
 
@@ -290,7 +325,7 @@ int Main(int argc, char** argv) {
   // Ranks of this node that would share one physical GPU (each shown one
   // GPU, but the same one): NCCL refuses that, MPI staging does not.
   StatusOr<std::vector<std::string>> node_gpus =
-      AllGatherStrings((*mpi)->node(), device->cuda ? cuda::DeviceUuid(device->gpu) : std::string());
+      AllGatherStrings((*mpi)->node(), device->cuda ? cuda::DeviceUuid(device->gpu) : std::string(), "the GPUs' UUIDs");
   Status shared = node_gpus.ok() ? CheckGpusNotShared(*node_gpus, options->comm == "nccl") : node_gpus.status();
   if (Status s = AgreeOnStatus(world, shared); !s.ok()) return Fail(ranks, s);
   options->device = device->description;
@@ -332,15 +367,6 @@ int Main(int argc, char** argv) {
     if (Status s = AgreeOnStatus(world, made.status()); !s.ok()) return Fail(ranks, s);
     comm = std::move(*made);
   }
-  // A collective that never finishes (a peer died or stopped answering)
-  // ends the job with one line naming it, instead of a hang.
-  if (ranks.world_size > 1) {
-    CollectiveWatchdog::Start(options->comm_timeout_s, [rank = ranks.rank](const std::string& line) {
-      std::fprintf(stderr, "ddp_train: rank %d: error: %s\n", rank, line.c_str());
-      std::fflush(nullptr);
-      AbortJob();
-    });
-  }
   std::unique_ptr<ContentionProbe> probe;
   RankInfo trainer_ranks = ranks;
   if (probing) {
@@ -368,7 +394,13 @@ int Main(int argc, char** argv) {
   if (Status s = (*trainer)->BroadcastInitialState(); !s.ok()) return Fail(ranks, s);
   if (probe) (*trainer)->set_contention_probe(probe.get());
   // From here a SIGUSR1 or SIGTERM stops every rank at a step boundary.
-  InstallPreemptionHandlers();
+  const std::string line_prefix =
+      ranks.world_size > 1 ? "ddp_train: rank " + std::to_string(ranks.rank) + ": error: " : "ddp_train: error: ";
+  InstallPreemptionHandlers(line_prefix, options->preemption_grace_s, [line_prefix](const std::string& line) {
+    std::fprintf(stderr, "%s%s\n", line_prefix.c_str(), line.c_str());
+    std::fflush(nullptr);
+    AbortJob();
+  });
   StatusOr<TrainResult> result = (*trainer)->Run();
   if (!result.ok()) return Fail(ranks, result.status());
   if (device->cuda) cuda::Synchronize(stream);
@@ -414,6 +446,7 @@ int Main(int argc, char** argv) {
     }
     return kPreemptedExitCode;
   }
+  if (options->stop_at_end_rank == ranks.rank) std::raise(SIGSTOP);
   return 0;
 }
 

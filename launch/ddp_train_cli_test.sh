@@ -232,6 +232,7 @@ expect_error "--steps 9223372036854775807 x the global batch 4 overflows a 64-bi
 expect_error "--checkpoint-every needs --checkpoint-dir" "${small[@]}" --checkpoint-every 5
 expect_error "--resume needs --checkpoint-dir" "${small[@]}" --resume
 expect_error "--comm-timeout-s must be 0 (no timeout) or positive, got -1" "${small[@]}" --comm-timeout-s -1
+expect_error "--preemption-grace-s must be 0 (no limit) or positive, got -1" "${small[@]}" --preemption-grace-s -1
 expect_error "is far more than the" "${small[@]}" --threads 100000
 expect_error "--seq-len must be in [8, 512] (BERT's positions), got 513" --model bert-tiny --seq-len 513 --steps 1
 expect_error "--dropout must be in [0, 1), got 1" --model bert-tiny --dropout 1 --steps 1

@@ -107,6 +107,10 @@ DEFINE_bool(resume, false,
 DEFINE_double(comm_timeout_s, 300.0,
               "seconds a collective may take before the watchdog ends the job, naming it (a peer rank died or "
               "stopped answering); 0: wait forever");
+DEFINE_double(preemption_grace_s, 30.0,
+              "after SIGTERM or SIGUSR1, seconds the step in progress may take to end (then every rank stops "
+              "there with a checkpoint); past them, or on a second signal, the rank ends at once without one; "
+              "0: no limit");
 DEFINE_string(bucket_mb, "25",
               "gradient bucket size in MiB, or auto: chosen by the scaling model from a short profile and a probe of "
               "the communicator");
@@ -444,6 +448,11 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--comm-timeout-s must be 0 (no timeout) or positive, got " + Num(FLAGS_comm_timeout_s));
   }
   o.comm_timeout_s = FLAGS_comm_timeout_s;
+  if (!(FLAGS_preemption_grace_s >= 0.0) || !std::isfinite(FLAGS_preemption_grace_s)) {
+    return InvalidArgument("--preemption-grace-s must be 0 (no limit) or positive, got " +
+                           Num(FLAGS_preemption_grace_s));
+  }
+  o.preemption_grace_s = FLAGS_preemption_grace_s;
   o.first_bucket_mb = FLAGS_first_bucket_mb;
   o.overlap = FLAGS_overlap;
   if (FLAGS_zero_stage < 0 || FLAGS_zero_stage > 2) {
@@ -501,6 +510,12 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     int used = 0;
     if (std::sscanf(slow, "%d%n", &o.slow_loader_ms, &used) != 1 || slow[used] != '\0' || o.slow_loader_ms < 0) {
       return InvalidArgument(std::string("DDP_TEST_SLOW_LOADER_MS '") + slow + "' is not a count of milliseconds");
+    }
+  }
+  if (const char* stop = std::getenv("DDP_TEST_STOP_AT_END"); stop != nullptr && *stop != '\0') {
+    int used = 0;
+    if (std::sscanf(stop, "%d%n", &o.stop_at_end_rank, &used) != 1 || stop[used] != '\0' || o.stop_at_end_rank < 0) {
+      return InvalidArgument(std::string("DDP_TEST_STOP_AT_END '") + stop + "' is not a rank");
     }
   }
   const char* digest = std::getenv("DDP_TEST_STATE_DIGEST");

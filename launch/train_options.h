@@ -93,6 +93,7 @@ struct TrainOptions {
   // Data parallelism. --comm-timeout-s: the collective watchdog's limit
   // (comm/watchdog.h; 0 off).
   double comm_timeout_s = 300.0;
+  double preemption_grace_s = 30.0;  // after a first SIGTERM/SIGUSR1 (launch/preemption.h)
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool bucket_mb_auto = false;  // --bucket-mb auto: the trainer sets bucket_mb at setup
   bool overlap = true;
@@ -141,6 +142,10 @@ struct TrainOptions {
   // forward (the straggler report's test).
   int slow_rank = -1;
   int64_t slow_rank_ms = 0;
+  // DDP_TEST_STOP_AT_END "RANK": rank RANK stops itself (SIGSTOP) once its
+  // run is over, before MPI's end, leaving its peers in MPI_Finalize (the
+  // watchdog's test of the end).
+  int stop_at_end_rank = -1;
 };
 
 // "dynamic", "none" or the static scale: --loss-scale as resolved.

@@ -570,8 +570,8 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
       std::this_thread::sleep_for(std::chrono::milliseconds(options_.slow_rank_ms));  // DDP_TEST_SLOW_RANK
     }
     if (step + 1 == options_.throw_at_step && ranks_.rank == options_.throw_at_rank && micro == 0) {
-      throw std::runtime_error("rank " + std::to_string(ranks_.rank) + " cannot read sample " +
-                               std::to_string(batch.first_sample) + ": it is corrupt (DDP_TEST_THROW)");
+      throw InputError("rank " + std::to_string(ranks_.rank) + " cannot read sample " +
+                       std::to_string(batch.first_sample) + ": it is corrupt (DDP_TEST_THROW)");
     }
     prepare_reduction();
     const bool last = micro == k - 1;
@@ -1481,6 +1481,8 @@ StatusOr<TrainResult> Trainer::Run() {
     }
     if (stop) break;
   }
+  CollectiveWatchdog::SetPhase("the end of the run");
+  MarkPreemptionAnswered();  // a signal's step boundary, or the run's end
   progress_.EndLine();
   if (!options_.timeline.empty()) RETURN_IF_ERROR(WriteTimeline());
   if (health_) {

@@ -47,6 +47,10 @@ StatusOr<TrainingData> OpenImageData(const TrainOptions& options) {
                              " pixels square, the training data's " + std::to_string(image));
     }
   }
+  // Files that do not decode are refused now, not at the first batch or,
+  // held out, after training.
+  RETURN_IF_ERROR(train->Probe());
+  if (eval) RETURN_IF_ERROR(eval->Probe());
   const int64_t last = ResNetFinalSize(image);
   if (options.batch_size * last * last < 2) {
     return InvalidArgument("--batch-size " + std::to_string(options.batch_size) + " with " + std::to_string(image) +

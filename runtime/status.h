@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -76,6 +77,15 @@ class [[nodiscard]] StatusOr {
  private:
   Status status_;
   std::optional<T> value_;
+};
+
+// Input that makes training impossible, found where no Status can be
+// returned (a loader thread inside a parallel loop): thrown, and printed by
+// the program's top level as its one line (what() names the flag and
+// file). Any other exception that reaches the top is a bug.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 }  // namespace ddp

@@ -123,16 +123,41 @@ refuse "--eval-data imagefolder:$tmp/other_val: class 1 is 'class_09', the train
 refuse "--crop-scale '0.5' is not MIN,MAX with 0 < MIN <= MAX <= 1" --crop-scale 0.5
 refuse "--prefetch must be in [1, 64] batches, got 0" --prefetch 0
 
-# Held-out data that fails to decode at the end costs no training: the
-# weights are written first (issue 34, item 8).
+# Held-out data that does not decode is refused at start-up, in one line,
+# before any training (issue 34, item 8); so is training data.
 mkdir -p "$tmp/bad_val/class_00" "$tmp/bad_val/class_01" "$tmp/bad_val/class_02" "$tmp/bad_val/class_03"
 for i in 0 1 2 3 4 5; do printf 'not an image %s' "$i" > "$tmp/bad_val/class_0$((i % 4))/bad_$i.jpg"; done
+refuse_with_warnings() {  # as refuse, past the loader's warning a file
+  local pattern="$1"; shift
+  local out rc
+  out=$("$bin" --model resnet18 --image-size 32 --batch-size 2 --steps 1 --threads 1 "$@" 2>&1); rc=$?
+  if [ "$rc" -ne 1 ] || [ "$(grep -c "error:" <<< "$out")" -ne 1 ] || ! grep -qF -- "$pattern" <<< "$out" ||
+     grep -q "^step \|summary:" <<< "$out"; then
+    fail "expected exit 1, no step and one error line with '$pattern', got exit $rc:"; printf '%s\n' "$out"
+  else
+    echo "refused: $(grep "error:" <<< "$out")"
+  fi
+}
+refuse_with_warnings "error: --eval-data imagefolder:$tmp/bad_val: 6 files in a row do not decode" \
+  --num-classes 4 --data "imagefolder:$tmp/train" --eval-data "imagefolder:$tmp/bad_val"
+refuse_with_warnings "error: --data imagefolder:$tmp/bad_val: 6 files in a row do not decode" \
+  --num-classes 4 --data "imagefolder:$tmp/bad_val"
+
+# Held-out data that stops decoding during training costs no training: the
+# weights are written before the final evaluation fails.
+rm -rf "$tmp/late_val" "$tmp/late_val_bad" "$tmp/late_val_good"
+cp -r "$tmp/train" "$tmp/late_val"; cp -r "$tmp/train" "$tmp/late_val_bad"
+find "$tmp/late_val_bad" -type f -exec sh -c 'printf "gone bad" > "$1"' _ {} \;
 rm -f "$tmp/saved_first.safetensors"
-out=$("$bin" --model resnet18 --image-size 32 --batch-size 2 --steps 1 --threads 1 --num-classes 4 \
-      --data "imagefolder:$tmp/train" --eval-data "imagefolder:$tmp/bad_val" \
-      --save-weights "$tmp/saved_first.safetensors" 2>&1); rc=$?
-[ "$rc" -eq 1 ] && grep -q "error: --eval-data imagefolder:$tmp/bad_val: .* do not decode" <<< "$out" ||
-  { printf '%s\n' "$out"; fail "undecodable --eval-data: exit $rc"; }
+"$bin" --model resnet18 --image-size 32 --batch-size 2 --steps 100 --threads 1 --num-classes 4 \
+  --data "imagefolder:$tmp/train" --eval-data "imagefolder:$tmp/late_val" --log-every 1 \
+  --save-weights "$tmp/saved_first.safetensors" > "$tmp/late.log" 2>&1 &
+run=$!
+for _ in $(seq 1 600); do grep -q "^step *1/100" "$tmp/late.log" && break; sleep 0.1; done
+mv "$tmp/late_val" "$tmp/late_val_good" && mv "$tmp/late_val_bad" "$tmp/late_val"  # the same paths, gone bad
+wait "$run"; rc=$?
+[ "$rc" -eq 1 ] && grep -q "error: --eval-data imagefolder:$tmp/late_val: .* do not decode" "$tmp/late.log" ||
+  { cat "$tmp/late.log"; fail "--eval-data gone bad during training: exit $rc"; }
 /usr/bin/python3 - "$tmp/saved_first.safetensors" <<'PY' || fail "the weights were not written before the failed evaluation"
 import json, struct, sys
 raw = open(sys.argv[1], "rb").read()

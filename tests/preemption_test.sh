@@ -81,6 +81,48 @@ preempt ranks_term 2 ranks-term
 preempt one_rank_usr1 2 one-usr1
 preempt single_term 1 self-term
 
+# A stop is not deferred without limit (issue 34, item 11). A step that
+# never ends (a trillion micro-batches): SIGTERM to every rank, and no step
+# boundary within --preemption-grace-s 2, ends every rank within the grace
+# + 10 s with one line naming the signal and the flag; a second SIGTERM to
+# a single rank ends it at once, under the default grace (30 s).
+endless=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 2 --threads 1 --steps 5
+         --accumulation-steps 1000000000000)
+unanswered() {  # unanswered NAME NP HOW GRACE_ARGS...
+  local name="$1" np="$2" how="$3"; shift 3
+  local log="$tmp/$name.log" launcher top ranks start rc elapsed
+  if [ "$np" -gt 1 ]; then
+    timeout 120 mpirun -np "$np" --oversubscribe --bind-to none "$bin" "${endless[@]}" "$@" > "$log" 2>&1 &
+  else
+    timeout 120 "$bin" "${endless[@]}" "$@" > "$log" 2>&1 &
+  fi
+  launcher=$!
+  for _ in $(seq 1 400); do grep -q "^ddp_train: resnet18" "$log" && break; sleep 0.05; done
+  sleep 0.5  # inside the first step
+  top=$(pgrep -P "$launcher" | sed -n 1p)
+  ranks=$(pgrep -P "$top" -f ddp_train)
+  [ -n "$ranks" ] || ranks="$top"  # a single rank runs under timeout itself
+  start=$(date +%s)
+  case "$how" in
+    grace) kill -TERM $ranks ;;
+    twice) kill -TERM $ranks; sleep 1; kill -TERM $ranks ;;
+  esac
+  wait "$launcher"
+  rc=$?
+  elapsed=$(( $(date +%s) - start ))
+  case "$how" in
+    grace) local pattern="error: SIGTERM came 2 s ago and the step in progress has not ended (--preemption-grace-s 2): ending now, without its checkpoint" limit=12 ;;
+    twice) local pattern="error: a second SIGTERM: ending now, without a checkpoint of the step in progress" limit=4 ;;
+  esac
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 75 ] || { cat "$log"; fail "$name: exit $rc"; return; }
+  [ "$elapsed" -le "$limit" ] || fail "$name: ended $elapsed s after the first signal (limit $limit s)"
+  [ "$(grep -cF -- "$pattern" "$log")" -eq "$np" ] || { cat "$log"; fail "$name: not one line a rank: '$pattern'"; }
+  grep -q "Check failed\|terminate called" "$log" && fail "$name: crashed"
+  echo "$name ($elapsed s after the signal, exit $rc): $(grep -m1 -F -- "$pattern" "$log")"
+}
+unanswered grace_two_ranks 2 grace --preemption-grace-s 2
+unanswered second_signal 1 twice
+
 [ "$failures" -eq 0 ] && echo "preemption test: all passed" && exit 0
 echo "preemption test: $failures failure(s)"
 exit 1

@@ -31,6 +31,9 @@ class ImageDataset {
                        Tensor& labels) const = 0;
   // Whether filling decodes files: worth doing ahead, on loader threads.
   virtual bool ReadsFiles() const { return false; }
+  // Reads a few samples as Fill would, at start-up: data that cannot be
+  // read is refused before any training, with the line Fill would end on.
+  virtual Status Probe() const { return Status::Ok(); }
   // Whether FillRangeOnDevice works: a generated set can make its samples
   // where training runs, with no host work or copy.
   virtual bool GeneratesOnDevice() const { return false; }

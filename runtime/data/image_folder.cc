@@ -11,7 +11,6 @@
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <stdexcept>
 
 #include "runtime/thread_pool.h"
 
@@ -147,6 +146,31 @@ StatusOr<int64_t> ImageFolderDataset::Load(int64_t index, int64_t epoch, float* 
   return sample.label;
 }
 
+StatusOr<int64_t> ImageFolderDataset::LoadOrStandIn(int64_t wanted, int64_t epoch, float* chw,
+                                                    int64_t* replaced) const {
+  *replaced = 0;
+  for (int64_t tries = 0;; ++tries) {
+    const int64_t index = (wanted + tries) % size();
+    StatusOr<int64_t> label = Load(index, epoch, chw);
+    if (label.ok()) {
+      *replaced = tries > 0 ? 1 : 0;
+      return label;
+    }
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      if (shared_->warned.insert(index).second) {
+        std::fprintf(stderr, "ddp_train: warning: %s imagefolder:%s: skipping %s\n", flag_.c_str(), dir_.c_str(),
+                     label.status().message().c_str());
+      }
+    }
+    if (tries + 1 >= std::min(kMaxConsecutiveFailures, size())) {
+      return InvalidArgument(flag_ + " imagefolder:" + dir_ + ": " + std::to_string(tries + 1) +
+                             " files in a row do not decode, from " + samples_[wanted].path +
+                             "; the data looks corrupt (last: " + label.status().message() + ")");
+    }
+  }
+}
+
 int64_t ImageFolderDataset::Fill(const int64_t* indices, int64_t count, int64_t epoch, Tensor& images,
                                  Tensor& labels) const {
   const int64_t per_sample = 3 * options_.image_size * options_.image_size;
@@ -156,35 +180,24 @@ int64_t ImageFolderDataset::Fill(const int64_t* indices, int64_t count, int64_t 
   std::vector<int64_t> replaced(count, 0);
   shared_->pool.ParallelFor(count, [&](int64_t b) {
     CHECK(indices[b] >= 0 && indices[b] < size()) << "sample " << indices[b] << " of " << size();
-    float* chw = images.data<float>() + b * per_sample;
-    // The next sample in file order that decodes stands in for one that
-    // does not.
-    for (int64_t tries = 0;; ++tries) {
-      const int64_t index = (indices[b] + tries) % size();
-      StatusOr<int64_t> label = Load(index, epoch, chw);
-      if (label.ok()) {
-        labels.data<int64_t>()[b] = *label;
-        replaced[b] = tries > 0 ? 1 : 0;
-        return;
-      }
-      {
-        std::lock_guard<std::mutex> lock(shared_->mu);
-        if (shared_->warned.insert(index).second) {
-          std::fprintf(stderr, "ddp_train: warning: %s imagefolder:%s: skipping %s\n", flag_.c_str(), dir_.c_str(),
-                       label.status().message().c_str());
-        }
-      }
-      if (tries + 1 >= std::min(kMaxConsecutiveFailures, size())) {
-        // Nothing here can go on: an exception ends the job with one line.
-        throw std::runtime_error(flag_ + " imagefolder:" + dir_ + ": " + std::to_string(tries + 1) +
-                                 " files in a row do not decode, from " + samples_[indices[b]].path +
-                                 "; the data looks corrupt (last: " + label.status().message() + ")");
-      }
-    }
+    StatusOr<int64_t> label = LoadOrStandIn(indices[b], epoch, images.data<float>() + b * per_sample, &replaced[b]);
+    // Nothing here can go on: the exception ends the job with its one line.
+    if (!label.ok()) throw InputError(label.status().message());
+    labels.data<int64_t>()[b] = *label;
   });
   int64_t total = 0;
   for (int64_t r : replaced) total += r;
   return total;
+}
+
+Status ImageFolderDataset::Probe() const {
+  constexpr int64_t kProbes = 8;
+  std::vector<float> chw(static_cast<size_t>(3 * options_.image_size * options_.image_size));
+  for (int64_t i = 0; i < std::min(kProbes, size()); ++i) {
+    int64_t replaced = 0;
+    RETURN_IF_ERROR(LoadOrStandIn(i * size() / std::min(kProbes, size()), /*epoch=*/0, chw.data(), &replaced).status());
+  }
+  return Status::Ok();
 }
 
 }  // namespace ddp

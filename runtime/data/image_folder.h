@@ -50,11 +50,21 @@ class ImageFolderDataset : public ImageDataset {
   int64_t Fill(const int64_t* indices, int64_t count, int64_t epoch, Tensor& images, Tensor& labels) const override;
   bool ReadsFiles() const override { return true; }
 
+  // Decodes 8 samples spread over the set, as a batch would (stand-ins
+  // included): a folder whose files do not decode is refused at start-up,
+  // not found at its first batch or, held out, after training.
+  Status Probe() const override;
+
   // One sample into chw [3, size, size]: its label, or the error that
   // makes it unusable (the file's path first).
   StatusOr<int64_t> Load(int64_t index, int64_t epoch, float* chw) const;
 
  private:
+  // Sample `wanted`, or the next in file order that decodes (replaced: 1),
+  // warning once per file that does not; too many in a row is an error
+  // naming the folder.
+  StatusOr<int64_t> LoadOrStandIn(int64_t wanted, int64_t epoch, float* chw, int64_t* replaced) const;
+
   friend StatusOr<std::unique_ptr<ImageFolderDataset>> OpenImageFolder(const std::string&, const std::string&,
                                                                       const ImageFolderOptions&);
   struct Sample {
