@@ -227,8 +227,10 @@ expect_error "--batch-size 4294967296 x --accumulation-steps 4294967296 x 1 rank
   --model resnet18 --threads 1 --batch-size 4294967296 --accumulation-steps 4294967296
 expect_error "--epochs 2305843009213693952 x 4 steps per epoch overflows 64 bits" "${small[@]}" \
   --data "tensors:$tmp/train.safetensors" --steps 0 --epochs 2305843009213693952
-expect_error "--steps 9223372036854775807 x the global batch 4 overflows a 64-bit sample count" "${small[@]}" \
-  --steps 9223372036854775807
+expect_error "--steps 9223372036854775807 (9223372036854775807 steps) x the global batch 4 overflows a 64-bit sample count" \
+  "${small[@]}" --steps 9223372036854775807
+expect_error "--epochs 1152921504606846976 (4611686018427387904 steps) x the global batch 4 overflows a 64-bit sample count" \
+  "${small[@]}" --data "tensors:$tmp/train.safetensors" --epochs 1152921504606846976
 expect_error "--checkpoint-every needs --checkpoint-dir" "${small[@]}" --checkpoint-every 5
 expect_error "--resume needs --checkpoint-dir" "${small[@]}" --resume
 expect_error "--comm-timeout-s must be 0 (no timeout) or positive, got -1" "${small[@]}" --comm-timeout-s -1

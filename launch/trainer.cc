@@ -261,10 +261,12 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   // Every step's data position, in samples, must be countable too.
   int64_t samples = 0;
   if (total_steps_ <= 0 || __builtin_mul_overflow(total_steps_, sampler_->global_batch(), &samples)) {
-    return InvalidArgument(options_.epochs > 0 ? "--epochs " + std::to_string(options_.epochs) : "--steps " +
-                           std::to_string(options_.steps) + std::string(total_steps_ <= 0 ? " comes to no step"
-                           : " x the global batch " + std::to_string(sampler_->global_batch()) +
-                           " overflows a 64-bit sample count"));
+    const std::string run = options_.epochs > 0 ? "--epochs " + std::to_string(options_.epochs)
+                                                : "--steps " + std::to_string(options_.steps);
+    return InvalidArgument(run + (total_steps_ <= 0 ? std::string(" comes to no step")
+                                                    : " (" + std::to_string(total_steps_) + " steps) x the global batch " +
+                                                          std::to_string(sampler_->global_batch()) +
+                                                          " overflows a 64-bit sample count"));
   }
   options_.schedule.total_steps = total_steps_;
   if (options_.lr <= 0.0) options_.lr = DefaultLearningRate(options_.model, sampler_->global_batch());
