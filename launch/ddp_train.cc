@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <cstdlib>
@@ -25,6 +24,7 @@
 #endif
 #include "comm/watchdog.h"
 #include "launch/device_binding.h"
+#include "launch/fault_injection.h"
 #include "launch/peer_access.h"
 #include "launch/preemption.h"
 #include "launch/train_options.h"
@@ -210,17 +210,20 @@ void ExplainNotApplicable(const DeviceChoice& device, int visible_gpus, const Ra
 }
 
 // The flags left after gflags (none is expected), --config, then the
-// options' own checks.
-StatusOr<TrainOptions> ParseOptions(int argc, char** argv) {
+// options' own checks; and the test hooks of the environment.
+StatusOr<TrainOptions> ParseOptions(int argc, char** argv, FaultInjection* faults) {
   if (argc > 1) return InvalidArgument(std::string("unexpected argument '") + argv[1] + "'");
   RETURN_IF_ERROR(ApplyConfigFile());
-  return ReadTrainOptions();
+  ASSIGN_OR_RETURN(TrainOptions options, ReadTrainOptions());
+  ASSIGN_OR_RETURN(*faults, FaultInjection::FromEnvironment());
+  return options;
 }
 
 // --check-flags: the checks every rank makes before MPI's first
 // collective, and the model's name, on this process alone.
 int CheckFlagsOnly(int argc, char** argv) {
-  StatusOr<TrainOptions> options = ParseOptions(argc, argv);
+  FaultInjection faults;
+  StatusOr<TrainOptions> options = ParseOptions(argc, argv, &faults);
   const Status status = options.ok() ? CheckModelName(options->model) : options.status();
   if (!status.ok()) {
     std::fprintf(stderr, "ddp_train: error: %s\n", status.message().c_str());
@@ -260,7 +263,8 @@ int Main(int argc, char** argv) {
   setenv("HWLOC_HIDE_ERRORS", "1", /*overwrite=*/0);
   // Parsed before MPI starts, for --comm-timeout-s; a fault in the flags is
   // agreed on once MPI is up.
-  StatusOr<TrainOptions> options = ParseOptions(argc, argv);
+  FaultInjection faults;
+  StatusOr<TrainOptions> options = ParseOptions(argc, argv, &faults);
   StartWatchdog(options.ok() ? options->comm_timeout_s : TrainOptions().comm_timeout_s);
   StatusOr<std::unique_ptr<MpiRuntime>> mpi = MpiRuntime::Init(&argc, &argv);
   if (!mpi.ok()) return Fail(RankInfo(), mpi.status());
@@ -378,7 +382,7 @@ int Main(int argc, char** argv) {
     trainer_ranks.world_size = 1;  // threads still divide the node's cores by local_size
   }
   StatusOr<std::unique_ptr<Trainer>> trainer =
-      Trainer::Create(*options, probing ? nullptr : comm.get(), trainer_ranks, stream);
+      Trainer::Create(*options, probing ? nullptr : comm.get(), trainer_ranks, stream, faults);
   if (Status s = AgreeOnStatus(world, trainer.status()); !s.ok()) return Fail(ranks, s);
   // Under --epochs each node counts its own copy of the data file's samples.
   if (Status s = CheckRanksAgree(world, {{"the parameter count", std::to_string((*trainer)->num_parameters())},
@@ -446,7 +450,7 @@ int Main(int argc, char** argv) {
     }
     return kPreemptedExitCode;
   }
-  if (options->stop_at_end_rank == ranks.rank) std::raise(SIGSTOP);
+  faults.AtEnd(ranks.rank);
   return 0;
 }
 

@@ -478,48 +478,6 @@ StatusOr<TrainOptions> ReadTrainOptions() {
                            "' is unknown; use auto, none, fp16 or bf16");
   }
 
-  if (const char* inject = std::getenv("DDP_TEST_INJECT_NONFINITE_GRAD"); inject != nullptr && *inject != '\0') {
-    long long step = 0;
-    int rank = -1, used = 0;
-    if (std::sscanf(inject, "%lld:%d%n", &step, &rank, &used) != 2 || inject[used] != '\0' || step <= 0 ||
-        rank < 0) {
-      return InvalidArgument(std::string("DDP_TEST_INJECT_NONFINITE_GRAD '") + inject + "' is not STEP:RANK");
-    }
-    o.inject_nonfinite_step = step;
-    o.inject_nonfinite_rank = rank;
-  }
-  if (const char* crash = std::getenv("DDP_TEST_CHECKPOINT_CRASH"); crash != nullptr) o.checkpoint_crash = crash;
-  // Test hooks of the form RANK:STEP.
-  auto rank_step = [](const char* name, int* rank_out, int64_t* step_out) -> Status {
-    const char* value = std::getenv(name);
-    if (value == nullptr || *value == '\0') return Status::Ok();
-    long long step = 0;
-    int rank = -1, used = 0;
-    if (std::sscanf(value, "%d:%lld%n", &rank, &step, &used) != 2 || value[used] != '\0' || step <= 0 || rank < 0) {
-      return InvalidArgument(std::string(name) + " '" + value + "' is not RANK:STEP");
-    }
-    *rank_out = rank;
-    *step_out = step;
-    return Status::Ok();
-  };
-  RETURN_IF_ERROR(rank_step("DDP_TEST_STOP_IN_BACKWARD", &o.stop_in_backward_rank, &o.stop_in_backward_step));
-  RETURN_IF_ERROR(rank_step("DDP_TEST_THROW", &o.throw_at_rank, &o.throw_at_step));
-  RETURN_IF_ERROR(rank_step("DDP_TEST_BUSY_GPU", &o.busy_gpu_rank, &o.busy_gpu_step));
-  RETURN_IF_ERROR(rank_step("DDP_TEST_SLOW_RANK", &o.slow_rank, &o.slow_rank_ms));  // RANK:MS
-  if (const char* slow = std::getenv("DDP_TEST_SLOW_LOADER_MS"); slow != nullptr && *slow != '\0') {
-    int used = 0;
-    if (std::sscanf(slow, "%d%n", &o.slow_loader_ms, &used) != 1 || slow[used] != '\0' || o.slow_loader_ms < 0) {
-      return InvalidArgument(std::string("DDP_TEST_SLOW_LOADER_MS '") + slow + "' is not a count of milliseconds");
-    }
-  }
-  if (const char* stop = std::getenv("DDP_TEST_STOP_AT_END"); stop != nullptr && *stop != '\0') {
-    int used = 0;
-    if (std::sscanf(stop, "%d%n", &o.stop_at_end_rank, &used) != 1 || stop[used] != '\0' || o.stop_at_end_rank < 0) {
-      return InvalidArgument(std::string("DDP_TEST_STOP_AT_END '") + stop + "' is not a rank");
-    }
-  }
-  const char* digest = std::getenv("DDP_TEST_STATE_DIGEST");
-  o.print_state_digest = digest != nullptr && std::string(digest) == "1";
   return o;
 }
 

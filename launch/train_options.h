@@ -105,47 +105,6 @@ struct TrainOptions {
   // --precision fp16/bf16, else none).
   DType wire_dtype = DType::kF32;
   bool grad_compression_auto = false;  // wire_dtype came from --grad-compression auto
-
-  // Test hooks, from the environment (never flags): DDP_TEST_INJECT_NONFINITE_GRAD
-  // "STEP:RANK" makes rank RANK's gradient non-finite at 1-based step STEP,
-  // after reduction (so only that rank sees it); DDP_TEST_STATE_DIGEST=1
-  // prints each rank's hash of its master weights and optimizer state, and
-  // its loss scale, after every step.
-  int64_t inject_nonfinite_step = 0;
-  int inject_nonfinite_rank = -1;
-  bool print_state_digest = false;
-  // DDP_TEST_CHECKPOINT_CRASH "POINT[:RANK[:STEP]]" (RANK -1: any; STEP:
-  // only the checkpoint of that step): the checkpoint writer kills
-  // its process (SIGKILL) at POINT: "files" (this rank's files written, its
-  // list not yet), "manifest" (rank 0: the manifest written, the directory
-  // not yet renamed) or "rename" (renamed, `latest` not yet updated).
-  std::string checkpoint_crash;
-  // DDP_TEST_STOP_IN_BACKWARD "RANK:STEP": rank RANK stops itself
-  // (SIGSTOP) between forward and backward of 1-based step STEP, leaving
-  // its peers in the step's collectives (the watchdog's test).
-  int stop_in_backward_rank = -1;
-  int64_t stop_in_backward_step = 0;
-  // DDP_TEST_THROW "RANK:STEP": rank RANK throws an exception nothing
-  // catches at 1-based step STEP (a corrupt sample it cannot skip).
-  int throw_at_rank = -1;
-  int64_t throw_at_step = 0;
-  // DDP_TEST_BUSY_GPU "RANK:STEP": rank RANK's compute stream is kept busy
-  // for --comm-timeout-s + 4 s after the forward of 1-based step STEP (what
-  // a collective that never finishes looks like to the host's next wait),
-  // so NCCL's wait watchdog must end the process.
-  int busy_gpu_rank = -1;
-  int64_t busy_gpu_step = 0;
-  // DDP_TEST_SLOW_LOADER_MS "N": every training batch takes N ms longer to
-  // load (the input-wait warning's test).
-  int slow_loader_ms = 0;
-  // DDP_TEST_SLOW_RANK "RANK:MS": rank RANK sleeps MS ms in each step's
-  // forward (the straggler report's test).
-  int slow_rank = -1;
-  int64_t slow_rank_ms = 0;
-  // DDP_TEST_STOP_AT_END "RANK": rank RANK stops itself (SIGSTOP) once its
-  // run is over, before MPI's end, leaving its peers in MPI_Finalize (the
-  // watchdog's test of the end).
-  int stop_at_end_rank = -1;
 };
 
 // "dynamic", "none" or the static scale: --loss-scale as resolved.

@@ -19,6 +19,7 @@
 #include "comm/watchdog.h"
 #include "launch/output_paths.h"
 #include "launch/preemption.h"
+#include "launch/step_agreement.h"
 #include "runtime/allocator.h"
 #include "runtime/clock.h"
 #include "runtime/median.h"
@@ -83,8 +84,9 @@ ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks,
 
 }  // namespace
 
-Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream)
-    : options_(options), comm_(comm), ranks_(ranks), ctx_(MakeContext(options, ranks, cuda_stream)) {}
+Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream,
+                 const FaultInjection& faults)
+    : options_(options), faults_(faults), comm_(comm), ranks_(ranks), ctx_(MakeContext(options, ranks, cuda_stream)) {}
 
 Trainer::~Trainer() {
   DestroyStepGraph();
@@ -94,10 +96,11 @@ Trainer::~Trainer() {
 }
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, Communicator* comm,
-                                                   const RankInfo& ranks, void* cuda_stream) {
+                                                   const RankInfo& ranks, void* cuda_stream,
+                                                   const FaultInjection& faults) {
   CHECK(ranks.world_size == 1 || (comm != nullptr && comm->world_size() == ranks.world_size))
       << "several ranks need a communicator";
-  std::unique_ptr<Trainer> trainer(new Trainer(options, comm, ranks, cuda_stream));
+  std::unique_ptr<Trainer> trainer(new Trainer(options, comm, ranks, cuda_stream, faults));
   RETURN_IF_ERROR(trainer->Setup());
   return trainer;
 }
@@ -133,26 +136,6 @@ bool StdoutIsATerminal() {
   }
   return ::isatty(STDOUT_FILENO) == 1;
 }
-
-// DDP_TEST_SLOW_LOADER_MS: a source whose batches take longer to load.
-class SlowedSource : public BatchSource {
- public:
-  SlowedSource(std::unique_ptr<BatchSource> data, int ms) : data_(std::move(data)), ms_(ms) {}
-  int64_t size() const override { return data_->size(); }
-  std::vector<TensorSpec> Specs(int64_t count) const override { return data_->Specs(count); }
-  void Fill(const int64_t* indices, int64_t count, int64_t epoch, Batch& batch) const override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
-    data_->Fill(indices, count, epoch, batch);
-  }
-  bool ReadsFiles() const override { return data_->ReadsFiles(); }
-  const char* sample_noun() const override { return data_->sample_noun(); }
-  int64_t tokens_per_sample() const override { return data_->tokens_per_sample(); }
-  std::string Describe() const override { return data_->Describe() + " (slowed by " + std::to_string(ms_) + " ms)"; }
-
- private:
-  std::unique_ptr<BatchSource> data_;
-  int ms_;
-};
 
 }  // namespace
 
@@ -212,7 +195,7 @@ Status Trainer::Setup() {
     options_.loader_threads = on_gpu() ? std::max(1, DefaultThreads() / std::max(1, ranks_.local_size) - 1) : 1;
   }
   ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
-  if (options_.slow_loader_ms > 0) data_.train = std::make_unique<SlowedSource>(std::move(data_.train), options_.slow_loader_ms);
+  data_.train = faults_.SlowLoader(std::move(data_.train));
   if (on_gpu()) StartGpuHealth();
   if (!options_.checkpoint_dir.empty() && is_root()) {
     // Before any training: a typo in the path costs seconds, not a run.
@@ -221,7 +204,7 @@ Status Trainer::Setup() {
   if (!options_.checkpoint_dir.empty()) {  // periodic checkpoints, and one on preemption
     checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint_dir, ranks_.rank,
                                                    static_cast<int>(options_.checkpoint_keep),
-                                                   options_.checkpoint_crash);
+                                                   faults_.checkpoint_crash);
   }
   return SetupTraining(data_.train->size());
 }
@@ -561,20 +544,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     if (profiler_) profiler_->ForwardStarted();
     loss_sum += model_->ForwardLoss(ctx_, batch).loss;
     if (profiler_) profiler_->ForwardFinished();
-    if (step + 1 == options_.stop_in_backward_step && ranks_.rank == options_.stop_in_backward_rank && micro == 0) {
-      std::raise(SIGSTOP);  // DDP_TEST_STOP_IN_BACKWARD
-    }
-    if (step + 1 == options_.busy_gpu_step && ranks_.rank == options_.busy_gpu_rank && micro == 0 &&
-        ctx_.device().is_cuda()) {
-      cuda::BusyStream(ctx_.cuda_stream(), options_.comm_timeout_s + 4.0);  // DDP_TEST_BUSY_GPU
-    }
-    if (ranks_.rank == options_.slow_rank && micro == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(options_.slow_rank_ms));  // DDP_TEST_SLOW_RANK
-    }
-    if (step + 1 == options_.throw_at_step && ranks_.rank == options_.throw_at_rank && micro == 0) {
-      throw InputError("rank " + std::to_string(ranks_.rank) + " cannot read sample " +
-                       std::to_string(batch.first_sample) + ": it is corrupt (DDP_TEST_THROW)");
-    }
+    faults_.BetweenForwardAndBackward(step + 1, micro, ranks_.rank, ctx_, batch.first_sample, options_.comm_timeout_s);
     prepare_reduction();
     const bool last = micro == k - 1;
     if (profiler_) profiler_->BackwardStarted(last);
@@ -605,7 +575,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   bool nonfinite = false, local_nonfinite = false;
   auto check_gradients = [&] {
     std::vector<Tensor> held = HeldGradients();
-    if (step + 1 == options_.inject_nonfinite_step && ranks_.rank == options_.inject_nonfinite_rank) {
+    if (faults_.NonfiniteGradientAt(step + 1, ranks_.rank)) {
       for (Tensor& g : held) {
         if (g.numel() == 0) continue;  // an empty ZeRO piece
         Tensor first = g.View(0, {1});
@@ -646,29 +616,33 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     // skips a step alone (under ZeRO each rank checks only its pieces).
     // And how the pending checkpoint's write stands on each rank: every
     // rank's files durable (rank 0 commits after the step), or one failed.
-    const CollectiveLabel label("the step's all-reduce of losses and agreements");
-    Tensor shared = Tensor::FromVector<double>(
-        {result.loss, step_status.ok() ? 0.0 : 1.0, nonfinite ? 1.0 : 0.0, static_cast<double>(result.tokens),
-         written && write_status.ok() ? 1.0 : 0.0, write_status.ok() ? 0.0 : 1.0, PreemptionSignal() != 0 ? 1.0 : 0.0,
-         result.input_wait_seconds, static_cast<double>(result.replaced_samples)},
-        {9});
+    StepVotes mine;
+    mine.loss = result.loss;
+    mine.failed = step_status.ok() ? 0 : 1;
+    mine.nonfinite = nonfinite ? 1 : 0;
+    mine.tokens = result.tokens;
+    mine.checkpoint_durable = written && write_status.ok() ? 1 : 0;
+    mine.checkpoint_failed = write_status.ok() ? 0 : 1;
+    mine.stop = PreemptionSignal() != 0 ? 1 : 0;
+    mine.input_wait_s = result.input_wait_seconds;
+    mine.replaced_samples = result.replaced_samples;
     const double shared_start = SteadySeconds();
-    RETURN_IF_ERROR(comm_->AllReduce(shared, ReduceOp::kSum)->Wait());
+    ASSIGN_OR_RETURN(const StepVotes all, SumStepVotes(comm_, mine));
     result.comm_wait_seconds = stats.exposed_seconds + in_loop_waits + (SteadySeconds() - shared_start);
     if (!step_status.ok()) return step_status;
-    if (shared.data<double>()[1] > 0.0) return FailedPrecondition("another rank failed; stopping");
+    if (all.failed > 0) return FailedPrecondition("another rank failed; stopping");
     if (!write_status.ok()) return write_status;
-    if (shared.data<double>()[5] > 0.0) {
+    if (all.checkpoint_failed > 0) {
       return FailedPrecondition("another rank failed to write the checkpoint of step " +
                                 std::to_string(checkpointer_->pending_step()) + "; stopping");
     }
-    result.loss = shared.data<double>()[0] / ranks_.world_size;
-    nonfinite = shared.data<double>()[2] > 0.0;
-    result.tokens = static_cast<int64_t>(shared.data<double>()[3]);
-    result.checkpoint_ready = shared.data<double>()[4] == static_cast<double>(ranks_.world_size);
-    result.stop = shared.data<double>()[6] > 0.0;
-    result.input_wait_seconds = shared.data<double>()[7] / ranks_.world_size;
-    result.replaced_samples = static_cast<int64_t>(shared.data<double>()[8]);
+    result.loss = all.loss / ranks_.world_size;
+    nonfinite = all.nonfinite > 0;
+    result.tokens = all.tokens;
+    result.checkpoint_ready = all.checkpoint_durable == ranks_.world_size;
+    result.stop = all.stop > 0;
+    result.input_wait_seconds = all.input_wait_s / ranks_.world_size;
+    result.replaced_samples = all.replaced_samples;
   } else if (!local_status.ok()) {
     return local_status;
   } else {
@@ -753,17 +727,12 @@ StatusOr<double> Trainer::ReplayMicroBatches(int64_t step) {
   if (graph_ == nullptr) {
     cuda::TrimMemoryPools(ctx_.device().index);
     const Status captured = CaptureMicroBatches(scaler_->scale());
-    if (distributed()) {
-      // A rank that failed to capture would leave its peers waiting inside
-      // their graphs' collectives: decided together.
-      Tensor failed = Tensor::FromVector<double>({captured.ok() ? 0.0 : 1.0}, {1});
-      RETURN_IF_ERROR(comm_->AllReduce(failed, ReduceOp::kSum)->Wait());
-      if (captured.ok() && failed.data<double>()[0] > 0.0) {
-        DestroyStepGraph();
-        return FailedPrecondition("another rank failed to capture its CUDA graph; stopping");
-      }
-    }
-    RETURN_IF_ERROR(captured);
+    // A rank that failed to capture would leave its peers waiting inside
+    // their graphs' collectives: decided together.
+    const Status agreed =
+        AgreeOnStatus(comm_, captured, "another rank failed to capture its CUDA graph; stopping");
+    if (captured.ok() && !agreed.ok()) DestroyStepGraph();
+    RETURN_IF_ERROR(agreed);
     graph_scale_ = scaler_->scale();
     ++graph_captures_;
   }
@@ -1004,14 +973,6 @@ StatusOr<CheckpointSnapshot> Trainer::TakeSnapshot(int64_t step) {
 Status Trainer::FinishPendingCheckpoint() {
   const int64_t step = checkpointer_->pending_step();
   // Decided together: no rank commits, or goes on, alone.
-  auto agree = [&](const Status& mine, const std::string& others) -> Status {
-    if (!distributed()) return mine;
-    Tensor failed = Tensor::FromVector<double>({mine.ok() ? 0.0 : 1.0}, {1});
-    RETURN_IF_ERROR(comm_->AllReduce(failed, ReduceOp::kSum)->Wait());
-    if (!mine.ok()) return mine;
-    if (failed.data<double>()[0] > 0.0) return FailedPrecondition(others);
-    return Status::Ok();
-  };
   // Every rank's files written: asked in short all-reduces, so no rank sits
   // inside one (where the collective watchdog times it) while another
   // writes gigabytes.
@@ -1023,10 +984,11 @@ Status Trainer::FinishPendingCheckpoint() {
     if (count.data<double>()[0] == static_cast<double>(ranks_.world_size)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  RETURN_IF_ERROR(agree(checkpointer_->WaitLocal(),
-                        "another rank failed to write the checkpoint of step " + std::to_string(step) + "; stopping"));
-  return agree(CommitPendingCheckpoint(),
-               "rank 0 failed to commit the checkpoint of step " + std::to_string(step) + "; stopping");
+  RETURN_IF_ERROR(AgreeOnStatus(comm_, checkpointer_->WaitLocal(),
+                                "another rank failed to write the checkpoint of step " + std::to_string(step) +
+                                    "; stopping"));
+  return AgreeOnStatus(comm_, CommitPendingCheckpoint(),
+                       "rank 0 failed to commit the checkpoint of step " + std::to_string(step) + "; stopping");
 }
 
 Status Trainer::CommitPendingCheckpoint() {
@@ -1283,7 +1245,7 @@ StatusOr<double> Trainer::Evaluate() {
     const CollectiveLabel label("broadcast of batch-norm buffers before evaluation");
     RETURN_IF_ERROR(comm_->BroadcastCoalesced(std::move(buffers), 0)->Wait());
   }
-  if (options_.print_state_digest) {
+  if (faults_.print_state_digest) {
     uint64_t buffers = kFnvStart;
     for (Buffer* b : model_->buffers()) buffers = Fnv1a(buffers, b->value);
     const uint64_t parameters = Fnv1a(kFnvStart, model_->flat_parameters());
@@ -1377,7 +1339,7 @@ StatusOr<TrainResult> Trainer::Run() {
     replaced_samples += r.replaced_samples;
     result.final_loss = r.loss;
     if (r.skipped) ++skipped;
-    if (options_.print_state_digest) PrintStateDigest(step);
+    if (faults_.print_state_digest) PrintStateDigest(step);
     nlohmann::ordered_json record = {{"step", step + 1},
                                      {"loss", r.loss},
                                      {"lr", lr},
@@ -1498,14 +1460,7 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   // A metrics write that failed after the last step (rank 0 only): decided
   // together, so no rank goes on alone into evaluation's collectives.
-  if (distributed()) {
-    Tensor failed = Tensor::FromVector<double>({local.ok() ? 0.0 : 1.0}, {1});
-    RETURN_IF_ERROR(comm_->AllReduce(failed, ReduceOp::kSum)->Wait());
-    if (!local.ok()) return local;
-    if (failed.data<double>()[0] > 0.0) return FailedPrecondition("another rank failed; stopping");
-  } else if (!local.ok()) {
-    return local;
-  }
+  RETURN_IF_ERROR(AgreeOnStatus(comm_, local, "another rank failed; stopping"));
   // The last checkpoint's write, waited for and committed.
   if (checkpointer_ && checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
   ASSIGN_OR_RETURN(const RankTimes rank_times, GatherRankTimes(compute_times, wait_times));

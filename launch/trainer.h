@@ -12,6 +12,7 @@
 #include "comm/reducer.h"
 #include "comm/zero_reducer.h"
 #include "launch/checkpointer.h"
+#include "launch/fault_injection.h"
 #include "launch/train_options.h"
 #include "launch/training_data.h"
 #include "models/registry.h"
@@ -56,8 +57,10 @@ class Trainer {
   // With options.gpu >= 0 the rank trains on that CUDA device, its kernels
   // on `cuda_stream` (which must be the device's current stream, so the
   // caching allocator and tensor copies follow it).
+  // `faults`: the test hooks (launch/fault_injection.h), none by default.
   static StatusOr<std::unique_ptr<Trainer>> Create(const TrainOptions& options, Communicator* comm = nullptr,
-                                                  const RankInfo& ranks = RankInfo(), void* cuda_stream = nullptr);
+                                                  const RankInfo& ranks = RankInfo(), void* cuda_stream = nullptr,
+                                                  const FaultInjection& faults = FaultInjection());
 
   ~Trainer();
 
@@ -80,7 +83,8 @@ class Trainer {
   void RecordPeerAccess(const PeerAccessDecision& decision);
 
  private:
-  Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream);
+  Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream,
+          const FaultInjection& faults);
   bool on_gpu() const { return ctx_.device().is_cuda(); }
   // Micro-batch `micro` of `step` on the rank's device: from the stager on
   // a GPU (queuing the next ones), generated in place on the device, or
@@ -183,6 +187,7 @@ class Trainer {
   int64_t start_step_ = 0;  // the first step this run trains (after --resume)
 
   TrainOptions options_;
+  FaultInjection faults_;
   Communicator* comm_;
   RankInfo ranks_;
   ExecutionContext ctx_;
