@@ -19,6 +19,7 @@
 #include "comm/watchdog.h"
 #include "launch/output_paths.h"
 #include "launch/preemption.h"
+#include "launch/rank_times.h"
 #include "launch/step_agreement.h"
 #include "runtime/allocator.h"
 #include "runtime/clock.h"
@@ -37,10 +38,6 @@ namespace {
 
 // Input waits above this share of step time get a warning.
 constexpr double kInputWaitWarnShare = 0.05;
-// A rank whose median compute time exceeds the others' by this factor is
-// named a straggler.
-constexpr double kStragglerShare = 1.10;
-constexpr int64_t kStragglerMinSteps = 5;  // timed steps before anyone is named
 // GPU clocks, temperature, power and throttling: sampled this often.
 constexpr double kHealthIntervalSeconds = 5.0;
 
@@ -86,7 +83,12 @@ ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks,
 
 Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream,
                  const FaultInjection& faults)
-    : options_(options), faults_(faults), comm_(comm), ranks_(ranks), ctx_(MakeContext(options, ranks, cuda_stream)) {}
+    : options_(options),
+      faults_(faults),
+      comm_(comm),
+      ranks_(ranks),
+      ctx_(MakeContext(options, ranks, cuda_stream)),
+      timeline_({options.timeline, options.timeline_first, options.timeline_last, ranks.rank, ranks.world_size}) {}
 
 Trainer::~Trainer() {
   DestroyStepGraph();
@@ -598,7 +600,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     StatusOr<ReduceStats> waited = zero_ ? zero_->Wait() : (result.graphed ? StatusOr<ReduceStats>(stats)
                                                                            : reducer_->Wait());
     Timeline::Get().Add("wait for gradients", "wait", Timeline::kCommTrack, wait_start, SteadySeconds() - wait_start);
-    if (waited.ok()) AddBucketEvents(*waited);
+    if (waited.ok()) RunTimeline::AddBucketEvents(*waited, zero_ ? "reduce-scatter" : "all-reduce");
     if (waited.ok()) stats = *waited;
     // A collective that failed on this rank leaves the communicator in no
     // state to agree on anything, and peers may be waiting inside it: the
@@ -1005,176 +1007,6 @@ Status Trainer::CommitPendingCheckpoint() {
   return Status::Ok();
 }
 
-namespace {
-
-// The median of the known (>= 0) values; -1 without any.
-double MedianOfKnown(std::vector<double> values) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return v < 0.0; }), values.end());
-  return values.empty() ? -1.0 : Median(std::move(values));
-}
-
-// The quarter point (25th percentile) of the known values; -1 without any.
-double QuarterOfKnown(std::vector<double> values) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return v < 0.0; }), values.end());
-  if (values.empty()) return -1.0;
-  std::sort(values.begin(), values.end());
-  return values[(values.size() - 1) / 4];
-}
-
-double MedianOfKnownOrZero(const std::vector<double>& values) {
-  const double m = MedianOfKnown(values);
-  return m < 0.0 ? 0.0 : m;
-}
-
-// min, median and max over ranks of the known values, with the rank of the
-// largest and every rank's value.
-nlohmann::ordered_json Spread(const std::vector<double>& by_rank) {
-  double lo = 0.0, hi = -1.0;
-  int slowest = -1;
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    if (by_rank[r] < 0.0) continue;
-    if (slowest < 0 || by_rank[r] < lo) lo = by_rank[r];
-    if (slowest < 0 || by_rank[r] > hi) hi = by_rank[r], slowest = static_cast<int>(r);
-  }
-  return {{"min", lo}, {"median", MedianOfKnown(by_rank)}, {"max", hi}, {"slowest_rank", slowest},
-          {"by_rank", by_rank}};
-}
-
-}  // namespace
-
-StatusOr<Trainer::RankTimes> Trainer::GatherRankTimes(const std::vector<double>& compute,
-                                                      const std::vector<double>& wait) {
-  Tensor mine = Tensor::FromVector<double>({MedianOfKnown(compute), MedianOfKnown(wait), QuarterOfKnown(compute)}, {3});
-  Tensor all = mine;
-  if (distributed()) {
-    all = Tensor::Empty({3 * ranks_.world_size}, DType::kF64);
-    const CollectiveLabel label("the gather of every rank's step times");
-    RETURN_IF_ERROR(comm_->AllGather(mine, all)->Wait());
-  }
-  RankTimes times;
-  times.samples = static_cast<int64_t>(compute.size());
-  for (int r = 0; r < ranks_.world_size; ++r) {
-    times.compute.push_back(all.data<double>()[3 * r]);
-    times.wait.push_back(all.data<double>()[3 * r + 1]);
-    times.compute_quarter.push_back(all.data<double>()[3 * r + 2]);
-  }
-  return times;
-}
-
-void Trainer::ReportStragglers(const RankTimes& times, nlohmann::ordered_json& summary) {
-  summary["compute_s"] = Spread(times.compute);
-  summary["comm_wait_s"] = Spread(times.wait);
-  // A rank whose compute is well above the others' holds every rank back:
-  // the others wait for it in the collectives. Its median more than 10%
-  // above the others', and three quarters of its steps above their median
-  // (one noisy stretch on a shared CPU is no straggler).
-  if (times.samples < kStragglerMinSteps) return;
-  for (size_t r = 0; r < times.compute.size() && times.compute.size() > 1; ++r) {
-    std::vector<double> others = times.compute;
-    others.erase(others.begin() + static_cast<std::ptrdiff_t>(r));
-    const double reference = MedianOfKnown(others), mine = times.compute[r];
-    if (reference <= 0.0 || mine <= kStragglerShare * reference || times.compute_quarter[r] <= reference) continue;
-    std::printf("ddp_train: warning: rank %zu is a straggler: its median compute time, %.3f s a step, is %.0f%% "
-                "above the other ranks' %.3f s, and in synchronous data parallelism every rank waits for it (look "
-                "at that GPU's clocks, temperature and PCIe link, or at its node's load)\n",
-                r, mine, 100.0 * (mine / reference - 1.0), reference);
-    std::fflush(stdout);
-  }
-}
-
-void Trainer::AddBucketEvents(const ReduceStats& stats) {
-  Timeline& t = Timeline::Get();
-  if (!t.enabled()) return;
-  const char* kind = zero_ ? "reduce-scatter" : "all-reduce";
-  for (size_t k = 0; k < stats.buckets.size(); ++k) {
-    const BucketTiming& b = stats.buckets[k];
-    if (b.finished < 0.0) continue;  // the host never saw it finish
-    t.Add(std::string(kind) + " bucket " + std::to_string(k), "collective", Timeline::kCommTrack,
-          stats.backward_start + b.launched, b.finished - b.launched);
-  }
-}
-
-Status Trainer::StartTimeline() {
-  // Each rank's clock against rank 0's: after a barrier every rank reads
-  // its clock at about the same instant; the median of 5 rounds.
-  constexpr int kRounds = 5;
-  std::vector<std::vector<double>> seen(ranks_.world_size);
-  for (int round = 0; round < kRounds; ++round) {
-    if (distributed()) RETURN_IF_ERROR(comm_->Barrier()->Wait());
-    Tensor mine = Tensor::FromVector<double>({SteadySeconds()}, {1});
-    Tensor all = mine;
-    if (distributed()) {
-      all = Tensor::Empty({ranks_.world_size}, DType::kF64);
-      const CollectiveLabel label("the timeline's clock comparison");
-      RETURN_IF_ERROR(comm_->AllGather(mine, all)->Wait());
-    }
-    if (round == 0) timeline_zero_ = all.data<double>()[0];
-    for (int r = 0; r < ranks_.world_size; ++r) seen[r].push_back(all.data<double>()[r] - all.data<double>()[0]);
-  }
-  timeline_offsets_.clear();
-  for (auto& d : seen) timeline_offsets_.push_back(MedianOfKnownOrZero(d));
-  Timeline::Get().Start(on_gpu() ? ctx_.device().index : -1, on_gpu() ? ctx_.cuda_stream() : nullptr);
-  return Status::Ok();
-}
-
-Status Trainer::WriteTimeline() {
-  Timeline& t = Timeline::Get();
-  t.Stop();
-  // This rank's events on rank 0's clock, in microseconds from its start.
-  const double offset = timeline_offsets_[ranks_.rank];
-  const char* tracks[] = {"compute", "communication", "input"};
-  nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", ranks_.rank},
-                    {"args", {{"name", "rank " + std::to_string(ranks_.rank)}}}});
-  for (int track = 0; track < 3; ++track) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", ranks_.rank}, {"tid", track},
-                      {"args", {{"name", tracks[track]}}}});
-  }
-  for (const TimelineEvent& e : t.Take()) {
-    events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"pid", ranks_.rank}, {"tid", e.track},
-                      {"ts", (e.start - offset - timeline_zero_) * 1e6}, {"dur", e.duration * 1e6},
-                      {"args", {{"step", e.step}}}});
-  }
-  std::string mine = events.dump();
-  std::vector<std::string> every = {mine};
-  if (distributed()) {
-    // Sizes, then the texts padded to the longest.
-    Tensor size = Tensor::FromVector<int64_t>({static_cast<int64_t>(mine.size())}, {1});
-    Tensor sizes = Tensor::Empty({ranks_.world_size}, DType::kI64);
-    const CollectiveLabel label("the gather of every rank's timeline");
-    RETURN_IF_ERROR(comm_->AllGather(size, sizes)->Wait());
-    int64_t longest = 0;
-    for (int r = 0; r < ranks_.world_size; ++r) longest = std::max(longest, sizes.data<int64_t>()[r]);
-    Tensor text = Tensor::Zeros({longest}, DType::kU8);
-    std::memcpy(text.raw_data(), mine.data(), mine.size());
-    Tensor texts = Tensor::Empty({longest * ranks_.world_size}, DType::kU8);
-    RETURN_IF_ERROR(comm_->AllGather(text, texts)->Wait());
-    every.clear();
-    for (int r = 0; r < ranks_.world_size; ++r) {
-      every.emplace_back(reinterpret_cast<const char*>(texts.data<uint8_t>()) + r * longest,
-                         static_cast<size_t>(sizes.data<int64_t>()[r]));
-    }
-  }
-  if (!is_root()) return Status::Ok();
-  std::string out = "{\"traceEvents\": [";
-  bool first = true;
-  for (const std::string& rank_events : every) {
-    const std::string inner = rank_events.substr(1, rank_events.size() - 2);  // the array's elements
-    if (inner.empty()) continue;
-    out += (first ? "" : ",") + inner;
-    first = false;
-  }
-  nlohmann::json offsets = timeline_offsets_;
-  out += "], \"displayTimeUnit\": \"ms\", \"otherData\": {\"clock_offsets_s\": " + offsets.dump() +
-         ", \"steps\": \"" + std::to_string(options_.timeline_first) + ":" + std::to_string(options_.timeline_last) +
-         "\"}}\n";
-  const Status written = WriteFileDurably(options_.timeline, out);
-  if (!written.ok()) return Status(written.code(), "--timeline " + written.message());
-  std::printf("timeline: %s (steps %lld to %lld; open it in a browser's trace viewer, e.g. ui.perfetto.dev)\n",
-              options_.timeline.c_str(), static_cast<long long>(options_.timeline_first),
-              static_cast<long long>(std::min(options_.timeline_last, total_steps_)));
-  return Status::Ok();
-}
 
 std::string Trainer::FirstNonFiniteGradient() {
   if (zero_) {
@@ -1316,7 +1148,7 @@ StatusOr<TrainResult> Trainer::Run() {
   int64_t skipped = 0;  // steps skipped for non-finite gradients (every rank counts the same)
   progress_ = ProgressPrinter(options_.log_every, StdoutIsATerminal());
   const double run_start = SteadySeconds();
-  if (!options_.timeline.empty()) RETURN_IF_ERROR(StartTimeline());
+  if (timeline_.enabled()) RETURN_IF_ERROR(timeline_.Start(comm_, ctx_));
   for (int64_t step = start_step_; step < total_steps_; ++step) {
     CollectiveWatchdog::SetPhase("step " + std::to_string(step + 1));
     Timeline::Get().SetStep(step + 1, step + 1 >= options_.timeline_first && step + 1 <= options_.timeline_last);
@@ -1448,7 +1280,7 @@ StatusOr<TrainResult> Trainer::Run() {
   CollectiveWatchdog::SetPhase("the end of the run");
   MarkPreemptionAnswered();  // a signal's step boundary, or the run's end
   progress_.EndLine();
-  if (!options_.timeline.empty()) RETURN_IF_ERROR(WriteTimeline());
+  if (timeline_.enabled()) RETURN_IF_ERROR(timeline_.Write(comm_, total_steps_));
   if (health_) {
     health_->Stop();
     const ThrottleTracker& t = health_->tracker();
@@ -1463,7 +1295,7 @@ StatusOr<TrainResult> Trainer::Run() {
   RETURN_IF_ERROR(AgreeOnStatus(comm_, local, "another rank failed; stopping"));
   // The last checkpoint's write, waited for and committed.
   if (checkpointer_ && checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
-  ASSIGN_OR_RETURN(const RankTimes rank_times, GatherRankTimes(compute_times, wait_times));
+  ASSIGN_OR_RETURN(const RankTimes rank_times, GatherRankTimes(comm_, compute_times, wait_times));
   // The last update, before eval and saving; after 16-bit gathers the f32
   // master weights too, so every rank holds all of them.
   if (zero_) RETURN_IF_ERROR(zero_->GatherMasterWeights());
@@ -1543,7 +1375,12 @@ StatusOr<TrainResult> Trainer::Run() {
     summary["skipped_steps"] = skipped;
   }
   if (preempted) summary["preempted_at_step"] = end_step;
-  ReportStragglers(rank_times, summary);
+  summary["compute_s"] = Spread(rank_times.compute);
+  summary["comm_wait_s"] = Spread(rank_times.wait);
+  for (const std::string& line : StragglerWarnings(rank_times)) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
   if (!gpu_summary_.empty()) summary["gpu_health"] = gpu_summary_;
   summary["input_wait_s"] = timed_input_wait / timed_steps;  // per timed step, the mean over ranks
   summary["input_wait_share"] = timed_seconds > 0.0 ? timed_input_wait / timed_seconds : 0.0;

@@ -13,6 +13,7 @@
 #include "comm/zero_reducer.h"
 #include "launch/checkpointer.h"
 #include "launch/fault_injection.h"
+#include "launch/run_timeline.h"
 #include "launch/train_options.h"
 #include "launch/training_data.h"
 #include "models/registry.h"
@@ -139,23 +140,6 @@ class Trainer {
   // The name of the first parameter (piece, under ZeRO) of this rank whose
   // gradient holds a NaN or Inf.
   std::string FirstNonFiniteGradient();
-  // Each rank's median compute time and collective wait over the timed
-  // steps (-1: unknown), every rank's in rank order (a collective); and
-  // rank 0's report of them: their spread in the summary, and a warning
-  // naming a straggler.
-  struct RankTimes {
-    std::vector<double> compute, wait, compute_quarter;  // medians, and the compute's 25th percentile
-    int64_t samples = 0;                                 // timed steps each rank measured
-  };
-  // --timeline: clock offsets to rank 0 measured at start; each step's
-  // buckets as events; every rank's events gathered and written by rank 0.
-  Status StartTimeline();
-  void AddBucketEvents(const ReduceStats& stats);
-  Status WriteTimeline();
-  std::vector<double> timeline_offsets_;
-  double timeline_zero_ = 0.0;
-  StatusOr<RankTimes> GatherRankTimes(const std::vector<double>& compute, const std::vector<double>& wait);
-  void ReportStragglers(const RankTimes& times, nlohmann::ordered_json& summary);
   // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and
   // optimizer state, and its loss scale, printed after each step.
   void PrintStateDigest(int64_t step);
@@ -191,6 +175,7 @@ class Trainer {
   Communicator* comm_;
   RankInfo ranks_;
   ExecutionContext ctx_;
+  RunTimeline timeline_;  // --timeline
   TrainingData data_;
   std::string eval_label_ = "accuracy";  // the model's first evaluation count, for people
   std::unique_ptr<GlobalBatchSampler> sampler_;
