@@ -18,6 +18,7 @@ namespace {
 std::atomic<int> g_signal{0};
 std::atomic<int64_t> g_signal_at_ns{0};  // CLOCK_MONOTONIC of the first signal
 std::atomic<bool> g_answered{false};
+std::atomic<bool> g_ending{false};  // the grace ran out: this process is ending, its line said
 static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a lock-free flag");
 static_assert(std::atomic<int64_t>::is_always_lock_free, "a signal handler needs a lock-free time");
 
@@ -37,9 +38,12 @@ void OnSignal(int signal) {
     g_signal_at_ns = MonotonicNs();
     return;
   }
-  const char* line = signal == SIGTERM ? g_second_term : g_second_usr1;
-  ssize_t ignored = write(STDERR_FILENO, line, std::strlen(line));
-  (void)ignored;
+  // The launcher's own SIGTERM, once this process is ending, needs no line.
+  if (!g_ending.load()) {
+    const char* line = signal == SIGTERM ? g_second_term : g_second_usr1;
+    ssize_t ignored = write(STDERR_FILENO, line, std::strlen(line));
+    (void)ignored;
+  }
   _exit(1);
 }
 
@@ -50,6 +54,7 @@ void WatchGrace(double grace_s, std::function<void(const std::string&)> on_expir
     const int signal = g_signal.load();
     if (signal == 0 || g_answered.load()) continue;
     if (MonotonicNs() - g_signal_at_ns.load() < grace_ns) continue;
+    g_ending = true;
     on_expired(GraceExpiredLine(signal, grace_s));
     return;
   }

@@ -20,6 +20,7 @@
 #include "launch/output_paths.h"
 #include "launch/preemption.h"
 #include "launch/rank_times.h"
+#include "launch/run_reporter.h"
 #include "launch/step_agreement.h"
 #include "runtime/allocator.h"
 #include "runtime/clock.h"
@@ -1347,107 +1348,63 @@ StatusOr<TrainResult> Trainer::Run() {
     if (!written.ok()) return Status(written.code(), "--profile-file " + written.message());
   }
 
-  const int64_t activation_peak = memory->peak_bytes_in_use() - persistent_in_use;
-  const int64_t allocator_peak = std::max(setup_peak, memory->peak_bytes_in_use());
-  const int64_t param_bytes = static_cast<int64_t>(model_->flat_parameters().nbytes());
-  const int64_t grad_bytes = zero_ ? zero_->gradient_bytes() : static_cast<int64_t>(model_->flat_gradients().nbytes());
-  nlohmann::ordered_json summary = {
-      {"model", options_.model},
-      {"device", options_.device},
-      {"precision", options_.precision},
-      {"compute_dtype", DTypeName(compute_dtype_)},
-      {"memory_format", model_->channels_last() ? "channels_last" : "contiguous"},
-      {"world_size", ranks_.world_size},
-      {"batch_size", options_.batch_size},
-      {"accumulation_steps", options_.accumulation_steps},
-      {"zero_stage", zero_ ? options_.zero_stage : 0},
-      {"steps", end_step},
-      {"samples_per_s", result.samples_per_s},
-      {"final_loss", result.final_loss}};
+  RunSummary summary;
+  summary.model = options_.model;
+  summary.device = options_.device;
+  summary.precision = options_.precision;
+  summary.compute_dtype = DTypeName(compute_dtype_);
+  summary.memory_format = model_->channels_last() ? "channels_last" : "contiguous";
+  summary.world_size = ranks_.world_size;
+  summary.batch_size = options_.batch_size;
+  summary.accumulation_steps = options_.accumulation_steps;
+  summary.zero_stage = zero_ ? options_.zero_stage : 0;
+  summary.steps = end_step;
+  summary.total_steps = total_steps_;
+  summary.warmup_steps = warmup;
+  summary.samples_per_s = result.samples_per_s;
+  summary.final_loss = result.final_loss;
+  summary.noun = noun;
+  summary.distributed = distributed();
+  summary.bucket_mb = options_.bucket_mb;
   // Replayed steps have no bucket timings: exposed communication is
   // reported for eager runs only.
-  if (distributed() && !options_.cuda_graphs) summary["exposed_comm_s"] = timed_exposed / timed_steps;
-  if (distributed()) summary["bucket_mb"] = options_.bucket_mb;
-  if (options_.cuda_graphs) summary["cuda_graph_captures"] = graph_captures_;
-  if (zero_) summary["zero_gather_dtype"] = DTypeName(zero_->gather_dtype());
-  if (scaler_->enabled()) {
-    summary["loss_scale"] = scaler_->scale();
-    summary["skipped_steps"] = skipped;
-  }
-  if (preempted) summary["preempted_at_step"] = end_step;
-  summary["compute_s"] = Spread(rank_times.compute);
-  summary["comm_wait_s"] = Spread(rank_times.wait);
+  if (distributed() && !options_.cuda_graphs) summary.exposed_comm_s = timed_exposed / timed_steps;
+  if (options_.cuda_graphs) summary.cuda_graph_captures = graph_captures_;
+  if (zero_) summary.zero_gather_dtype = DTypeName(zero_->gather_dtype());
+  summary.loss_scaling = scaler_->enabled();
+  summary.loss_scale = scaler_->scale();
+  summary.skipped_steps = skipped;
+  summary.max_skipped_share = options_.max_skipped_share;
+  if (preempted) summary.preempted_at_step = end_step;
+  summary.compute_s = Spread(rank_times.compute);
+  summary.comm_wait_s = Spread(rank_times.wait);
   for (const std::string& line : StragglerWarnings(rank_times)) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
-  if (!gpu_summary_.empty()) summary["gpu_health"] = gpu_summary_;
-  summary["input_wait_s"] = timed_input_wait / timed_steps;  // per timed step, the mean over ranks
-  summary["input_wait_share"] = timed_seconds > 0.0 ? timed_input_wait / timed_seconds : 0.0;
-  summary["loader_threads"] = options_.loader_threads;
-  summary["replaced_samples"] = replaced_samples;
-  if (has_eval && !preempted) summary["eval_accuracy"] = result.eval_accuracy;  // the model's first count: BERT's masked tokens
-  if (seq_len > 0) {
-    summary["seq_len"] = seq_len;
-    summary["tokens_per_s"] = result.samples_per_s * static_cast<double>(seq_len);
-    summary["real_tokens_per_s"] = static_cast<double>(timed_tokens) / timed_seconds;
-  }
-  summary["memory"] = {{"param_bytes", param_bytes},
-                       {"grad_bytes", grad_bytes},
-                       {"optimizer_bytes", optimizer_->state_bytes()},
-                       {"transient_bucket_bytes", zero_ ? zero_->transient_bytes() : 0},
-                       {"activation_peak_bytes", activation_peak},
-                       {"peak_bytes", allocator_peak},
-                       {"allocated_bytes", memory->bytes_in_use()},
-                       {"reserved_bytes", memory->reserved_bytes()},
-                       {"peak_resident_bytes", PeakResidentBytes()}};
-  RETURN_IF_ERROR(metrics_.Write({{"summary", summary}}));
-  {
-    std::vector<std::pair<std::string, double>> scalars = {{"summary/samples_per_s", result.samples_per_s}};
-    if (has_eval && !preempted) scalars.emplace_back("eval/accuracy", result.eval_accuracy);
-    for (const auto& [key, value] : summary["memory"].items()) scalars.emplace_back("memory/" + key, value.get<double>());
-    RETURN_IF_ERROR(tensorboard_.AddScalars(end_step, scalars));
-  }
-  std::printf("summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f %s/s (excluding %lld warm-up steps)",
-              options_.model.c_str(), ranks_.world_size, ranks_.world_size == 1 ? "" : "s",
-              static_cast<long long>(end_step), result.final_loss, result.samples_per_s,
-              noun, static_cast<long long>(warmup));
-  if (seq_len > 0) {
-    std::printf("  %.0f tokens/s (%.0f without padding)", result.samples_per_s * static_cast<double>(seq_len),
-                static_cast<double>(timed_tokens) / timed_seconds);
-  }
-  if (distributed() && !options_.cuda_graphs) std::printf("  exposed comm %.3f s/step", timed_exposed / timed_steps);
-  if (distributed() && summary["compute_s"]["max"].get<double>() >= 0.0) {
-    std::printf("  compute %.3f/%.3f/%.3f s/step (min/median/max over ranks)",
-                summary["compute_s"]["min"].get<double>(), summary["compute_s"]["median"].get<double>(),
-                summary["compute_s"]["max"].get<double>());
-  }
-  if (options_.cuda_graphs) std::printf("  cuda graph captures %lld", static_cast<long long>(graph_captures_));
-  if (has_eval && !preempted) {
-    std::printf("  eval %s %.4f", eval_label_.c_str(), result.eval_accuracy);
-  }
-  if (scaler_->enabled()) {
-    std::printf("  loss scale %g  skipped steps %lld", scaler_->scale(), static_cast<long long>(skipped));
-  }
-  if (data_.train->ReadsFiles()) {
-    std::printf("  input wait %.1f%% (%d loader thread%s)", timed_seconds > 0.0 ? 100.0 * timed_input_wait / timed_seconds : 0.0,
-                options_.loader_threads, options_.loader_threads == 1 ? "" : "s");
-  }
-  if (replaced_samples > 0) std::printf("  %lld samples replaced (undecodable)", static_cast<long long>(replaced_samples));
-  std::printf("  peak tensor memory %.1f MiB  peak resident %.1f MiB\n",
-              allocator_peak / 1048576.0, PeakResidentBytes() / 1048576.0);
-  std::printf("memory (rank 0): parameters %.1f MiB  gradients %.1f MiB  optimizer state %.1f MiB  transient buckets "
-              "%.1f MiB  activations peak %.1f MiB  allocator peak %.1f MiB\n",
-              param_bytes / 1048576.0, grad_bytes / 1048576.0, optimizer_->state_bytes() / 1048576.0,
-              (zero_ ? zero_->transient_bytes() : 0) / 1048576.0, activation_peak / 1048576.0,
-              allocator_peak / 1048576.0);
-  if (static_cast<double>(skipped) > options_.max_skipped_share * static_cast<double>(total_steps_)) {
-    std::printf("warning: %lld of %lld steps (%.1f%%) were skipped for non-finite gradients, more than "
-                "--max-skipped-share %g; the loss scale ended at %g (try a lower --lr, or --precision bf16)\n",
-                static_cast<long long>(skipped), static_cast<long long>(total_steps_),
-                100.0 * static_cast<double>(skipped) / static_cast<double>(total_steps_), options_.max_skipped_share,
-                scaler_->scale());
-  }
+  summary.gpu_health = gpu_summary_;
+  summary.input_wait_s = timed_input_wait / timed_steps;  // per timed step, the mean over ranks
+  summary.input_wait_share = timed_seconds > 0.0 ? timed_input_wait / timed_seconds : 0.0;
+  summary.loader_threads = options_.loader_threads;
+  summary.reads_files = data_.train->ReadsFiles();
+  summary.replaced_samples = replaced_samples;
+  if (has_eval && !preempted) summary.eval_accuracy = result.eval_accuracy;  // the model's first count
+  summary.eval_label = eval_label_;
+  summary.seq_len = seq_len;
+  summary.real_tokens_per_s = static_cast<double>(timed_tokens) / timed_seconds;
+  MemoryFigures& m = summary.memory;
+  m.param_bytes = static_cast<int64_t>(model_->flat_parameters().nbytes());
+  m.grad_bytes = zero_ ? zero_->gradient_bytes() : static_cast<int64_t>(model_->flat_gradients().nbytes());
+  m.optimizer_bytes = optimizer_->state_bytes();
+  m.transient_bucket_bytes = zero_ ? zero_->transient_bytes() : 0;
+  m.activation_peak_bytes = memory->peak_bytes_in_use() - persistent_in_use;
+  m.peak_bytes = std::max(setup_peak, memory->peak_bytes_in_use());
+  m.allocated_bytes = memory->bytes_in_use();
+  m.reserved_bytes = memory->reserved_bytes();
+  m.peak_resident_bytes = PeakResidentBytes();
+  RETURN_IF_ERROR(metrics_.Write({{"summary", SummaryJson(summary)}}));
+  RETURN_IF_ERROR(tensorboard_.AddScalars(end_step, SummaryScalars(summary)));
+  std::fputs(SummaryText(summary).c_str(), stdout);
   return result;
 }
 

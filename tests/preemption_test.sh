@@ -116,7 +116,15 @@ unanswered() {  # unanswered NAME NP HOW GRACE_ARGS...
   esac
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 75 ] || { cat "$log"; fail "$name: exit $rc"; return; }
   [ "$elapsed" -le "$limit" ] || fail "$name: ended $elapsed s after the first signal (limit $limit s)"
-  [ "$(grep -cF -- "$pattern" "$log")" -eq "$np" ] || { cat "$log"; fail "$name: not one line a rank: '$pattern'"; }
+  # The first rank to end takes the job with it: the others may end on
+  # mpirun's SIGTERM (a second signal) before their own grace runs out.
+  local second="error: a second SIGTERM: ending now, without a checkpoint of the step in progress"
+  local lines ours either
+  lines=$(grep -c "error:" "$log")
+  ours=$(grep -cF -- "$pattern" "$log")
+  either=$(grep -cF -e "$pattern" -e "$second" "$log")
+  [ "$ours" -ge 1 ] && [ "$either" -eq "$lines" ] && [ "$lines" -le "$np" ] ||
+    { cat "$log"; fail "$name: not one line a rank, at least one '$pattern'"; }
   grep -q "Check failed\|terminate called" "$log" && fail "$name: crashed"
   echo "$name ($elapsed s after the signal, exit $rc): $(grep -m1 -F -- "$pattern" "$log")"
 }

@@ -73,8 +73,10 @@ rank_pid() {
   local top pid
   top=$(pgrep -P "$1" | sed -n 1p)
   [ -n "$top" ] || return 0
+  local environment
   for pid in $(pgrep -P "$top"); do
-    if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$pid"; return 0; fi
+    environment=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null)
+    if grep -qx "OMPI_COMM_WORLD_RANK=$2" <<< "$environment"; then echo "$pid"; return 0; fi
   done
 }
 

@@ -1,0 +1,130 @@
+#include "launch/run_reporter.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace ddp {
+namespace {
+
+constexpr double kMiB = 1048576.0;
+
+// printf onto the end of `out`.
+void Append(std::string& out, const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string piece(static_cast<size_t>(n), '\0');
+  std::vsnprintf(piece.data(), piece.size() + 1, format, again);
+  va_end(again);
+  out += piece;
+}
+
+nlohmann::ordered_json MemoryJson(const MemoryFigures& m) {
+  return {{"param_bytes", m.param_bytes},
+          {"grad_bytes", m.grad_bytes},
+          {"optimizer_bytes", m.optimizer_bytes},
+          {"transient_bucket_bytes", m.transient_bucket_bytes},
+          {"activation_peak_bytes", m.activation_peak_bytes},
+          {"peak_bytes", m.peak_bytes},
+          {"allocated_bytes", m.allocated_bytes},
+          {"reserved_bytes", m.reserved_bytes},
+          {"peak_resident_bytes", m.peak_resident_bytes}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json SummaryJson(const RunSummary& s) {
+  nlohmann::ordered_json j = {{"model", s.model},
+                              {"device", s.device},
+                              {"precision", s.precision},
+                              {"compute_dtype", s.compute_dtype},
+                              {"memory_format", s.memory_format},
+                              {"world_size", s.world_size},
+                              {"batch_size", s.batch_size},
+                              {"accumulation_steps", s.accumulation_steps},
+                              {"zero_stage", s.zero_stage},
+                              {"steps", s.steps},
+                              {"samples_per_s", s.samples_per_s},
+                              {"final_loss", s.final_loss}};
+  if (s.exposed_comm_s) j["exposed_comm_s"] = *s.exposed_comm_s;
+  if (s.distributed) j["bucket_mb"] = s.bucket_mb;
+  if (s.cuda_graph_captures) j["cuda_graph_captures"] = *s.cuda_graph_captures;
+  if (s.zero_gather_dtype) j["zero_gather_dtype"] = *s.zero_gather_dtype;
+  if (s.loss_scaling) {
+    j["loss_scale"] = s.loss_scale;
+    j["skipped_steps"] = s.skipped_steps;
+  }
+  if (s.preempted_at_step) j["preempted_at_step"] = *s.preempted_at_step;
+  j["compute_s"] = s.compute_s;
+  j["comm_wait_s"] = s.comm_wait_s;
+  if (!s.gpu_health.is_null() && !s.gpu_health.empty()) j["gpu_health"] = s.gpu_health;
+  j["input_wait_s"] = s.input_wait_s;
+  j["input_wait_share"] = s.input_wait_share;
+  j["loader_threads"] = s.loader_threads;
+  j["replaced_samples"] = s.replaced_samples;
+  if (s.eval_accuracy) j["eval_accuracy"] = *s.eval_accuracy;
+  if (s.seq_len > 0) {
+    j["seq_len"] = s.seq_len;
+    j["tokens_per_s"] = s.samples_per_s * static_cast<double>(s.seq_len);
+    j["real_tokens_per_s"] = s.real_tokens_per_s;
+  }
+  j["memory"] = MemoryJson(s.memory);
+  return j;
+}
+
+std::vector<std::pair<std::string, double>> SummaryScalars(const RunSummary& s) {
+  std::vector<std::pair<std::string, double>> scalars = {{"summary/samples_per_s", s.samples_per_s}};
+  if (s.eval_accuracy) scalars.emplace_back("eval/accuracy", *s.eval_accuracy);
+  const nlohmann::ordered_json memory = MemoryJson(s.memory);
+  for (const auto& [key, value] : memory.items()) scalars.emplace_back("memory/" + key, value.get<double>());
+  return scalars;
+}
+
+std::string SummaryText(const RunSummary& s) {
+  std::string out;
+  Append(out, "summary: %s  %d rank%s  steps %lld  final loss %.4f  %.2f %s/s (excluding %lld warm-up steps)",
+         s.model.c_str(), s.world_size, s.world_size == 1 ? "" : "s", static_cast<long long>(s.steps), s.final_loss,
+         s.samples_per_s, s.noun, static_cast<long long>(s.warmup_steps));
+  if (s.seq_len > 0) {
+    Append(out, "  %.0f tokens/s (%.0f without padding)", s.samples_per_s * static_cast<double>(s.seq_len),
+           s.real_tokens_per_s);
+  }
+  if (s.exposed_comm_s) Append(out, "  exposed comm %.3f s/step", *s.exposed_comm_s);
+  if (s.distributed && s.compute_s.contains("max") && s.compute_s["max"].get<double>() >= 0.0) {
+    Append(out, "  compute %.3f/%.3f/%.3f s/step (min/median/max over ranks)", s.compute_s["min"].get<double>(),
+           s.compute_s["median"].get<double>(), s.compute_s["max"].get<double>());
+  }
+  if (s.cuda_graph_captures) Append(out, "  cuda graph captures %lld", static_cast<long long>(*s.cuda_graph_captures));
+  if (s.eval_accuracy) Append(out, "  eval %s %.4f", s.eval_label.c_str(), *s.eval_accuracy);
+  if (s.loss_scaling) {
+    Append(out, "  loss scale %g  skipped steps %lld", s.loss_scale, static_cast<long long>(s.skipped_steps));
+  }
+  if (s.reads_files) {
+    Append(out, "  input wait %.1f%% (%d loader thread%s)", 100.0 * s.input_wait_share, s.loader_threads,
+           s.loader_threads == 1 ? "" : "s");
+  }
+  if (s.replaced_samples > 0) {
+    Append(out, "  %lld samples replaced (undecodable)", static_cast<long long>(s.replaced_samples));
+  }
+  const MemoryFigures& m = s.memory;
+  Append(out, "  peak tensor memory %.1f MiB  peak resident %.1f MiB\n", m.peak_bytes / kMiB,
+         m.peak_resident_bytes / kMiB);
+  Append(out,
+         "memory (rank 0): parameters %.1f MiB  gradients %.1f MiB  optimizer state %.1f MiB  transient buckets "
+         "%.1f MiB  activations peak %.1f MiB  allocator peak %.1f MiB\n",
+         m.param_bytes / kMiB, m.grad_bytes / kMiB, m.optimizer_bytes / kMiB, m.transient_bucket_bytes / kMiB,
+         m.activation_peak_bytes / kMiB, m.peak_bytes / kMiB);
+  if (static_cast<double>(s.skipped_steps) > s.max_skipped_share * static_cast<double>(s.total_steps)) {
+    Append(out,
+           "warning: %lld of %lld steps (%.1f%%) were skipped for non-finite gradients, more than "
+           "--max-skipped-share %g; the loss scale ended at %g (try a lower --lr, or --precision bf16)\n",
+           static_cast<long long>(s.skipped_steps), static_cast<long long>(s.total_steps),
+           100.0 * static_cast<double>(s.skipped_steps) / static_cast<double>(s.total_steps), s.max_skipped_share,
+           s.loss_scale);
+  }
+  return out;
+}
+
+}  // namespace ddp

@@ -1,0 +1,73 @@
+// The run's summary: one record, filled once by the trainer, rendered as
+// the metrics file's last JSON line, as TensorBoard scalars and as the
+// text lines rank 0 prints. Keys and lines are the command-line contract
+// (DESIGN.md: the metrics file).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddp {
+
+// Rank 0's memory, in bytes.
+struct MemoryFigures {
+  int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
+  int64_t transient_bucket_bytes = 0;  // ZeRO-2's bucket buffers in flight
+  int64_t activation_peak_bytes = 0;   // the allocator's peak during training, less the persistent bytes
+  int64_t peak_bytes = 0;              // the allocator's peak, setup included
+  int64_t allocated_bytes = 0, reserved_bytes = 0;
+  int64_t peak_resident_bytes = 0;  // the process's peak resident set
+};
+
+struct RunSummary {
+  std::string model, device, precision, compute_dtype, memory_format;
+  int world_size = 1;
+  int64_t batch_size = 0, accumulation_steps = 1;
+  int zero_stage = 0;
+  int64_t steps = 0;        // the last step trained (the step a preemption stopped after)
+  int64_t total_steps = 0;  // the steps the run was to train
+  int64_t warmup_steps = 0;
+  double samples_per_s = 0.0, final_loss = 0.0;
+  const char* noun = "samples";  // "images", "sequences"
+  // Gradients went through a communicator; its exposed communication a
+  // timed step (eager steps only: a replayed graph has no bucket timings).
+  bool distributed = false;
+  double bucket_mb = 0.0;
+  std::optional<double> exposed_comm_s;
+  std::optional<int64_t> cuda_graph_captures;  // --cuda-graphs
+  std::optional<std::string> zero_gather_dtype;
+  // Dynamic loss scaling: the final scale and the steps skipped.
+  bool loss_scaling = false;
+  double loss_scale = 1.0;
+  int64_t skipped_steps = 0;
+  double max_skipped_share = 0.05;  // --max-skipped-share: warn above it
+  std::optional<int64_t> preempted_at_step;
+  // Every rank's median compute and collective wait (rank_times.h's
+  // Spread of each).
+  nlohmann::ordered_json compute_s, comm_wait_s;
+  nlohmann::ordered_json gpu_health;  // null: not a GPU run
+  double input_wait_s = 0.0, input_wait_share = 0.0;  // per timed step; share of step time
+  int loader_threads = 0;
+  bool reads_files = false;  // the input decodes files: its wait is worth a word
+  int64_t replaced_samples = 0;
+  std::optional<double> eval_accuracy;  // the model's first count
+  std::string eval_label = "accuracy";
+  int64_t seq_len = 0;  // token data: tokens_per_s counts padding, real_tokens_per_s not
+  double real_tokens_per_s = 0.0;
+  MemoryFigures memory;
+};
+
+// {"model": ..., ..., "memory": {...}}: the metrics file's summary record.
+nlohmann::ordered_json SummaryJson(const RunSummary& s);
+// summary/samples_per_s, eval/accuracy and memory/*: TensorBoard's.
+std::vector<std::pair<std::string, double>> SummaryScalars(const RunSummary& s);
+// "summary: ...", "memory (rank 0): ..." and, past --max-skipped-share,
+// the skipped steps' warning: each ending in a newline.
+std::string SummaryText(const RunSummary& s);
+
+}  // namespace ddp
