@@ -1,0 +1,141 @@
+// One summary record, three renderings: the JSON keys in their contract's
+// order, TensorBoard's scalars, and the text lines, each worked by hand.
+#include "launch/run_reporter.h"
+
+#include <gtest/gtest.h>
+
+namespace ddp {
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+nlohmann::ordered_json SpreadOf(double lo, double median, double hi) {
+  return {{"min", lo}, {"median", median}, {"max", hi}, {"slowest_rank", 1}, {"by_rank", {lo, hi}}};
+}
+
+RunSummary OneRank() {
+  RunSummary s;
+  s.model = "resnet18";
+  s.device = "cpu";
+  s.precision = "fp32";
+  s.compute_dtype = "f32";
+  s.memory_format = "channels_last";
+  s.batch_size = 8;
+  s.steps = s.total_steps = 10;
+  s.warmup_steps = 2;
+  s.samples_per_s = 123.456;
+  s.final_loss = 2.5;
+  s.noun = "images";
+  s.bucket_mb = 25.0;
+  s.compute_s = SpreadOf(0.1, 0.1, 0.1);
+  s.comm_wait_s = SpreadOf(0.0, 0.0, 0.0);
+  s.loader_threads = 1;
+  s.memory = {2 * kMiB, 2 * kMiB, 0, 0, 1 * kMiB, 3 * kMiB, 2 * kMiB, 4 * kMiB, 100 * kMiB};
+  return s;
+}
+
+RunSummary TwoRanksOfBert() {
+  RunSummary s = OneRank();
+  s.model = "bert-tiny";
+  s.precision = "bf16";
+  s.compute_dtype = "bf16";
+  s.memory_format = "contiguous";
+  s.world_size = 2;
+  s.accumulation_steps = 4;
+  s.zero_stage = 2;
+  s.steps = s.total_steps = 20;
+  s.samples_per_s = 40.0;
+  s.final_loss = 6.12341;
+  s.noun = "sequences";
+  s.distributed = true;
+  s.exposed_comm_s = 0.0126;
+  s.zero_gather_dtype = "bf16";
+  s.loss_scaling = true;
+  s.loss_scale = 32768.0;
+  s.skipped_steps = 3;
+  s.compute_s = SpreadOf(0.1, 0.15, 0.2);
+  s.input_wait_s = 0.05;
+  s.input_wait_share = 0.25;
+  s.loader_threads = 2;
+  s.reads_files = true;
+  s.replaced_samples = 4;
+  s.eval_accuracy = 0.125;
+  s.eval_label = "masked-token accuracy";
+  s.seq_len = 128;
+  s.real_tokens_per_s = 4000.0;
+  return s;
+}
+
+std::vector<std::string> Keys(const nlohmann::ordered_json& j) {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : j.items()) keys.push_back(key);
+  return keys;
+}
+
+TEST(RunReporterTest, OneRankJson) {
+  const nlohmann::ordered_json j = SummaryJson(OneRank());
+  EXPECT_EQ(Keys(j), (std::vector<std::string>{"model", "device", "precision", "compute_dtype", "memory_format",
+                                               "world_size", "batch_size", "accumulation_steps", "zero_stage", "steps",
+                                               "samples_per_s", "final_loss", "compute_s", "comm_wait_s",
+                                               "input_wait_s", "input_wait_share", "loader_threads",
+                                               "replaced_samples", "memory"}));
+  EXPECT_EQ(j["memory"].dump(),
+            R"({"param_bytes":2097152,"grad_bytes":2097152,"optimizer_bytes":0,"transient_bucket_bytes":0,)"
+            R"("activation_peak_bytes":1048576,"peak_bytes":3145728,"allocated_bytes":2097152,"reserved_bytes":4194304,)"
+            R"("peak_resident_bytes":104857600})");
+  EXPECT_EQ(j["samples_per_s"].get<double>(), 123.456);
+}
+
+TEST(RunReporterTest, TwoRanksJsonHasEveryOptionalKeyInOrder) {
+  RunSummary s = TwoRanksOfBert();
+  s.preempted_at_step = 20;
+  s.cuda_graph_captures = 1;
+  s.gpu_health = {{"pcie", "unavailable"}};
+  const nlohmann::ordered_json j = SummaryJson(s);
+  EXPECT_EQ(Keys(j),
+            (std::vector<std::string>{"model", "device", "precision", "compute_dtype", "memory_format", "world_size",
+                                      "batch_size", "accumulation_steps", "zero_stage", "steps", "samples_per_s",
+                                      "final_loss", "exposed_comm_s", "bucket_mb", "cuda_graph_captures",
+                                      "zero_gather_dtype", "loss_scale", "skipped_steps", "preempted_at_step",
+                                      "compute_s", "comm_wait_s", "gpu_health", "input_wait_s", "input_wait_share",
+                                      "loader_threads", "replaced_samples", "eval_accuracy", "seq_len",
+                                      "tokens_per_s", "real_tokens_per_s", "memory"}));
+  EXPECT_EQ(j["tokens_per_s"].get<double>(), 5120.0);
+  EXPECT_EQ(j["eval_accuracy"].get<double>(), 0.125);
+  EXPECT_EQ(j["zero_gather_dtype"], "bf16");
+}
+
+TEST(RunReporterTest, Scalars) {
+  const auto one = SummaryScalars(OneRank());
+  ASSERT_EQ(one.size(), 10u);  // samples/s and the nine memory figures
+  EXPECT_EQ(one[0], (std::pair<std::string, double>{"summary/samples_per_s", 123.456}));
+  EXPECT_EQ(one[1], (std::pair<std::string, double>{"memory/param_bytes", 2.0 * kMiB}));
+  EXPECT_EQ(one[9], (std::pair<std::string, double>{"memory/peak_resident_bytes", 100.0 * kMiB}));
+  const auto two = SummaryScalars(TwoRanksOfBert());
+  ASSERT_EQ(two.size(), 11u);
+  EXPECT_EQ(two[1], (std::pair<std::string, double>{"eval/accuracy", 0.125}));
+}
+
+TEST(RunReporterTest, OneRankText) {
+  EXPECT_EQ(SummaryText(OneRank()),
+            "summary: resnet18  1 rank  steps 10  final loss 2.5000  123.46 images/s (excluding 2 warm-up steps)  "
+            "peak tensor memory 3.0 MiB  peak resident 100.0 MiB\n"
+            "memory (rank 0): parameters 2.0 MiB  gradients 2.0 MiB  optimizer state 0.0 MiB  transient buckets "
+            "0.0 MiB  activations peak 1.0 MiB  allocator peak 3.0 MiB\n");
+}
+
+TEST(RunReporterTest, TwoRanksTextWithTheSkippedStepsWarning) {
+  EXPECT_EQ(SummaryText(TwoRanksOfBert()),
+            "summary: bert-tiny  2 ranks  steps 20  final loss 6.1234  40.00 sequences/s (excluding 2 warm-up steps)"
+            "  5120 tokens/s (4000 without padding)  exposed comm 0.013 s/step"
+            "  compute 0.100/0.150/0.200 s/step (min/median/max over ranks)  eval masked-token accuracy 0.1250"
+            "  loss scale 32768  skipped steps 3  input wait 25.0% (2 loader threads)"
+            "  4 samples replaced (undecodable)  peak tensor memory 3.0 MiB  peak resident 100.0 MiB\n"
+            "memory (rank 0): parameters 2.0 MiB  gradients 2.0 MiB  optimizer state 0.0 MiB  transient buckets "
+            "0.0 MiB  activations peak 1.0 MiB  allocator peak 3.0 MiB\n"
+            "warning: 3 of 20 steps (15.0%) were skipped for non-finite gradients, more than --max-skipped-share "
+            "0.05; the loss scale ended at 32768 (try a lower --lr, or --precision bf16)\n");
+}
+
+}  // namespace
+}  // namespace ddp
