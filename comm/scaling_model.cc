@@ -159,7 +159,7 @@ const std::vector<Link>& LinkPresets() {
        "about 11-12 GB/s of bus bandwidth",
        "GPUDirect RDMA or a host bounce that keeps up with the HCA, one HCA per node; about 6 us per hop"},
       {"cpu-shm", 2.0, 20.0, true, 0.25, 0.5,
-       "this project's comm_bench on 2 CPU ranks of a 2-core box (README: 64 MiB all-reduce at 2.28 GB/s "
+       "this project's comm_bench on 2 CPU ranks of a 2-core box (docs/comm_bench.md: 64 MiB all-reduce at 2.28 GB/s "
        "bus bandwidth; small messages about 20 us a hop)",
        "CPU ranks on one box, Open MPI's shared memory: the cores that compute also copy and sum, so compute "
        "slows while a collective is in flight (compute_slowdown, measured by tools/scaling_validation)"},

@@ -4,7 +4,7 @@
 # whose links tc tbf shapes to 1 Gbit/s each way, 25 MiB buckets without
 # overlap, over 2 rounds. Overlapped runs, which depend on the contention
 # probe's figures (ddp_train --contention-probe; on this case it reads the
-# collectives' fixed cost at 14-15 ms each), are left to the README's
+# collectives' fixed cost at 14-15 ms each), are left to docs/scaling.md's
 # tables (3 rounds of 20 steps, every setup): at 2 rounds of 10 steps the
 # overlapped cell once read -10.8% here, with an older probe.
 # tools/scaling_validation measures the model's inputs (link probe, contention probe, profiles) in

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the GPU self-test bundle: a directory that runs on any x86-64 Linux
 # machine with an NVIDIA driver, whatever its distribution, and its packed
-# form DIR.tar.xz (at most 40 MiB, for the device tool's 64 MiB).
+# form DIR.tar.xz (at most 40 MiB, so it travels where uploads are capped at 64 MiB).
 #
 #   tools/gpu_bundle.sh DIR
 #
