@@ -10,7 +10,7 @@
 # task (the topic modulo 4: majority class at most 50%) must reach 90%
 # held-out accuracy.
 set -u
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+source tests/lib.sh
 out=$(tools/make_token_dataset --out "$tmp/eval.safetensors" --samples 256 --seq-len 64 --first-sample 1000000 \
       --seed 1) || { echo "FAIL: make_token_dataset"; exit 1; }
 echo "$out"

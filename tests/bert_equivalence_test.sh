@@ -9,9 +9,7 @@
 # matter (the run without it differs), or the check would prove nothing.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 tools/make_token_dataset --out "$tmp/eval.safetensors" --samples 12 --seq-len 32 --first-sample 1000000 || exit 1
 common=(--model bert-tiny --seq-len 32 --batch-size 3 --steps 3 --optimizer adamw --lr 1e-3 --weight-decay 0.01
@@ -53,5 +51,4 @@ one one2_nodropout 2 --dropout 0
   fail "--dropout 0.1 left every loss unchanged"
 grep -q '"eval_accuracy"' "$tmp/two_zero0.jsonl" || fail "no evaluation in the 2-rank run"
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all checks passed"
+finish --pass "all checks passed"

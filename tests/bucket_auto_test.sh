@@ -8,9 +8,7 @@
 # size; with --nooverlap it is refused in one line.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 tools/make_image_dataset --out "$tmp/data.safetensors" --samples 48 --image-size 32 --num-classes 10 || exit 1
 common=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --batch-size 4
@@ -53,5 +51,4 @@ out="$("$bin" "${common[@]}" --bucket-mb auto --nooverlap --steps 1 2>&1)" && fa
 [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && grep -q "\-\-nooverlap hides none" <<< "$out" ||
   fail "--nooverlap: $out"
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all checks passed"
+finish --pass "all checks passed"

@@ -17,9 +17,7 @@
 # ZeRO checkpoint into one safetensors file for PyTorch.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 mpi() { local np="$1"; shift; timeout 180 mpirun -np "$np" --oversubscribe --bind-to none "$@"; }
 
 resnet=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --zero-init-residual --threads 1 --seed 7
@@ -229,6 +227,4 @@ print(f"consolidated: {len(out)} tensors; {split} parameters were split across t
 sys.exit(1 if bad or split == 0 else 0)
 PY
 
-[ "$failures" -eq 0 ] && echo "checkpoint test: all passed" && exit 0
-echo "checkpoint test: $failures failure(s)"
-exit 1
+finish "checkpoint test"

@@ -7,9 +7,7 @@
 # an unknown operation or a size below one element is one line, exit 2.
 set -u
 bin=tools/comm_bench
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 for np in 2 3; do
   timeout 240 mpirun -np "$np" --oversubscribe --bind-to none "$bin" --max-bytes 4M --seconds-per-size 0.01 \
@@ -86,6 +84,4 @@ refuse "--max-bytes 'lots' is not a size" --max-bytes lots
 refuse "--sequence: 'x' is not a size" --sequence 1M,x
 refuse "--sequence: 2 is below one f32 element (4 bytes)" --sequence 1M,2
 
-[ "$failures" -eq 0 ] && echo "comm_bench test: all passed" && exit 0
-echo "comm_bench test: $failures failure(s)"
-exit 1
+finish "comm_bench test"

@@ -6,9 +6,7 @@
 # --device auto and cuda with one line naming that reason instead of
 # quietly training on the CPU; --device cpu still trains.
 set -u
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 plain=$(tools/gpu_info)
 plain_rc=$?
@@ -47,6 +45,4 @@ done
 LD_LIBRARY_PATH="$tmp/driver" launch/ddp_train "${common[@]}" --device cpu > "$tmp/cpu.out" 2>&1 ||
   { cat "$tmp/cpu.out"; fail "--device cpu with the stand-in driver did not train"; }
 
-[ "$failures" -eq 0 ] && echo "cuda driver test: all passed" && exit 0
-echo "cuda driver test: $failures failure(s)"
-exit 1
+finish "cuda driver test"

@@ -4,9 +4,7 @@
 # starts ranks with different flags).
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 base=(--image-size 32 --num-classes 10 --batch-size 2 --steps 2 --threads 1)
 
 expect_all_ranks_fail() {  # expect_all_ranks_fail "<fragment>" -- mpirun arguments...
@@ -74,5 +72,4 @@ echo "weights loaded on rank 0 only against every rank loading them:"
   fail "losses differ between weights loaded on rank 0 only and on every rank"
 tools/compare_weights "$tmp/only_root.safetensors" "$tmp/w.safetensors" --rtol 0 || fail "weights differ"
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all checks passed"
+finish --pass "all checks passed"

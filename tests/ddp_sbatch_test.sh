@@ -9,9 +9,7 @@
 # completes, its metrics holding each step once.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 sbatch_tool=tools/ddp_sbatch
 
 usage_error() {  # usage_error PATTERN ARGS...
@@ -119,6 +117,4 @@ assert steps == list(range(1, 151)), f"steps {steps[:10]}... ({len(steps)})"
 print("after the requeue: each of 150 steps once, one summary")
 PY
 
-[ "$failures" -eq 0 ] && echo "ddp_sbatch test: all passed" && exit 0
-echo "ddp_sbatch test: $failures failure(s)"
-exit 1
+finish "ddp_sbatch test"

@@ -8,9 +8,7 @@
 # on every rank. A bad size is one line naming the flag.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 common=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 8 --steps 3 --threads 1 --device cpu)
 oom="out of memory on cpu asking for [0-9.]* [KMG]*i*B ([0-9.]* [KMG]*i*B in tensors, [0-9.]* [KMG]*i*B reserved, --device-memory-limit [0-9.]* [KMG]*i*B) training resnet18 at --batch-size 8; try a smaller --batch-size"
 
@@ -64,6 +62,4 @@ grep -q "^ddp_train: error: --device-memory-limit '24XB' is not a size; write e.
   "$tmp/bad.err" || { cat "$tmp/bad.err"; fail "bad size: no line naming the flag"; }
 [ "$(grep -c . "$tmp/bad.err")" -eq 1 ] || fail "bad size: more than one line"
 
-[ "$failures" -eq 0 ] && echo "device memory limit test: all passed" && exit 0
-echo "device memory limit test: $failures failure(s)"
-exit 1
+finish "device memory limit test"

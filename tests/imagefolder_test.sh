@@ -14,9 +14,7 @@
 #   a held-out folder with other classes each end with one line.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 # 4 x 95 images and 4 corrupt files: 384 samples, 24 whole batches of 16,
 # so every epoch meets each corrupt file once.
@@ -165,6 +163,4 @@ header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
 sys.exit(0 if "fc.weight" in header and "conv1.weight" in header else 1)
 PY
 
-[ "$failures" -eq 0 ] && echo "imagefolder test: all passed" && exit 0
-echo "imagefolder test: $failures failure(s)"
-exit 1
+finish "imagefolder test"

@@ -9,9 +9,7 @@
 # when more than --max-skipped-share of its steps were skipped.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 common=(--model resnet18 --image-size 32 --num-classes 10 --steps 5 --batch-size 4 --threads 1 --seed 3
         --precision bf16 --loss-scale dynamic --optimizer sgd --momentum 0.9 --lr 0.01 --max-skipped-share 0.1)
@@ -88,4 +86,4 @@ out=$(DDP_TEST_INJECT_NONFINITE_GRAD=x "$bin" "${common[@]}" 2>&1); rc=$?
 [ "$rc" -ne 0 ] && grep -q "DDP_TEST_INJECT_NONFINITE_GRAD 'x' is not STEP:RANK" <<< "$out" ||
   fail "bad DDP_TEST_INJECT_NONFINITE_GRAD: rc $rc, output: $out"
 
-[ "$failures" -eq 0 ] && echo "PASS" || { echo "$failures failure(s)"; exit 1; }
+finish --pass PASS

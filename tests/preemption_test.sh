@@ -7,9 +7,7 @@
 # stopped, bit for bit. The step stopped at skips its evaluation.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 tools/make_image_dataset --out "$tmp/eval.safetensors" --samples 16 --first-sample 1000 > /dev/null || exit 1
 common=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --threads 1 --seed 11 --optimizer sgd
         --lr 0.02 --momentum 0.9 --lr-schedule constant --zero-init-residual
@@ -131,6 +129,4 @@ unanswered() {  # unanswered NAME NP HOW GRACE_ARGS...
 unanswered grace_two_ranks 2 grace --preemption-grace-s 2
 unanswered second_signal 1 twice
 
-[ "$failures" -eq 0 ] && echo "preemption test: all passed" && exit 0
-echo "preemption test: $failures failure(s)"
-exit 1
+finish "preemption test"

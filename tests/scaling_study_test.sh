@@ -7,9 +7,7 @@
 # one line and exit 2.
 set -u
 study=tools/scaling_study
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 "$study" --ranks 1,2 --image-size 32 --batch-size 4 --steps 5 --link cpu-shm --out "$tmp/study" > "$tmp/study.log" 2>&1 ||
   { cat "$tmp/study.log"; fail "the study"; }
@@ -68,5 +66,4 @@ expect_error "--ranks 'one,2' is not a comma-separated list" --ranks one,2 --out
 expect_error "--from-metrics: no single-rank run among the files" --from-metrics "$tmp/study/n2_r0.jsonl" --out "$tmp/x"
 expect_error "metrics file /nonexistent.jsonl:" --from-metrics /nonexistent.jsonl --out "$tmp/x"
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all checks passed"
+finish --pass "all checks passed"

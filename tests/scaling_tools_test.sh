@@ -11,9 +11,7 @@
 set -u
 train=launch/ddp_train
 model=tools/scaling_model
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 expect_error() {  # expect_error "<fragment>" program args...
   local fragment="$1" out rc
@@ -224,5 +222,4 @@ expect_error "--profile-file times eager steps: it cannot be used with --cuda-gr
 expect_error "--profile-file /nonexistent/p.json: directory /nonexistent does not exist" \
   "$train" --model resnet18 --steps 1 --profile-file /nonexistent/p.json
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all checks passed"
+finish --pass "all checks passed"

@@ -8,9 +8,7 @@
 # reports it skipped (budget) and the verdict incomplete; without a GPU and
 # without --rehearse, one line and exit 3.
 set -u
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 export PATH="/usr/bin:/bin:$PATH" DDP_SELFTEST_PYTHON=/usr/bin/python3
 
 bash tools/bundle/pack.sh "$tmp/bundle" launch/ddp_train tests/gpu_tests tools/gpu_info tools/make_image_dataset \
@@ -83,6 +81,4 @@ grep -q "^selftest: tier gpu_tests: skipped (budget: " "$tmp/budget.log" || fail
 rc=$?
 [ "$rc" -eq 3 ] && [ "$(grep -c . "$tmp/nogpu.log")" -eq 1 ] && grep -q "^selftest: no GPU visible" "$tmp/nogpu.log" ||
   { cat "$tmp/nogpu.log"; fail "no GPU: exit $rc"; }
-[ "$failures" -eq 0 ] && echo "selftest rehearsal test: all passed" && exit 0
-echo "selftest rehearsal test: $failures failure(s)"
-exit 1
+finish "selftest rehearsal test"

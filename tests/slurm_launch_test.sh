@@ -13,9 +13,7 @@
 # skipped, unless DDP_REQUIRE_SLURM=1 (CI) makes that a failure.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 slurm_suite=SlurmLaunch slurm_case=SrunMatchesMpirun
 . tests/slurm_cluster.sh
@@ -70,5 +68,4 @@ srun_stuck() {  # srun_stuck WHAT HOOK=VALUE PATTERN
 srun_stuck mid-backward DDP_TEST_STOP_IN_BACKWARD=1:2 "all-reduce of gradient bucket .* at step 2 has not finished"
 srun_stuck "in a collective" DDP_TEST_STOP_IN_COLLECTIVE=1:12 ".* has not finished after"
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all checks passed"
+finish --pass "all checks passed"

@@ -6,9 +6,7 @@
 # least (the fast ranks wait for it in the collectives).
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 DDP_TEST_SLOW_RANK=1:300 timeout 180 mpirun -np 3 --oversubscribe --bind-to none -x DDP_TEST_SLOW_RANK "$bin" \
   --model resnet18 --image-size 32 --batch-size 4 --steps 8 --threads 1 --metrics-file "$tmp/m.jsonl" \
@@ -26,6 +24,4 @@ assert c["by_rank"][1] > 1.5 * max(c["by_rank"][0], c["by_rank"][2]), c
 assert c["min"] <= c["median"] <= c["max"]
 assert w["by_rank"][1] == w["min"], w
 PY
-[ "$failures" -eq 0 ] && echo "straggler test: all passed" && exit 0
-echo "straggler test: $failures failure(s)"
-exit 1
+finish "straggler test"

@@ -9,9 +9,7 @@
 # unwritable --tensorboard-dir fails before training, in one line.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 tools/make_image_dataset --out "$tmp/data.safetensors" --samples 32 --image-size 32 --num-classes 10 >/dev/null || exit 1
 timeout 180 mpirun -np 2 --oversubscribe --bind-to none "$bin" --model resnet18 --image-size 32 --num-classes 10 \
@@ -102,6 +100,4 @@ rc=$?
 { [ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] && grep -q "^ddp_train: error: --tensorboard-dir" <<< "$out" &&
   ! grep -q "^step" <<< "$out"; } || { echo "$out"; fail "unwritable --tensorboard-dir: exit $rc"; }
 
-[ "$failures" -eq 0 ] && echo "tensorboard test: all passed" && exit 0
-echo "tensorboard test: $failures failure(s)"
-exit 1
+finish "tensorboard test"

@@ -8,9 +8,7 @@
 # are there. An unwritable --timeline path fails before training.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 check() {  # check NAME ARGS...
   local name="$1"; shift
@@ -69,6 +67,4 @@ out=$("$bin" --model resnet18 --timeline-steps 5:2 2>&1)
 grep -q "^ddp_train: error: --timeline-steps '5:2' is not A:B with 1 <= A <= B" <<< "$out" ||
   { echo "$out"; fail "bad --timeline-steps"; }
 
-[ "$failures" -eq 0 ] && echo "timeline test: all passed" && exit 0
-echo "timeline test: $failures failure(s)"
-exit 1
+finish "timeline test"

@@ -10,9 +10,7 @@
 # a wrong magic and a wrong id width are each one line naming the shard.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 /usr/bin/python3 - "$tmp" <<'PY' || exit 1
 import random, sys
@@ -94,6 +92,4 @@ refuse "$tmp/cut.tokens" "--data $tmp/cut.tokens: $(($(stat -c %s "$shard") - 40
 refuse "$tmp/magic.tokens" "--data $tmp/magic.tokens: not a token shard"
 refuse "$tmp/width.tokens" "--data $tmp/width.tokens: token ids of 3 bytes"
 
-[ "$failures" -eq 0 ] && echo "tokens test: all passed" && exit 0
-echo "tokens test: $failures failure(s)"
-exit 1
+finish "tokens test"

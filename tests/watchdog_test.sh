@@ -7,9 +7,7 @@
 # with one line. With the default timeout the healthy run is untouched.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 common=(--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --threads 1 --steps 40 --bucket-mb 4
         --first-bucket-mb 0.3)
 
@@ -160,6 +158,4 @@ hooked end_hook DDP_TEST_STOP_AT_END=1 25 \
 timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$bin" "${common[@]}" --steps 3 > "$tmp/healthy.log" 2>&1 ||
   { cat "$tmp/healthy.log"; fail "the healthy run"; }
 
-[ "$failures" -eq 0 ] && echo "watchdog test: all passed" && exit 0
-echo "watchdog test: $failures failure(s)"
-exit 1
+finish "watchdog test"

@@ -10,9 +10,7 @@
 set -u
 np="$1"
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 tools/make_image_dataset --out "$tmp/data.safetensors" --samples 96 --image-size 32 --num-classes 10 || exit 1
 common=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --steps 2
@@ -70,5 +68,4 @@ for stage in 1 2; do
   compare "$reference" "accum$stage" "$stage"
 done
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all checks passed"
+finish --pass "all checks passed"

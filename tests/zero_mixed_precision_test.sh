@@ -11,9 +11,7 @@
 # --grad-compression auto under bf16 must mean bf16.
 set -u
 bin=launch/ddp_train
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source tests/lib.sh
 
 tools/make_image_dataset --out "$tmp/data.safetensors" --samples 48 --image-size 32 --num-classes 10 || exit 1
 common=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --steps 3
@@ -52,4 +50,4 @@ done
 run auto --zero-stage 1
 echo "--grad-compression auto under bf16 vs bf16:"; same zero1_bf16 auto
 grep -q '"compute_dtype":"bf16"' "$tmp/zero1_bf16.jsonl" || fail "did not train in bf16"
-[ "$failures" -eq 0 ] && echo "PASS" || { echo "$failures failure(s)"; exit 1; }
+finish --pass PASS
