@@ -6,7 +6,6 @@
 // after them within 1e-5 (measured: 4e-8); dropout off. The start and the
 // batch are rebuilt here from the shared portable generator.
 #include <cmath>
-#include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "runtime/layers/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/testing/portable_random.h"
+#include "tests/golden.h"
 
 namespace ddp {
 namespace {
@@ -23,12 +23,6 @@ using nlohmann::json;
 using testing::PortableBits;
 using testing::PortableStream;
 using testing::PortableUniform;
-
-json Golden() {
-  std::ifstream in("tests/golden/bert_golden.json");
-  CHECK(in) << "tests/golden/bert_golden.json missing";
-  return json::parse(in);
-}
 
 // make_bert_golden.py's start_value, rounded to f32.
 void SetStart(Parameter& p) {
@@ -73,7 +67,7 @@ Batch MakeBatch(int64_t n, int64_t t, int64_t vocab) {
 class BertGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BertGoldenTest, FollowsPyTorchLossesAndParameters) {
-  const json golden = Golden();
+  const json golden = testing::ReadGolden("bert_golden.json");
   const json g = golden["cases"][GetParam()];
   BertConfig config = *BertConfigFor("bert-tiny");
   config.dropout = 0.0f;
@@ -115,14 +109,7 @@ TEST_P(BertGoldenTest, FollowsPyTorchLossesAndParameters) {
       if (q->name == name) p = q;
     }
     ASSERT_NE(p, nullptr) << name;
-    double abs_sum = 0.0, square_sum = 0.0;
-    for (int64_t i = 0; i < p->value.numel(); ++i) {
-      const double v = p->value.data<float>()[i];
-      abs_sum += std::fabs(v);
-      square_sum += v * v;
-    }
-    EXPECT_NEAR(abs_sum, check["abs_sum"].get<double>(), 1e-5 * check["abs_sum"].get<double>()) << name;
-    EXPECT_NEAR(square_sum, check["square_sum"].get<double>(), 1e-5 * check["square_sum"].get<double>()) << name;
+    testing::ExpectParameterSums(p->value, check, name);
   }
 }
 

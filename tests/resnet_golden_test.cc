@@ -14,6 +14,7 @@
 #include "models/registry.h"
 #include "runtime/safetensors.h"
 #include "runtime/testing/portable_random.h"
+#include "tests/golden.h"
 
 namespace ddp {
 namespace {
@@ -23,11 +24,7 @@ using testing::PortableBits;
 using testing::PortableStream;
 using testing::PortableUniform;
 
-json Golden() {
-  std::ifstream in("tests/golden/resnet_golden.json");
-  CHECK(in) << "tests/golden/resnet_golden.json missing";
-  return json::parse(in);
-}
+json Golden() { return testing::ReadGolden("resnet_golden.json"); }
 
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -140,13 +137,7 @@ TEST_P(ResNetGoldenTest, FollowsPyTorchLossesAndParameters) {
   for (auto& [param, sums] : g["parameters_after"].items()) {
     const Tensor* t = end->Find(param);
     ASSERT_NE(t, nullptr) << param;
-    double abs_sum = 0.0, square_sum = 0.0;
-    for (int64_t i = 0; i < t->numel(); ++i) {
-      abs_sum += std::fabs(t->data<float>()[i]);
-      square_sum += static_cast<double>(t->data<float>()[i]) * t->data<float>()[i];
-    }
-    EXPECT_NEAR(abs_sum, sums["abs_sum"].get<double>(), 1e-5 * sums["abs_sum"].get<double>()) << param;
-    EXPECT_NEAR(square_sum, sums["square_sum"].get<double>(), 1e-5 * sums["square_sum"].get<double>()) << param;
+    testing::ExpectParameterSums(*t, sums, param);
   }
 }
 

@@ -16,7 +16,6 @@ labels.
 Run with Debian's python3 (python3-torch):
   /usr/bin/python3 tools/make_bert_golden.py
 """
-import json
 import math
 import os
 import sys
@@ -26,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_io import write_golden  # noqa: E402
 from make_resnet_golden import as_f32_then_f64, bits, uniform  # noqa: E402
 
 CONFIG = dict(vocab=30522, hidden=128, layers=2, heads=2, intermediate=512, positions=512, types=2, eps=1e-12)
@@ -185,11 +185,7 @@ def main():
     torch.set_default_dtype(torch.float64)
     golden = {"config": CONFIG, "batch": BATCH, "seq": SEQ, "weight_decay": WEIGHT_DECAY, "betas": list(BETAS),
               "cases": {name: run(name) for name in ("adamw", "lamb")}}
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "bert_golden.json")
-    with open(out, "w") as f:
-        json.dump(golden, f, indent=1)
-        f.write("\n")
-    print(f"wrote {os.path.normpath(out)}")
+    write_golden("bert_golden.json", golden, indent=1)
 
 
 if __name__ == "__main__":

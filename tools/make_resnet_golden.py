@@ -13,14 +13,14 @@ SGD with momentum, lr 0.02, on one repeated batch.
 Run with Debian's python3 (python3-torch, python3-torchvision):
   /usr/bin/python3 tools/make_resnet_golden.py
 """
-import json
 import math
-import os
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 import torchvision
+
+from golden_io import write_golden
 
 M1 = np.uint64(0x9E3779B97F4A7C15)
 M2 = np.uint64(0xBF58476D1CE4E5B9)
@@ -131,11 +131,7 @@ def main():
                             "bits": [str(b) for b in bits("check", 2)]},
         "cases": {name: run(**case) for name, case in CASES.items()},
     }
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "resnet_golden.json")
-    with open(out, "w") as f:
-        json.dump(golden, f, indent=1)
-        f.write("\n")
-    print(f"wrote {os.path.normpath(out)}")
+    write_golden("resnet_golden.json", golden, indent=1)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,9 @@ accepts what ddp_train saves and ddp_train accepts what torch saves.
 
 Run with Debian's python3: /usr/bin/python3 tools/make_resnet_manifest.py
 """
-import json
-import os
-
 import torchvision
+
+from golden_io import write_golden
 
 DTYPES = {"torch.float32": "f32", "torch.int64": "i64"}
 
@@ -19,12 +18,7 @@ def main():
     for name in ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"]:
         model = getattr(torchvision.models, name)()
         manifest[name] = [[k, DTYPES[str(v.dtype)], list(v.shape)] for k, v in model.state_dict().items()]
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden",
-                       "torchvision_state_dicts.json")
-    with open(out, "w") as f:
-        json.dump(manifest, f, separators=(",", ":"))
-        f.write("\n")
-    print(f"wrote {os.path.normpath(out)}")
+    write_golden("torchvision_state_dicts.json", manifest, separators=(",", ":"))
 
 
 if __name__ == "__main__":

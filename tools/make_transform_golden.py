@@ -11,13 +11,12 @@ The image: pixel (x, y) channel c is (7x + 13y + 50c + (x*y) % 17) % 256.
 
 Run with Debian's python3: /usr/bin/python3 tools/make_transform_golden.py
 """
-import json
-import os
-
 import numpy as np
 from PIL import Image
 import torchvision.transforms as T
 import torchvision.transforms.functional as F
+
+from golden_io import write_golden
 
 WIDTH, HEIGHT = 53, 37
 # (x, y, width, height, output size): a downscale of the whole image, crops
@@ -48,11 +47,7 @@ def main():
         short = (size * 256 + 112) // 224
         t = T.Compose([T.Resize(short, interpolation=T.InterpolationMode.BILINEAR), T.CenterCrop(size)])
         out["eval"].append({"size": size, "pixels": np.asarray(t(img)).flatten().tolist()})
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "image_transforms.json")
-    with open(path, "w") as f:
-        json.dump(out, f, separators=(",", ":"))
-        f.write("\n")
-    print(f"wrote {os.path.normpath(path)}")
+    write_golden("image_transforms.json", out, separators=(",", ":"))
 
 
 if __name__ == "__main__":
