@@ -7,6 +7,7 @@
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/op_checks.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/optim/adam_moments.h"
 #include "runtime/optim/cuda/optimizer_kernels.h"
 
 namespace ddp {
@@ -63,11 +64,6 @@ class DeviceChunks {
   Tensor table_;
   int64_t count_ = 0;
 };
-
-std::vector<Tensor> Concat(std::vector<Tensor> a, const std::vector<Tensor>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 int64_t StateBytes(const std::vector<Tensor>& state) {
   int64_t bytes = 0;
@@ -130,23 +126,42 @@ class Sgd final : public Optimizer {
   int64_t steps_ = 0;
 };
 
-class AdamW final : public Optimizer {
+// What AdamW and LAMB share: their slots, the moments (AdamMoments) with
+// the step count, which are their state, and the chunk table of both.
+class AdamFamily : public Optimizer {
  public:
-  AdamW(std::vector<OptimizerSlot> slots, const AdamWOptions& options) : slots_(std::move(slots)), options_(options) {
+  int64_t state_bytes() const override { return moments_.state_bytes(); }
+  std::vector<Tensor> state() const override { return moments_.state(); }
+  std::vector<std::string> state_names() const override { return AdamMoments::state_names(); }
+  int64_t steps() const override { return moments_.steps(); }
+  void set_steps(int64_t steps) override { moments_.set_steps(steps); }
+
+ protected:
+  AdamFamily(std::vector<OptimizerSlot> slots, float beta1, float beta2, float eps)
+      : slots_(std::move(slots)), moments_(ZeroStateFor(slots_), ZeroStateFor(slots_), beta1, beta2, eps) {
     CheckSlots(slots_);
-    exp_avg_ = ZeroStateFor(slots_);
-    exp_avg_sq_ = ZeroStateFor(slots_);
   }
 
+  // The CUDA kernels' chunk table over the slots and both moments.
+  void BuildChunks() { chunks_.Build(slots_, &moments_.first(), &moments_.second()); }
+
+  std::vector<OptimizerSlot> slots_;
+  AdamMoments moments_;
+  DeviceChunks chunks_;
+};
+
+class AdamW final : public AdamFamily {
+ public:
+  AdamW(std::vector<OptimizerSlot> slots, const AdamWOptions& options)
+      : AdamFamily(std::move(slots), options.beta1, options.beta2, options.eps) {}
+
   Status Step(ExecutionContext& ctx, float lr) override {
-    ++steps_;
-    const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
-    const double bias1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(steps_));
-    const double bias2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(steps_));
-    const float step_size = static_cast<float>(lr / bias1);
-    const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+    const AdamBiasCorrections bias = moments_.NextStep();
+    const float b1 = moments_.beta1(), b2 = moments_.beta2(), eps = moments_.eps();
+    const float step_size = static_cast<float>(lr / bias.bias1);
+    const float inv_sqrt_bias2 = bias.inv_sqrt_bias2;
     if (ctx.device().is_cuda()) {
-      chunks_.Build(slots_, &exp_avg_, &exp_avg_sq_);
+      BuildChunks();
       DDP_ON_CUDA("AdamW::Step", cuda::AdamWStep(ctx, chunks_.data(), chunks_.size(), lr, b1, b2, eps, step_size,
                                                  inv_sqrt_bias2));
       return Status::Ok();
@@ -155,53 +170,38 @@ class AdamW final : public Optimizer {
     for (size_t k = 0; k < slots_.size(); ++k) {
       float* w = slots_[k].value.data<float>();
       const float* g = slots_[k].grad.data<float>();
-      float* m = exp_avg_[k].data<float>();
-      float* v = exp_avg_sq_[k].data<float>();
+      float* m = moments_.first()[k].data<float>();
+      float* v = moments_.second()[k].data<float>();
       const float decay = 1.0f - lr * slots_[k].weight_decay;
       const int64_t n = slots_[k].value.numel();
 #pragma omp parallel for simd schedule(static) if (n > (1 << 15))
       for (int64_t i = 0; i < n; ++i) {
         w[i] *= decay;
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bias2 + eps);
+        UpdateAdamMoments(g[i], b1, b2, m[i], v[i]);
+        w[i] -= step_size * m[i] / AdamDenominator(v[i], inv_sqrt_bias2, eps);
       }
     }
     return Status::Ok();
   }
-
-  int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
-  std::vector<Tensor> state() const override { return Concat(exp_avg_, exp_avg_sq_); }
-  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
-  int64_t steps() const override { return steps_; }
-  void set_steps(int64_t steps) override { steps_ = steps; }
-
- private:
-  std::vector<OptimizerSlot> slots_;
-  AdamWOptions options_;
-  std::vector<Tensor> exp_avg_, exp_avg_sq_;
-  DeviceChunks chunks_;
-  int64_t steps_ = 0;
 };
 
-class Lamb final : public Optimizer {
+class Lamb final : public AdamFamily {
  public:
   Lamb(std::vector<OptimizerSlot> slots, const LambOptions& options, int num_params, AllReduceSum all_reduce)
-      : slots_(std::move(slots)), options_(options), all_reduce_(std::move(all_reduce)), groups_(num_params) {
-    CheckSlots(slots_);
+      : AdamFamily(std::move(slots), options.beta1, options.beta2, options.eps),
+        all_reduce_(std::move(all_reduce)),
+        groups_(num_params) {
     for (const OptimizerSlot& s : slots_) {
       CHECK(s.param_index >= 0 && s.param_index < groups_)
           << "LAMB slot " << s.name << " has parameter index " << s.param_index << " of " << groups_;
     }
-    exp_avg_ = ZeroStateFor(slots_);
-    exp_avg_sq_ = ZeroStateFor(slots_);
   }
 
   Status Step(ExecutionContext& ctx, float lr) override {
-    ++steps_;
-    const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
-    const float inv_bias1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(b1), steps_)));
-    const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2), steps_)));
+    const AdamBiasCorrections bias = moments_.NextStep();
+    const float b1 = moments_.beta1(), b2 = moments_.beta2(), eps = moments_.eps();
+    const float inv_bias1 = static_cast<float>(1.0 / bias.bias1);
+    const float inv_sqrt_bias2 = bias.inv_sqrt_bias2;
     if (ctx.device().is_cuda()) return StepOnCuda(ctx, lr, b1, b2, eps, inv_bias1, inv_sqrt_bias2);
     CheckOnCpu(ctx, "Lamb::Step");
     // Pass 1: moments, and per parameter the squared norms of w and of the
@@ -211,16 +211,15 @@ class Lamb final : public Optimizer {
     for (size_t k = 0; k < slots_.size(); ++k) {
       const float* w = slots_[k].value.data<float>();
       const float* g = slots_[k].grad.data<float>();
-      float* m = exp_avg_[k].data<float>();
-      float* v = exp_avg_sq_[k].data<float>();
+      float* m = moments_.first()[k].data<float>();
+      float* v = moments_.second()[k].data<float>();
       const float wd = slots_[k].weight_decay;
       double ww = 0.0, uu = 0.0;
       const int64_t n = slots_[k].value.numel();
 #pragma omp parallel for reduction(+ : ww, uu) schedule(static) if (n > (1 << 15))
       for (int64_t i = 0; i < n; ++i) {
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        const float u = m[i] * inv_bias1 / (std::sqrt(v[i]) * inv_sqrt_bias2 + eps) + wd * w[i];
+        UpdateAdamMoments(g[i], b1, b2, m[i], v[i]);
+        const float u = LambDirection(m[i], v[i], w[i], wd, eps, inv_bias1, inv_sqrt_bias2);
         ww += static_cast<double>(w[i]) * w[i];
         uu += static_cast<double>(u) * u;
       }
@@ -234,32 +233,25 @@ class Lamb final : public Optimizer {
       const double u_norm = std::sqrt(sums[2 * slots_[k].param_index + 1]);
       const float ratio = w_norm > 0.0 && u_norm > 0.0 ? static_cast<float>(w_norm / u_norm) : 1.0f;
       float* w = slots_[k].value.data<float>();
-      const float* m = exp_avg_[k].data<float>();
-      const float* v = exp_avg_sq_[k].data<float>();
+      const float* m = moments_.first()[k].data<float>();
+      const float* v = moments_.second()[k].data<float>();
       const float wd = slots_[k].weight_decay;
       const float scale = lr * ratio;
       const int64_t n = slots_[k].value.numel();
 #pragma omp parallel for simd schedule(static) if (n > (1 << 15))
       for (int64_t i = 0; i < n; ++i) {
-        const float u = m[i] * inv_bias1 / (std::sqrt(v[i]) * inv_sqrt_bias2 + eps) + wd * w[i];
-        w[i] -= scale * u;
+        w[i] -= scale * LambDirection(m[i], v[i], w[i], wd, eps, inv_bias1, inv_sqrt_bias2);
       }
     }
     return Status::Ok();
   }
-
-  int64_t state_bytes() const override { return StateBytes(exp_avg_) + StateBytes(exp_avg_sq_); }
-  std::vector<Tensor> state() const override { return Concat(exp_avg_, exp_avg_sq_); }
-  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
-  int64_t steps() const override { return steps_; }
-  void set_steps(int64_t steps) override { steps_ = steps; }
 
  private:
   // The same two passes as fused kernels; the norms stay on the device (and
   // are all-reduced there when sharded).
   Status StepOnCuda(ExecutionContext& ctx, float lr, float b1, float b2, float eps, float inv_bias1,
                     float inv_sqrt_bias2) {
-    chunks_.Build(slots_, &exp_avg_, &exp_avg_sq_);
+    BuildChunks();
     const Device device = ctx.device();
     if (!norms_.defined()) {
       norms_ = Tensor::Empty({2 * static_cast<int64_t>(groups_)}, DType::kF64, device);
@@ -274,14 +266,9 @@ class Lamb final : public Optimizer {
     return Status::Ok();
   }
 
-  std::vector<OptimizerSlot> slots_;
-  DeviceChunks chunks_;
   Tensor norms_, chunk_norms_;
-  LambOptions options_;
   AllReduceSum all_reduce_;
-  std::vector<Tensor> exp_avg_, exp_avg_sq_;
   int groups_;
-  int64_t steps_ = 0;
 };
 
 }  // namespace

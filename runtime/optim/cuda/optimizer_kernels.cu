@@ -1,4 +1,5 @@
 #include "runtime/ops/cuda/kernel_util.cuh"
+#include "runtime/optim/adam_moments.h"
 #include "runtime/optim/cuda/optimizer_kernels.h"
 
 namespace ddp::cuda {
@@ -22,18 +23,13 @@ __global__ void AdamWKernel(const OptimizerChunk* chunks, float lr, float b1, fl
   const OptimizerChunk c = chunks[blockIdx.x];
   const float decay = 1.0f - lr * c.weight_decay;
   for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x) {
-    const float g = c.g[i];
     float w = c.w[i] * decay;
-    const float m = b1 * c.m[i] + (1.0f - b1) * g;
-    const float v = b2 * c.v[i] + (1.0f - b2) * g * g;
+    float m = c.m[i], v = c.v[i];
+    UpdateAdamMoments(c.g[i], b1, b2, m, v);
     c.m[i] = m;
     c.v[i] = v;
-    c.w[i] = w - step_size * m / (sqrtf(v) * inv_sqrt_bias2 + eps);
+    c.w[i] = w - step_size * m / AdamDenominator(v, inv_sqrt_bias2, eps);
   }
-}
-
-__device__ float LambDirection(float m, float v, float w, float wd, float eps, float inv_bias1, float inv_sqrt_bias2) {
-  return m * inv_bias1 / (sqrtf(v) * inv_sqrt_bias2 + eps) + wd * w;
 }
 
 __global__ void LambMomentsKernel(const OptimizerChunk* chunks, float b1, float b2, float eps, float inv_bias1,
@@ -42,9 +38,8 @@ __global__ void LambMomentsKernel(const OptimizerChunk* chunks, float b1, float 
   const OptimizerChunk c = chunks[blockIdx.x];
   double ww = 0.0, uu = 0.0;
   for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x) {
-    const float g = c.g[i];
-    const float m = b1 * c.m[i] + (1.0f - b1) * g;
-    const float v = b2 * c.v[i] + (1.0f - b2) * g * g;
+    float m = c.m[i], v = c.v[i];
+    UpdateAdamMoments(c.g[i], b1, b2, m, v);
     c.m[i] = m;
     c.v[i] = v;
     const float u = LambDirection(m, v, c.w[i], c.weight_decay, eps, inv_bias1, inv_sqrt_bias2);

@@ -2,7 +2,8 @@
 // slots' elements are cut into chunks, and one launch updates them all, one
 // block per chunk. The chunk table lives on the device, built once, since
 // slots (views of the flat parameter buffer, or ZeRO's pieces) never move.
-// The arithmetic is the CPU optimizers' (runtime/optim/optimizer.cc).
+// The arithmetic is the CPU optimizers' (runtime/optim/optimizer.cc; Adam's
+// moments through runtime/optim/adam_moments.h, as there).
 // Declared without CUDA types; defined only in builds with nvcc.
 #pragma once
 
