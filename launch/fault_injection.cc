@@ -63,7 +63,40 @@ class SlowedSource : public BatchSource {
   int ms_;
 };
 
+constexpr uint64_t kFnvStart = 1469598103934665603ull;
+uint64_t Fnv1a(uint64_t hash, const void* data, size_t n) {
+  const unsigned char* bytes = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  return hash;
+}
+uint64_t Fnv1a(uint64_t hash, const Tensor& t) {
+  const Tensor host = t.To(Device::Cpu());
+  return Fnv1a(hash, host.raw_data(), host.nbytes());
+}
+
 }  // namespace
+
+void PrintStateDigest(int rank, int64_t step, const std::vector<Tensor>& master_weights,
+                      const std::vector<Tensor>& optimizer_state, int64_t optimizer_steps, double loss_scale) {
+  uint64_t hash = kFnvStart;
+  for (const Tensor& t : master_weights) hash = Fnv1a(hash, t);
+  for (const Tensor& t : optimizer_state) hash = Fnv1a(hash, t);
+  hash = Fnv1a(hash, &optimizer_steps, sizeof(optimizer_steps));
+  // The scale printed apart: a skipped step changes it alone.
+  std::printf("state digest: rank %d step %lld %016llx scale %g optimizer steps %lld\n", rank,
+              static_cast<long long>(step), static_cast<unsigned long long>(hash), loss_scale,
+              static_cast<long long>(optimizer_steps));
+  std::fflush(stdout);
+}
+
+void PrintEvalDigest(int rank, int64_t optimizer_steps, const std::vector<Tensor>& buffers, const Tensor& parameters) {
+  uint64_t hash = kFnvStart;
+  for (const Tensor& b : buffers) hash = Fnv1a(hash, b);
+  std::printf("eval digest: rank %d step %lld buffers %016llx parameters %016llx\n", rank,
+              static_cast<long long>(optimizer_steps), static_cast<unsigned long long>(hash),
+              static_cast<unsigned long long>(Fnv1a(kFnvStart, parameters)));
+  std::fflush(stdout);
+}
 
 StatusOr<FaultInjection> FaultInjection::FromEnvironment() {
   FaultInjection f;

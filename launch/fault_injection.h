@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/data/batch_source.h"
 #include "runtime/execution_context.h"
 #include "runtime/status.h"
+#include "runtime/tensor.h"
 
 namespace ddp {
 
@@ -65,5 +67,15 @@ struct FaultInjection {
   // Once the run is over, before MPI's end.
   void AtEnd(int rank) const;
 };
+
+// DDP_TEST_STATE_DIGEST's lines, an FNV-1a hash over tensors' bytes
+// (copied to the host), so tests compare ranks and runs bit for bit:
+// "state digest: rank R step S HASH scale X optimizer steps N" after each
+// step (the master weights this rank holds, the optimizer state and step
+// count), and "eval digest: rank R step N buffers HASH parameters HASH"
+// before each evaluation.
+void PrintStateDigest(int rank, int64_t step, const std::vector<Tensor>& master_weights,
+                      const std::vector<Tensor>& optimizer_state, int64_t optimizer_steps, double loss_scale);
+void PrintEvalDigest(int rank, int64_t optimizer_steps, const std::vector<Tensor>& buffers, const Tensor& parameters);
 
 }  // namespace ddp

@@ -17,11 +17,16 @@
 #include <thread>
 
 #include "comm/watchdog.h"
+#include "launch/evaluator.h"
+#include "launch/gradient_sync.h"
+#include "launch/input_pipeline.h"
 #include "launch/output_paths.h"
 #include "launch/preemption.h"
 #include "launch/rank_times.h"
 #include "launch/run_reporter.h"
 #include "launch/step_agreement.h"
+#include "launch/step_graph.h"
+#include "launch/train_checkpoints.h"
 #include "runtime/allocator.h"
 #include "runtime/clock.h"
 #include "runtime/median.h"
@@ -92,7 +97,7 @@ Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo
       timeline_({options.timeline, options.timeline_first, options.timeline_last, ranks.rank, ranks.world_size}) {}
 
 Trainer::~Trainer() {
-  DestroyStepGraph();
+  step_graph_.reset();  // before the context, model and reducer it uses
   for (void* e : compute_events_) {
     if (e != nullptr) cuda::DestroyEvent(e);
   }
@@ -200,14 +205,21 @@ Status Trainer::Setup() {
   ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
   data_.train = faults_.SlowLoader(std::move(data_.train));
   if (on_gpu()) StartGpuHealth();
-  if (!options_.checkpoint_dir.empty() && is_root()) {
-    // Before any training: a typo in the path costs seconds, not a run.
-    RETURN_IF_ERROR(Checkpointer::PrepareDirectory(options_.checkpoint_dir, options_.resume));
-  }
   if (!options_.checkpoint_dir.empty()) {  // periodic checkpoints, and one on preemption
-    checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint_dir, ranks_.rank,
-                                                   static_cast<int>(options_.checkpoint_keep),
-                                                   faults_.checkpoint_crash);
+    TrainCheckpointsOptions c;
+    c.dir = options_.checkpoint_dir;
+    c.resume = options_.resume;
+    c.every = options_.checkpoint_every;
+    c.keep = static_cast<int>(options_.checkpoint_keep);
+    c.crash_point = faults_.checkpoint_crash;
+    c.model = options_.model;
+    c.optimizer = options_.optimizer;
+    c.seed = options_.seed;
+    c.batch_size = options_.batch_size;
+    c.accumulation_steps = options_.accumulation_steps;
+    c.rank = ranks_.rank;
+    c.world_size = ranks_.world_size;
+    ASSIGN_OR_RETURN(checkpoints_, TrainCheckpoints::Create(std::move(c), comm_, &progress_));
   }
   return SetupTraining(data_.train->size());
 }
@@ -278,12 +290,14 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   model_options.label_smoothing = options_.label_smoothing;
   model_options.compute_dtype = compute_dtype_;
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
-  RETURN_IF_ERROR(ResumeModel());
-  if (resume_from_ && !options_.load_weights.empty() && is_root()) {
+  if (checkpoints_) {
+    ASSIGN_OR_RETURN(start_step_, checkpoints_->ResumeModel(*model_, sampler_->global_batch(), total_steps_));
+  }
+  if (resumed() && !options_.load_weights.empty() && is_root()) {
     std::printf("ddp_train: --load-weights %s: not read; the checkpoint holds the weights\n",
                 options_.load_weights.c_str());
   }
-  if (!options_.load_weights.empty() && !resume_from_) {
+  if (!options_.load_weights.empty() && !resumed()) {
     StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);
     if (!weights.ok()) return Status(weights.status().code(), "--load-weights " + weights.status().message());
     // Found here, not as a non-finite gradient blamed on the data.
@@ -337,28 +351,17 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
     return options_.decay_bn_bias || !p.is_bias_or_norm ? static_cast<float>(options_.weight_decay) : 0.0f;
   };
   if (options_.bucket_mb_auto) RETURN_IF_ERROR(ChooseBucketSize());
-  std::vector<OptimizerSlot> slots;
-  if (distributed() && options_.zero_stage >= 1) {
-    // ZeRO: gradients move into padded bucket buffers, and the optimizer
-    // sees only this rank's pieces.
-    ZeroOptions zero;
-    zero.stage = options_.zero_stage;
-    zero.bucket_mb = options_.bucket_mb;
-    zero.first_bucket_mb = options_.first_bucket_mb;
-    zero.overlap = options_.overlap;
-    zero.wire_dtype = options_.wire_dtype;
-    if (options_.zero_gather_low_precision) zero.gather_dtype = compute_dtype_;
-    zero.ctx = ctx_;
-    zero_ = std::make_unique<ZeroReducer>(comm_, model_.get(), zero);
-    slots = zero_->OptimizerSlots(weight_decay);
-  } else {
-    int index = 0;
-    for (Parameter* p : model_->parameters()) {
-      slots.push_back({p->name, p->value, p->grad, weight_decay(*p), index++});
-      grads_.push_back(p->grad);
-    }
-  }
-  for (const OptimizerSlot& slot : slots) slot_places_.push_back({slot.name, slot.offset, slot.value.numel()});
+  GradientSyncOptions sync;
+  sync.zero_stage = options_.zero_stage;
+  sync.bucket_mb = options_.bucket_mb;
+  sync.first_bucket_mb = options_.first_bucket_mb;
+  sync.overlap = options_.overlap;
+  sync.wire_dtype = options_.wire_dtype;
+  if (options_.zero_gather_low_precision) sync.gather_dtype = compute_dtype_;
+  sync_ = std::make_unique<GradientSync>(comm_, model_.get(), sync, ctx_);
+  std::vector<OptimizerSlot> slots = sync_->OptimizerSlots(weight_decay);
+  std::vector<SlotPlace> places;
+  for (const OptimizerSlot& slot : slots) places.push_back({slot.name, slot.offset, slot.value.numel()});
   if (options_.optimizer == "sgd") {
     SgdOptions sgd;
     sgd.momentum = static_cast<float>(options_.momentum);
@@ -368,26 +371,18 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
     optimizer_ = MakeAdamW(std::move(slots), AdamWOptions());
   } else {
     // Sharded, a parameter's trust-ratio norms sum over every rank's pieces.
-    AllReduceSum all_reduce;
-    if (zero_) all_reduce = [this](Tensor& t) { return comm_->AllReduce(t, ReduceOp::kSum)->Wait(); };
-    optimizer_ = MakeLamb(std::move(slots), LambOptions(), static_cast<int>(model_->parameters().size()), all_reduce);
+    optimizer_ = MakeLamb(std::move(slots), LambOptions(), static_cast<int>(model_->parameters().size()),
+                          sync_->NormAllReduce());
   }
-  if (resume_from_) RETURN_IF_ERROR(ResumeOptimizer());
-  if (checkpointer_) PrepareStaging();
+  if (checkpoints_) {
+    checkpoints_->Attach({model_.get(), optimizer_.get(), scaler_.get(), sync_->zero(), sync_->zero_stage(),
+                          std::move(places), sampler_->global_batch(), options_.bucket_mb, options_.first_bucket_mb});
+    RETURN_IF_ERROR(checkpoints_->ResumeOptimizer());
+  }
   // A resumed run continues the metrics of the run it resumes.
   if (!options_.metrics_file.empty() && is_root()) {
-    RETURN_IF_ERROR(resume_from_ ? metrics_.OpenResumed(options_.metrics_file, start_step_)
-                                 : metrics_.Open(options_.metrics_file));
-  }
-  if (distributed() && !zero_) {
-    ReducerOptions reducer;
-    reducer.bucket_mb = options_.bucket_mb;
-    reducer.first_bucket_mb = options_.first_bucket_mb;
-    reducer.overlap = options_.overlap;
-    reducer.wire_dtype = options_.wire_dtype;
-    reducer.gradients_prescaled = true;  // TrainStep divides the loss gradient by the world size
-    reducer.ctx = ctx_;
-    reducer_ = std::make_unique<Reducer>(comm_, model_.get(), reducer);
+    RETURN_IF_ERROR(resumed() ? metrics_.OpenResumed(options_.metrics_file, start_step_)
+                              : metrics_.Open(options_.metrics_file));
   }
   // Installed last: it passes each gradient on to the reducer's hook.
   if (!options_.profile_file.empty() && is_root()) {
@@ -395,35 +390,22 @@ Status Trainer::SetupTraining(int64_t dataset_size) {
   }
 
   const int64_t b = options_.batch_size;
-  if (on_gpu() && data_.train->GeneratesOnDevice()) {
-    // Synthetic data is made on the GPU, in place, each micro-batch: no host
-    // work, no copy (the benchmark measures training).
-    batch_ = AllocateBatch(*data_.train, b, ctx_.device());
-  } else if (on_gpu() || data_.train->ReadsFiles()) {
-    // Filled ahead by the loader: into pinned buffers copied to the GPU on
-    // a stream of their own, or on a CPU rank, host batches decoded while
-    // the step computes.
-    stager_ = std::make_unique<BatchStager>(data_.train.get(), b, on_gpu() ? ctx_.device().index : -1,
-                                            ctx_.cuda_stream(), options_.prefetch);
-  } else {
-    batch_ = AllocateBatch(*data_.train, b, Device::Cpu());  // in memory or generated: filled in place
-  }
+  InputPipelineOptions input;
+  input.batch_size = b;
+  input.accumulation_steps = options_.accumulation_steps;
+  input.rank = ranks_.rank;
+  input.world_size = ranks_.world_size;
+  input.start_step = start_step_;
+  input.total_steps = total_steps_;
+  input.prefetch = options_.prefetch;
+  input_ = std::make_unique<InputPipeline>(input, data_.train.get(), sampler_.get(), ctx_);
   if (options_.cuda_graphs) {
     // ddp_train has refused CPU ranks, MPI between several ranks, and ZeRO.
-    CHECK(on_gpu() && !zero_) << "--cuda-graphs on " << options_.device << (zero_ ? " with ZeRO" : "");
-    if (!cuda::GetMemoryStats(ctx_.device().index).pooled) {
-      return FailedPrecondition("--cuda-graphs needs CUDA's stream-ordered memory pool (cudaMallocAsync), which " +
-                                options_.device + " lacks or DDP_CUDA_ALLOCATOR=caching turned off");
-    }
-    if (model_->loss_stats_size() == 0) {
-      return Unimplemented("--cuda-graphs with --model " + options_.model +
-                           ": its loss is read on the host within the step; use eager steps");
-    }
-    for (int64_t micro = 0; micro < options_.accumulation_steps; ++micro) {
-      graph_batches_.push_back(AllocateBatch(*data_.train, b, ctx_.device()));
-    }
-    graph_losses_ = Tensor::Empty({options_.accumulation_steps, model_->loss_stats_size()}, DType::kF64,
-                                  ctx_.device());
+    CHECK(on_gpu() && !sync_->sharded()) << "--cuda-graphs on " << options_.device
+                                         << (sync_->sharded() ? " with ZeRO" : "");
+    ASSIGN_OR_RETURN(step_graph_, StepGraph::Create({options_.accumulation_steps, ranks_.world_size}, ctx_,
+                                                    model_.get(), sync_->reducer(), comm_, *data_.train, b,
+                                                    options_.model, options_.device));
   }
   return Status::Ok();
 }
@@ -434,8 +416,8 @@ Status Trainer::ChooseBucketSize() {
     return Status::Ok();
   }
   // A resumed run keeps the buckets it chose (ZeRO's shards follow them).
-  if (resume_from_ && resume_from_->manifest().bucket_mb() > 0.0) {
-    options_.bucket_mb = resume_from_->manifest().bucket_mb();
+  if (resumed() && resumed()->manifest().bucket_mb() > 0.0) {
+    options_.bucket_mb = resumed()->manifest().bucket_mb();
     if (is_root()) {
       std::printf("ddp_train: --bucket-mb auto: %g MiB, as the run being resumed chose\n", options_.bucket_mb);
     }
@@ -460,59 +442,13 @@ Status Trainer::ChooseBucketSize() {
   return Status::Ok();
 }
 
-int64_t Trainer::FirstSample(int64_t micro) const {
-  return (micro * ranks_.world_size + ranks_.rank) * options_.batch_size;
-}
-
-Batch Trainer::LoadMicroBatch(int64_t step, int64_t micro) {
-  const int64_t k = options_.accumulation_steps;
-  const double load_start = SteadySeconds();
-  Batch batch;
-  if (!stager_) {
-    const double start = SteadySeconds();
-    const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
-    if (batch_.tensors.front().second.device().is_cuda()) {
-      // Generated data: the sampler's indices are consecutive.
-      data_.train->FillRangeOnDevice(ctx_, indices.front(), batch_);
-    } else {
-      data_.train->Fill(indices.data(), static_cast<int64_t>(indices.size()), sampler_->EpochOf(step), batch_);
-    }
-    batch = batch_;
-    input_wait_seconds_ += SteadySeconds() - start;
-  } else {
-    // Micro-batches are consumed in run order, so the stager's queue always
-    // starts at this one: keep it as full as it goes, within the run.
-    CHECK_EQ(prefetched_ - stager_->queued(), step * k + micro) << "micro-batches out of order";
-    auto top_up = [&] {
-      while (prefetched_ < total_steps_ * k && stager_->queued() < stager_->depth()) {
-        const int64_t s = prefetched_ / k;
-        stager_->Prefetch(sampler_->MicroBatch(s, prefetched_ % k), sampler_->EpochOf(s));
-        ++prefetched_;
-      }
-    };
-    top_up();
-    batch = stager_->Next();
-    input_wait_seconds_ += stager_->last_wait_seconds();
-    top_up();
-  }
-  replaced_samples_ += batch.replaced_samples;
-  Timeline::Get().Add("input", "input", Timeline::kDataTrack, load_start, SteadySeconds() - load_start);
-  batch.step = step;
-  batch.first_sample = FirstSample(micro);
-  return batch;
-}
-
 StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const Status& local_status) {
   const int64_t k = options_.accumulation_steps;
   double loss_sum = 0.0;
   StepResult result;
-  input_wait_seconds_ = 0.0;
-  replaced_samples_ = 0;
+  input_->StartStep();
   // Counted from this run's first step: a resumed run warms up eagerly too.
-  result.graphed = options_.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
-  // ZeRO-2 reduce-scatters every micro-batch into the gradient pieces;
-  // otherwise gradients accumulate locally and are reduced once.
-  const bool reduce_each_micro_batch = zero_ && options_.zero_stage == 2;
+  result.graphed = options_.cuda_graphs && step - start_step_ >= StepGraph::kWarmupSteps;
   if (result.graphed) {
     ASSIGN_OR_RETURN(const double mean, ReplayMicroBatches(step));
     loss_sum = mean * static_cast<double>(k);
@@ -536,19 +472,15 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     // one rank with N micro-batches does.
     // Under loss scaling the gradient carries the scale through backward.
     const double loss_grad = scaler_->scale() / static_cast<double>(k * ranks_.world_size);
-    const bool accumulate = micro > 0 && !reduce_each_micro_batch;
-    auto prepare_reduction = [&] {
-      if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
-      if (zero_) zero_->PrepareForBackward(/*sync=*/reduce_each_micro_batch || micro == k - 1, micro == 0);
-    };
+    const bool accumulate = micro > 0 && !sync_->reduces_each_micro_batch();
     // The model runs its loss on the batch's named tensors.
-    const Batch batch = LoadMicroBatch(step, micro);
+    const Batch batch = input_->Next(step, micro);
     result.tokens += batch.real_tokens;
     if (profiler_) profiler_->ForwardStarted();
     loss_sum += model_->ForwardLoss(ctx_, batch).loss;
     if (profiler_) profiler_->ForwardFinished();
     faults_.BetweenForwardAndBackward(step + 1, micro, ranks_.rank, ctx_, batch.first_sample, options_.comm_timeout_s);
-    prepare_reduction();
+    sync_->PrepareForBackward(micro, k);
     const bool last = micro == k - 1;
     if (profiler_) profiler_->BackwardStarted(last);
     if (probe_ && last) probe_->BackwardStarted();
@@ -557,27 +489,25 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     if (last) result.last_backward_seconds = SteadySeconds() - backward_start;
     if (probe_ && last) probe_->BackwardFinished();
     if (profiler_) profiler_->BackwardFinished();
-    if (reduce_each_micro_batch && micro < k - 1) {
-      ASSIGN_OR_RETURN(const ReduceStats stats, zero_->Wait());
-      result.exposed_comm_seconds += stats.exposed_seconds;
-      in_loop_waits += stats.exposed_seconds;
-    }
+    ASSIGN_OR_RETURN(const double exposed, sync_->WaitMicroBatch(micro, k));
+    result.exposed_comm_seconds += exposed;
+    in_loop_waits += exposed;
   }
   if (gpu_timing) cuda::RecordEvent(compute_events_[1], ctx_.cuda_stream());
   result.compute_seconds = result.graphed && on_gpu()
                                ? -1.0  // a replayed graph: no events inside it
-                               : SteadySeconds() - compute_start - input_wait_seconds_ - in_loop_waits;
+                               : SteadySeconds() - compute_start - input_->wait_seconds() - in_loop_waits;
   result.loss = loss_sum / static_cast<double>(k);
   result.loss_scale = scaler_->scale();
-  result.input_wait_seconds = input_wait_seconds_;
-  result.replaced_samples = replaced_samples_;
+  result.input_wait_seconds = input_->wait_seconds();
+  result.replaced_samples = input_->replaced_samples();
   // Whether this rank's gradients are all finite: one check per optimizer
   // step, after reduction, over what the rank holds. Under loss scaling a
   // non-finite step is skipped; without, it stops every rank before the
   // optimizer touches the weights.
   bool nonfinite = false, local_nonfinite = false;
   auto check_gradients = [&] {
-    std::vector<Tensor> held = HeldGradients();
+    std::vector<Tensor> held = sync_->Held();
     if (faults_.NonfiniteGradientAt(step + 1, ranks_.rank)) {
       for (Tensor& g : held) {
         if (g.numel() == 0) continue;  // an empty ZeRO piece
@@ -591,17 +521,17 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   };
   // Whether the pending checkpoint's files are durable on this rank (a
   // write that finished, checked for its error), without waiting for it.
-  const bool written = checkpointer_ && checkpointer_->pending() && checkpointer_->LocalDone();
-  const Status write_status = written ? checkpointer_->WaitLocal() : Status::Ok();
+  const TrainCheckpoints::LocalWrite local_write = checkpoints_ ? checkpoints_->PollLocal() : TrainCheckpoints::LocalWrite();
+  const bool written = local_write.durable;
+  const Status& write_status = local_write.status;
   if (distributed()) {
     ReduceStats stats;  // a replayed graph has waited for its all-reduces
     // A failed gradient reduction is this rank's error, shared below like
     // any other before it returns: the others must not wait for it.
     const double wait_start = SteadySeconds();
-    StatusOr<ReduceStats> waited = zero_ ? zero_->Wait() : (result.graphed ? StatusOr<ReduceStats>(stats)
-                                                                           : reducer_->Wait());
+    StatusOr<ReduceStats> waited = sync_->Wait(result.graphed);
     Timeline::Get().Add("wait for gradients", "wait", Timeline::kCommTrack, wait_start, SteadySeconds() - wait_start);
-    if (waited.ok()) RunTimeline::AddBucketEvents(*waited, zero_ ? "reduce-scatter" : "all-reduce");
+    if (waited.ok()) RunTimeline::AddBucketEvents(*waited, sync_->collective());
     if (waited.ok()) stats = *waited;
     // A collective that failed on this rank leaves the communicator in no
     // state to agree on anything, and peers may be waiting inside it: the
@@ -637,7 +567,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     if (!write_status.ok()) return write_status;
     if (all.checkpoint_failed > 0) {
       return FailedPrecondition("another rank failed to write the checkpoint of step " +
-                                std::to_string(checkpointer_->pending_step()) + "; stopping");
+                                std::to_string(checkpoints_->pending_step()) + "; stopping");
     }
     result.loss = all.loss / ranks_.world_size;
     nonfinite = all.nonfinite > 0;
@@ -661,7 +591,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
                                 "; stopping before the optimizer step");
     }
     return FailedPrecondition("non-finite gradient" + where + " on rank " + std::to_string(ranks_.rank) +
-                              ", first in '" + FirstNonFiniteGradient() +
+                              ", first in '" + sync_->FirstNonFinite(ctx_) +
                               "'; stopping before the optimizer step touches the weights (look for NaN or Inf in "
                               "the data, or lower --lr)");
   }
@@ -684,433 +614,41 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   if (result.skipped) return result;
   if (result.loss_scale != 1.0) {
     // Unscaled before clipping and the update, as GradScaler.unscale_.
-    for (Tensor& g : HeldGradients()) Scale(ctx_, static_cast<float>(1.0 / result.loss_scale), g);
+    for (Tensor& g : sync_->Held()) Scale(ctx_, static_cast<float>(1.0 / result.loss_scale), g);
   }
-  if (options_.clip_grad_norm > 0.0) {
-    // Under ZeRO the global norm is the sum of every rank's pieces' squared
-    // norms, and each rank scales its own pieces.
-    double squared = 0.0;
-    if (zero_) {
-      ASSIGN_OR_RETURN(squared, zero_->GlobalGradientSquaredNorm(ctx_));
-    } else {
-      squared = GradientSquaredNorm(ctx_, grads_);
-    }
-    ClipGradientsToNorm(ctx_, zero_ ? zero_->GradientPieces() : grads_, std::sqrt(squared), options_.clip_grad_norm);
-  }
+  if (options_.clip_grad_norm > 0.0) RETURN_IF_ERROR(sync_->ClipToNorm(ctx_, options_.clip_grad_norm));
   {
     const TimelineScope timed(ctx_, "optimizer step", "optimizer");
     RETURN_IF_ERROR(optimizer_->Step(ctx_, lr));
   }
-  // The updated pieces travel while the next step loads data and runs its
-  // forward, which waits for each bucket as it reaches its parameters (and
-  // rounds it into the low-precision copy there).
-  if (zero_) {
-    RETURN_IF_ERROR(zero_->LaunchParameterGather());
-  } else {
-    model_->RefreshLowPrecision(ctx_);
-  }
+  RETURN_IF_ERROR(sync_->AfterUpdate(ctx_));
   return result;
 }
 
 StatusOr<double> Trainer::ReplayMicroBatches(int64_t step) {
-  const int64_t k = options_.accumulation_steps;
-  void* stream = ctx_.cuda_stream();
-  for (int64_t micro = 0; micro < k; ++micro) {
-    Batch& inputs = graph_batches_[micro];
-    if (stager_) {
-      CopyBatch(ctx_, LoadMicroBatch(step, micro), inputs);
-    } else {
-      // Generated on the device: the sampler's indices are consecutive.
-      data_.train->FillRangeOnDevice(ctx_, sampler_->MicroBatch(step, micro).front(), inputs);
-      inputs.step = step;
-      inputs.first_sample = FirstSample(micro);
-    }
+  for (int64_t micro = 0; micro < options_.accumulation_steps; ++micro) {
+    input_->FillInto(step, micro, step_graph_->input(micro));
   }
-  if (graph_ != nullptr && graph_scale_ != scaler_->scale()) DestroyStepGraph();
-  if (graph_ == nullptr) {
-    cuda::TrimMemoryPools(ctx_.device().index);
-    const Status captured = CaptureMicroBatches(scaler_->scale());
-    // A rank that failed to capture would leave its peers waiting inside
-    // their graphs' collectives: decided together.
-    const Status agreed =
-        AgreeOnStatus(comm_, captured, "another rank failed to capture its CUDA graph; stopping");
-    if (captured.ok() && !agreed.ok()) DestroyStepGraph();
-    RETURN_IF_ERROR(agreed);
-    graph_scale_ = scaler_->scale();
-    ++graph_captures_;
-  }
-  cuda::LaunchGraph(graph_, stream);
-  double loss_sum = 0.0;
-  const int64_t n = model_->loss_stats_size();
-  for (int64_t micro = 0; micro < k; ++micro) {
-    loss_sum += model_->ReadLoss(ctx_, graph_losses_.View(n * micro, {n}), graph_batches_[micro]).loss;
-  }
-  return loss_sum / static_cast<double>(k);
+  return step_graph_->Replay(scaler_->scale());
 }
-
-Status Trainer::CaptureMicroBatches(double loss_scale) {
-  const int64_t k = options_.accumulation_steps;
-  void* stream = ctx_.cuda_stream();
-  // The allocator turns allocations into the graph's own when the device's
-  // current stream is being captured: it must be this one.
-  CHECK(cuda::CurrentStream(ctx_.device().index) == stream) << "capturing on a stream that is not the current one";
-  // Scratch buffers the graph's kernels use stay referenced by graph_ctx_
-  // for as long as the graph lives, whatever eager work (evaluation of a
-  // smaller last batch, say) later makes ctx_ replace.
-  graph_ctx_ = ctx_.WithOwnScratch();
-  ExecutionContext& ctx = *graph_ctx_;
-  // What the eager step does, in the same order and with the same kernels
-  // (so --deterministic losses match it bit for bit), but with nothing that
-  // waits for the host: the losses stay on the device until read after the
-  // replay.
-  cuda::BeginCapture(stream);
-  const int64_t n = model_->loss_stats_size();
-  for (int64_t micro = 0; micro < k; ++micro) {
-    Tensor stats = graph_losses_.View(n * micro, {n});
-    model_->ForwardLossToDevice(ctx, graph_batches_[micro], stats);
-    if (reducer_) reducer_->PrepareForBackward(/*sync=*/micro == k - 1);
-    model_->BackwardLoss(ctx, loss_scale / static_cast<double>(k * ranks_.world_size), /*accumulate=*/micro > 0);
-  }
-  if (reducer_) {
-    const StatusOr<ReduceStats> waited = reducer_->Wait();
-    if (!waited.ok()) {
-      cuda::AbortCapture(stream);
-      graph_ctx_.reset();
-      cuda::ReleaseMemoryHeldForCapture(ctx_.device().index);
-      return waited.status();
-    }
-  }
-  graph_ = cuda::EndCapture(stream);
-  return Status::Ok();
-}
-
-void Trainer::DestroyStepGraph() {
-  if (graph_ == nullptr) return;
-  cuda::DestroyGraph(graph_);
-  graph_ = nullptr;
-  graph_ctx_.reset();
-  cuda::ReleaseMemoryHeldForCapture(ctx_.device().index);
-}
-
-namespace {
-
-// "KIND:OFFSET:PARAM": a piece of a parameter's optimizer state.
-std::string StateKey(const std::string& kind, int64_t offset, const std::string& param) {
-  return kind + ":" + std::to_string(offset) + ":" + param;
-}
-
-}  // namespace
-
-Status Trainer::ResumeModel() {
-  if (!options_.resume) return Status::Ok();
-  std::string note;
-  StatusOr<CheckpointReader> reader = CheckpointReader::OpenLatest(options_.checkpoint_dir, &note);
-  if (!note.empty() && is_root()) std::printf("ddp_train: --resume: %s\n", note.c_str());
-  if (!reader.ok()) {
-    if (reader.status().code() != StatusCode::kNotFound) {
-      return Status(reader.status().code(), "--resume: " + reader.status().message());
-    }
-    if (is_root()) {
-      std::printf("ddp_train: --resume: no checkpoint in %s yet; starting from step 0\n",
-                  options_.checkpoint_dir.c_str());
-    }
-    return Status::Ok();
-  }
-  const CheckpointManifest& m = reader->manifest();
-  const std::string where = "--resume: checkpoint " + reader->path();
-  auto differs = [&](const std::string& what, const std::string& theirs, const std::string& ours) {
-    return InvalidArgument(where + " was written with " + what + " " + theirs + ", this run has " + ours);
-  };
-  if (m.model() != options_.model) return differs("--model", m.model(), options_.model);
-  // Another world size, split of the batch or ZeRO stage is fine (the
-  // optimizer state is stored per parameter piece, and the data position
-  // in samples): the global batch must stay, so each step takes the same
-  // samples and the run follows the equivalence contract.
-  const int64_t global = sampler_->global_batch();
-  const int64_t written_global = m.world_size() * m.accumulation_steps() * m.batch_size();
-  if (written_global != global) {
-    return InvalidArgument(where + " was written at a global batch of " + std::to_string(written_global) + " (" +
-                           std::to_string(m.world_size()) + " ranks x " + std::to_string(m.accumulation_steps()) +
-                           " micro-batches x " + std::to_string(m.batch_size()) + "), this run's is " +
-                           std::to_string(global) + " (" + std::to_string(ranks_.world_size) + " x " +
-                           std::to_string(options_.accumulation_steps) + " x " + std::to_string(options_.batch_size) +
-                           "); keep ranks x --accumulation-steps x --batch-size");
-  }
-  if (m.samples() != m.step() * global) {
-    return InvalidArgument(where + ": its data position, " + std::to_string(m.samples()) + " samples, is not step " +
-                           std::to_string(m.step()) + " x the global batch " + std::to_string(global));
-  }
-  if (m.optimizer() != options_.optimizer) return differs("--optimizer", m.optimizer(), options_.optimizer);
-  if (m.step() >= total_steps_) {
-    return InvalidArgument(where + " is at step " + std::to_string(m.step()) + ", and this run ends at step " +
-                           std::to_string(total_steps_) + ": nothing is left to train");
-  }
-  StatusOr<SafetensorsContents> weights = reader->ReadFile("model.safetensors");
-  if (!weights.ok()) return Status(weights.status().code(), "--resume: " + weights.status().message());
-  std::vector<std::pair<std::string, Tensor>> named;
-  for (NamedTensor& t : weights->tensors) named.emplace_back(t.name, t.tensor);
-  const Status loaded = model_->LoadStateDict(named);
-  if (!loaded.ok()) return InvalidArgument(where + ": model.safetensors: " + loaded.message());
-  start_step_ = m.step();
-  resume_from_ = std::move(*reader);
-  return Status::Ok();
-}
-
-Status Trainer::ResumeOptimizer() {
-  const CheckpointManifest& m = resume_from_->manifest();
-  const int64_t zero_stage = zero_ ? options_.zero_stage : 0;
-  // Written by the same layout: this rank's own file (its shard under
-  // ZeRO; the whole state, which rank 0 wrote, otherwise). Resharded:
-  // every optimizer file of the checkpoint, each slot assembled from the
-  // pieces that cover it.
-  std::vector<std::string> files;
-  // (Checkpoints before bucket sizes were recorded hold 0: the same layout.)
-  const bool same_buckets = m.bucket_mb() == 0.0 || (m.bucket_mb() == options_.bucket_mb &&
-                                                       m.first_bucket_mb() == options_.first_bucket_mb);
-  if (m.world_size() == ranks_.world_size && m.zero_stage() == zero_stage && (same_buckets || !zero_)) {
-    files.push_back(zero_ ? OptimizerShardName(ranks_.rank) : "optimizer.safetensors");
-  }
-  StatusOr<OptimizerStatePieces> pieces = OptimizerStatePieces::Read(*resume_from_, files);
-  if (!pieces.ok()) return Status(pieces.status().code(), "--resume: " + pieces.status().message());
-  const std::vector<std::string> kinds = optimizer_->state_names();
-  std::vector<Tensor> state = optimizer_->state();
-  const size_t slots = slot_places_.size();
-  CHECK_EQ(state.size(), kinds.size() * slots) << "optimizer state layout";
-  for (size_t k = 0; k < kinds.size(); ++k) {
-    for (size_t i = 0; i < slots; ++i) {
-      const SlotPlace& place = slot_places_[i];
-      StatusOr<Tensor> values = pieces->Assemble(kinds[k], place.name, place.offset, place.numel);
-      if (!values.ok()) return Status(values.status().code(), "--resume: " + values.status().message());
-      state[k * slots + i].CopyFrom(*values);
-    }
-  }
-  optimizer_->set_steps(m.optimizer_steps());
-  scaler_->Restore(m.loss_scale(), m.loss_scale_growth_tracker(), m.skipped_steps());
-  prefetched_ = start_step_ * options_.accumulation_steps;
-  if (is_root()) {
-    std::printf("ddp_train: --resume: continuing from %s at step %lld\n", resume_from_->path().c_str(),
-                static_cast<long long>(start_step_));
-  }
-  return Status::Ok();
-}
-
-Tensor Trainer::Stage(size_t index, const Tensor& t) {
-  if (staging_.size() <= index) staging_.resize(index + 1);
-  Tensor& buffer = staging_[index];
-  if (!buffer.defined() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype() || buffer.format() != t.format()) {
-    buffer = Tensor::Empty(t.shape(), t.dtype(), Device::Cpu(), t.format());
-  }
-  buffer.CopyFrom(t);
-  return buffer;
-}
-
-void Trainer::PrepareStaging() {
-  // What TakeSnapshot copies, in its order; the copies now also fault the
-  // pages in.
-  size_t index = 0;
-  if (is_root()) {
-    for (const auto& [name, t] : model_->StateDict()) Stage(index++, t);
-  }
-  if (zero_ || is_root()) {
-    for (const Tensor& t : optimizer_->state()) Stage(index++, t);
-  }
-}
-
-StatusOr<CheckpointSnapshot> Trainer::TakeSnapshot(int64_t step) {
-  CheckpointSnapshot snapshot;
-  snapshot.step = step;
-  // Under ZeRO every f32 master weight is made current everywhere (the
-  // gathers of this step's update land first).
-  if (zero_) {
-    RETURN_IF_ERROR(zero_->FinishParameterGather());
-    RETURN_IF_ERROR(zero_->GatherMasterWeights());
-  }
-  if (is_root()) {
-    CheckpointManifest& m = snapshot.manifest;
-    m.set_format_version(1);
-    m.set_model(options_.model);
-    std::vector<gflags::CommandLineFlagInfo> flags;
-    gflags::GetAllFlags(&flags);
-    for (const gflags::CommandLineFlagInfo& f : flags) {
-      if (!f.is_default) (*m.mutable_flags())[f.name] = f.current_value;
-    }
-    m.set_step(step);
-    m.set_samples(step * sampler_->global_batch());
-    m.set_world_size(ranks_.world_size);
-    m.set_batch_size(options_.batch_size);
-    m.set_accumulation_steps(options_.accumulation_steps);
-    m.set_zero_stage(zero_ ? options_.zero_stage : 0);
-    m.set_bucket_mb(options_.bucket_mb);
-    m.set_first_bucket_mb(options_.first_bucket_mb);
-    m.set_optimizer(options_.optimizer);
-    m.set_optimizer_steps(optimizer_->steps());
-    m.set_seed(options_.seed);
-    m.set_loss_scale(scaler_->scale());
-    m.set_loss_scale_growth_tracker(scaler_->growth_tracker());
-    m.set_skipped_steps(scaler_->skipped_steps());
-  }
-  // Copies into the staging buffers (the writer reads them; the next
-  // snapshot waits for it).
-  size_t index = 0;
-  if (is_root()) {
-    for (const auto& [name, t] : model_->StateDict()) snapshot.model.push_back({name, Stage(index++, t)});
-  }
-  if (zero_ || is_root()) {
-    snapshot.optimizer_file = zero_ ? OptimizerShardName(ranks_.rank) : "optimizer.safetensors";
-    const std::vector<std::string> kinds = optimizer_->state_names();
-    const std::vector<Tensor> state = optimizer_->state();
-    const size_t slots = slot_places_.size();
-    for (size_t k = 0; k < kinds.size(); ++k) {
-      for (size_t i = 0; i < slots; ++i) {
-        const SlotPlace& place = slot_places_[i];
-        snapshot.optimizer.push_back({StateKey(kinds[k], place.offset, place.name), Stage(index++, state[k * slots + i])});
-      }
-    }
-    snapshot.optimizer_metadata = {{"optimizer", options_.optimizer},
-                                   {"steps", std::to_string(optimizer_->steps())},
-                                   {"rank", std::to_string(ranks_.rank)}};
-  }
-  return snapshot;
-}
-
-Status Trainer::FinishPendingCheckpoint() {
-  const int64_t step = checkpointer_->pending_step();
-  // Decided together: no rank commits, or goes on, alone.
-  // Every rank's files written: asked in short all-reduces, so no rank sits
-  // inside one (where the collective watchdog times it) while another
-  // writes gigabytes.
-  while (distributed()) {
-    const bool done = checkpointer_->LocalDone();
-    Tensor count = Tensor::FromVector<double>({done ? 1.0 : 0.0}, {1});
-    const CollectiveLabel label("the poll of every rank's checkpoint files");
-    RETURN_IF_ERROR(comm_->AllReduce(count, ReduceOp::kSum)->Wait());
-    if (count.data<double>()[0] == static_cast<double>(ranks_.world_size)) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  RETURN_IF_ERROR(AgreeOnStatus(comm_, checkpointer_->WaitLocal(),
-                                "another rank failed to write the checkpoint of step " + std::to_string(step) +
-                                    "; stopping"));
-  return AgreeOnStatus(comm_, CommitPendingCheckpoint(),
-                       "rank 0 failed to commit the checkpoint of step " + std::to_string(step) + "; stopping");
-}
-
-Status Trainer::CommitPendingCheckpoint() {
-  if (!is_root()) {
-    checkpointer_->Finish();
-    return Status::Ok();
-  }
-  const int64_t step = checkpointer_->pending_step();
-  RETURN_IF_ERROR(checkpointer_->Commit());
-  progress_.EndLine();
-  std::printf("checkpoint: step %lld written to %s/%s\n", static_cast<long long>(step),
-              options_.checkpoint_dir.c_str(), CheckpointName(step).c_str());
-  std::fflush(stdout);
-  return Status::Ok();
-}
-
-
-std::string Trainer::FirstNonFiniteGradient() {
-  if (zero_) {
-    for (const OptimizerSlot& slot : zero_->OptimizerSlots([](const Parameter&) { return 0.0f; })) {
-      if (slot.grad.numel() > 0 && !AllFinite(ctx_, slot.grad)) return slot.name;
-    }
-    return "?";
-  }
-  for (Parameter* p : model_->parameters()) {
-    if (!AllFinite(ctx_, p->grad)) return p->name;
-  }
-  return "?";
-}
-
-std::vector<Tensor> Trainer::HeldGradients() {
-  if (zero_) return zero_->GradientPieces();
-  return {model_->flat_gradients()};
-}
-
-namespace {
-
-// FNV-1a, continued over `n` bytes (tests' state digests).
-constexpr uint64_t kFnvStart = 1469598103934665603ull;
-uint64_t Fnv1a(uint64_t hash, const void* data, size_t n) {
-  const unsigned char* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
-  return hash;
-}
-uint64_t Fnv1a(uint64_t hash, const Tensor& t) {
-  const Tensor host = t.To(Device::Cpu());
-  return Fnv1a(hash, host.raw_data(), host.nbytes());
-}
-
-}  // namespace
 
 void Trainer::PrintStateDigest(int64_t step) {
-  // Over bytes copied to the host.
-  uint64_t hash = kFnvStart;
-  auto add = [&](const void* data, size_t n) { hash = Fnv1a(hash, data, n); };
-  auto add_tensor = [&](const Tensor& t) { hash = Fnv1a(hash, t); };
   // Under ZeRO only this rank's pieces of the master weights are current.
-  if (zero_) {
-    for (const OptimizerSlot& slot : zero_->OptimizerSlots([](const Parameter&) { return 0.0f; })) {
-      add_tensor(slot.value);
-    }
-  } else {
-    add_tensor(model_->flat_parameters());
-  }
-  for (const Tensor& t : optimizer_->state()) add_tensor(t);
-  const int64_t steps = optimizer_->steps();
-  add(&steps, sizeof(steps));
-  const double scale = scaler_->scale();  // printed apart: a skipped step changes it alone
-  std::printf("state digest: rank %d step %lld %016llx scale %g optimizer steps %lld\n", ranks_.rank,
-              static_cast<long long>(step + 1), static_cast<unsigned long long>(hash), scale,
-              static_cast<long long>(steps));
-  std::fflush(stdout);
+  ddp::PrintStateDigest(ranks_.rank, step + 1, sync_->MasterWeights(), optimizer_->state(), optimizer_->steps(),
+                        scaler_->scale());
 }
 
 StatusOr<double> Trainer::Evaluate() {
-  if (zero_) RETURN_IF_ERROR(zero_->FinishParameterGather());
-  // Every rank evaluates rank 0's model: each rank's batch-norm running
-  // statistics have seen only its own samples, so rank 0's go to all (as
-  // DDP's broadcast_buffers does before a forward); --save-weights and
-  // checkpoints hold rank 0's too.
-  if (distributed() && !model_->buffers().empty()) {
-    std::vector<Tensor> buffers;
-    for (Buffer* b : model_->buffers()) buffers.push_back(b->value);
-    const CollectiveLabel label("broadcast of batch-norm buffers before evaluation");
-    RETURN_IF_ERROR(comm_->BroadcastCoalesced(std::move(buffers), 0)->Wait());
-  }
-  if (faults_.print_state_digest) {
-    uint64_t buffers = kFnvStart;
-    for (Buffer* b : model_->buffers()) buffers = Fnv1a(buffers, b->value);
-    const uint64_t parameters = Fnv1a(kFnvStart, model_->flat_parameters());
-    std::printf("eval digest: rank %d step %lld buffers %016llx parameters %016llx\n", ranks_.rank,
-                static_cast<long long>(optimizer_->steps()), static_cast<unsigned long long>(buffers),
-                static_cast<unsigned long long>(parameters));
-    std::fflush(stdout);
-  }
-  model_->SetTraining(false);
-  // Rank r evaluates samples r, r + world, ...; the counts are summed.
-  const int64_t n = data_.eval->size(), b = options_.batch_size, world = ranks_.world_size;
-  std::vector<int64_t> mine;
-  for (int64_t i = ranks_.rank; i < n; i += world) mine.push_back(i);
-  // The model's first count: top-1 of images, masked tokens (pretraining)
-  // or sequences (classification).
-  int64_t correct = 0, counted = 0;
-  for (int64_t start = 0; start < static_cast<int64_t>(mine.size()); start += b) {
-    const int64_t count = std::min<int64_t>(b, static_cast<int64_t>(mine.size()) - start);
-    const std::vector<int64_t> indices(mine.begin() + start, mine.begin() + start + count);
-    const EvalCount c = model_->ForwardLoss(ctx_, LoadBatch(*data_.eval, indices, ctx_.device())).counts.at(0);
-    correct += c.correct;
-    counted += c.counted;
-    eval_label_ = c.label;
-  }
-  model_->SetTraining(true);
-  if (distributed()) {
-    Tensor count = Tensor::FromVector<int64_t>({correct, counted}, {2});
-    RETURN_IF_ERROR(comm_->AllReduce(count, ReduceOp::kSum)->Wait());
-    correct = count.data<int64_t>()[0];
-    counted = count.data<int64_t>()[1];
-  }
-  return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(counted, 1));
+  RETURN_IF_ERROR(sync_->FinishGather());
+  EvaluatorOptions e;
+  e.batch_size = options_.batch_size;
+  e.rank = ranks_.rank;
+  e.world_size = ranks_.world_size;
+  e.print_digest = faults_.print_state_digest;
+  ASSIGN_OR_RETURN(const Evaluation evaluation,
+                   ddp::Evaluate(ctx_, *model_, *data_.eval, comm_, e, optimizer_->steps()));
+  eval_label_ = evaluation.label;
+  return evaluation.accuracy;
 }
 
 StatusOr<TrainResult> Trainer::Run() {
@@ -1132,7 +670,7 @@ StatusOr<TrainResult> Trainer::Run() {
   // Untimed: two eager steps (allocation, algorithm search), and under
   // --cuda-graphs the step that captures the graph as well.
   const int64_t warmup =
-      std::min<int64_t>(options_.cuda_graphs ? kGraphWarmupSteps + 1 : 2, total_steps_ - start_step_ - 1);
+      std::min<int64_t>(options_.cuda_graphs ? StepGraph::kWarmupSteps + 1 : 2, total_steps_ - start_step_ - 1);
   double timed_seconds = 0.0, timed_exposed = 0.0, timed_input_wait = 0.0;
   int64_t timed_tokens = 0;  // token data: non-padding tokens of the timed steps
   int64_t timed_count = 0, replaced_samples = 0;
@@ -1195,8 +733,8 @@ StatusOr<TrainResult> Trainer::Run() {
     // stalling the step only for the copy to host memory (and for the
     // previous write, if it is still going).
     if (r.checkpoint_ready) {
-      const int64_t committed_step = checkpointer_->pending_step();
-      const Status committed = CommitPendingCheckpoint();
+      const int64_t committed_step = checkpoints_->pending_step();
+      const Status committed = checkpoints_->Commit();
       if (committed.ok() && is_root()) record["checkpoint_committed"] = committed_step;
       if (!committed.ok() && local.ok()) local = committed;  // every rank learns of it at the next step
     }
@@ -1204,11 +742,9 @@ StatusOr<TrainResult> Trainer::Run() {
     // (A signal during the last step changes nothing: the run finishes.)
     const bool stop = r.stop && step + 1 < total_steps_;
     if (stop) result.preempted_at_step = step + 1;
-    if (checkpointer_ && (stop || (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0))) {
+    if (checkpoints_ && checkpoints_->Due(step + 1, stop)) {
       const auto stall_start = std::chrono::steady_clock::now();
-      if (checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
-      ASSIGN_OR_RETURN(CheckpointSnapshot snapshot, TakeSnapshot(step + 1));
-      checkpointer_->Begin(std::move(snapshot));
+      RETURN_IF_ERROR(checkpoints_->Begin(step + 1));
       const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - stall_start).count();
       record["checkpoint_stall_s"] = stall;
       Timeline::Get().Add("checkpoint stall", "checkpoint", Timeline::kComputeTrack, SteadySeconds() - stall, stall);
@@ -1295,11 +831,11 @@ StatusOr<TrainResult> Trainer::Run() {
   // together, so no rank goes on alone into evaluation's collectives.
   RETURN_IF_ERROR(AgreeOnStatus(comm_, local, "another rank failed; stopping"));
   // The last checkpoint's write, waited for and committed.
-  if (checkpointer_ && checkpointer_->pending()) RETURN_IF_ERROR(FinishPendingCheckpoint());
+  if (checkpoints_ && checkpoints_->pending()) RETURN_IF_ERROR(checkpoints_->Finish());
   ASSIGN_OR_RETURN(const RankTimes rank_times, GatherRankTimes(comm_, compute_times, wait_times));
   // The last update, before eval and saving; after 16-bit gathers the f32
   // master weights too, so every rank holds all of them.
-  if (zero_) RETURN_IF_ERROR(zero_->GatherMasterWeights());
+  RETURN_IF_ERROR(sync_->GatherMasterWeights());
   const bool preempted = result.preempted_at_step >= 0;
   const int64_t end_step = preempted ? result.preempted_at_step : total_steps_;
   const int64_t timed_steps = std::max<int64_t>(1, end_step - start_step_ - warmup);
@@ -1357,7 +893,7 @@ StatusOr<TrainResult> Trainer::Run() {
   summary.world_size = ranks_.world_size;
   summary.batch_size = options_.batch_size;
   summary.accumulation_steps = options_.accumulation_steps;
-  summary.zero_stage = zero_ ? options_.zero_stage : 0;
+  summary.zero_stage = sync_->zero_stage();
   summary.steps = end_step;
   summary.total_steps = total_steps_;
   summary.warmup_steps = warmup;
@@ -1369,8 +905,8 @@ StatusOr<TrainResult> Trainer::Run() {
   // Replayed steps have no bucket timings: exposed communication is
   // reported for eager runs only.
   if (distributed() && !options_.cuda_graphs) summary.exposed_comm_s = timed_exposed / timed_steps;
-  if (options_.cuda_graphs) summary.cuda_graph_captures = graph_captures_;
-  if (zero_) summary.zero_gather_dtype = DTypeName(zero_->gather_dtype());
+  if (step_graph_) summary.cuda_graph_captures = step_graph_->captures();
+  if (sync_->zero()) summary.zero_gather_dtype = DTypeName(sync_->zero()->gather_dtype());
   summary.loss_scaling = scaler_->enabled();
   summary.loss_scale = scaler_->scale();
   summary.skipped_steps = skipped;
@@ -1394,9 +930,9 @@ StatusOr<TrainResult> Trainer::Run() {
   summary.real_tokens_per_s = static_cast<double>(timed_tokens) / timed_seconds;
   MemoryFigures& m = summary.memory;
   m.param_bytes = static_cast<int64_t>(model_->flat_parameters().nbytes());
-  m.grad_bytes = zero_ ? zero_->gradient_bytes() : static_cast<int64_t>(model_->flat_gradients().nbytes());
+  m.grad_bytes = sync_->gradient_bytes();
   m.optimizer_bytes = optimizer_->state_bytes();
-  m.transient_bucket_bytes = zero_ ? zero_->transient_bytes() : 0;
+  m.transient_bucket_bytes = sync_->transient_bytes();
   m.activation_peak_bytes = memory->peak_bytes_in_use() - persistent_in_use;
   m.peak_bytes = std::max(setup_peak, memory->peak_bytes_in_use());
   m.allocated_bytes = memory->bytes_in_use();

@@ -12,8 +12,12 @@
 #include "comm/reducer.h"
 #include "comm/zero_reducer.h"
 #include "launch/checkpointer.h"
+#include "launch/train_checkpoints.h"
 #include "launch/fault_injection.h"
+#include "launch/gradient_sync.h"
+#include "launch/input_pipeline.h"
 #include "launch/run_timeline.h"
+#include "launch/step_graph.h"
 #include "launch/train_options.h"
 #include "launch/training_data.h"
 #include "models/registry.h"
@@ -87,22 +91,9 @@ class Trainer {
   Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream,
           const FaultInjection& faults);
   bool on_gpu() const { return ctx_.device().is_cuda(); }
-  // Micro-batch `micro` of `step` on the rank's device: from the stager on
-  // a GPU (queuing the next ones), generated in place on the device, or
-  // filled in place on the host. Valid until the next call.
-  Batch LoadMicroBatch(int64_t step, int64_t micro);
-  // The global index of micro-batch `micro`'s first sample on this rank
-  // (the sampler's block micro * world + rank): dropout masks follow it, so
-  // N ranks draw what one rank with N accumulated micro-batches draws.
-  int64_t FirstSample(int64_t micro) const;
-  // --cuda-graphs: the micro-batches of `step` (forward, loss, backward and,
-  // with a reducer, the gradient all-reduces and their wait) replayed from
-  // the captured graph, captured first where there is none yet or the loss
-  // scale changed (the loss gradient's scale is a kernel argument). Inputs
-  // go into the graph's own buffers beforehand. Returns the mean loss.
+  // --cuda-graphs: the inputs of `step`'s micro-batches into the graph's
+  // buffers, then the replay (launch/step_graph.h). Returns the mean loss.
   StatusOr<double> ReplayMicroBatches(int64_t step);
-  Status CaptureMicroBatches(double loss_scale);
-  void DestroyStepGraph();
   // Gradients go through a communicator: several ranks, or one rank asked to
   // use NCCL anyway (--comm nccl, a smoke test of the data plane).
   bool distributed() const { return comm_ != nullptr; }
@@ -134,40 +125,13 @@ class Trainer {
   StatusOr<double> Evaluate();
   // --bucket-mb auto: sets options_.bucket_mb, the same on every rank.
   Status ChooseBucketSize();
-  // The gradients this rank holds after reduction: the flat buffer, or its
-  // ZeRO pieces.
-  std::vector<Tensor> HeldGradients();
-  // The name of the first parameter (piece, under ZeRO) of this rank whose
-  // gradient holds a NaN or Inf.
-  std::string FirstNonFiniteGradient();
   // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and
   // optimizer state, and its loss scale, printed after each step.
   void PrintStateDigest(int64_t step);
-  // Checkpoints. --resume: the model's weights from the newest checkpoint
-  // (before the optimizer exists), then the optimizer's state, loss scale
-  // and step. The state after `step` optimizer steps as host copies, for
-  // the background writer. Waiting for a pending write on every rank,
-  // agreeing it succeeded everywhere, and committing it (rank 0).
-  Status ResumeModel();
-  Status ResumeOptimizer();
-  StatusOr<CheckpointSnapshot> TakeSnapshot(int64_t step);
-  Status FinishPendingCheckpoint();
-  // Rank 0 commits the pending checkpoint (its files durable on every rank)
-  // and prints where; the others let it go. Rank 0's commit error, if any.
-  Status CommitPendingCheckpoint();
-  // Where each optimizer slot lies: its parameter and first element there.
-  struct SlotPlace {
-    std::string name;
-    int64_t offset = 0, numel = 0;
-  };
-  std::vector<SlotPlace> slot_places_;
-  // Host buffers the snapshot copies into, one per tensor it copies, made
-  // (and touched) at setup so a checkpoint's stall is only the copy.
-  std::vector<Tensor> staging_;
-  Tensor Stage(size_t index, const Tensor& t);
-  void PrepareStaging();
-  std::unique_ptr<Checkpointer> checkpointer_;
-  std::optional<CheckpointReader> resume_from_;
+  // --checkpoint-dir: resume, snapshots, commits (launch/train_checkpoints.h).
+  std::unique_ptr<TrainCheckpoints> checkpoints_;
+  // The checkpoint this run resumed from, or null.
+  const CheckpointReader* resumed() const { return checkpoints_ ? checkpoints_->resumed() : nullptr; }
   int64_t start_step_ = 0;  // the first step this run trains (after --resume)
 
   TrainOptions options_;
@@ -183,12 +147,11 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LossScaler> scaler_;
   DType compute_dtype_ = DType::kF32;  // activations: f32, or bf16/f16 under mixed precision
-  // After model_: they unhook themselves from the model. At most one is set.
-  std::unique_ptr<Reducer> reducer_;
+  // After model_, and the profiler after it: each unhooks itself from the
+  // model, the profiler (installed last) first.
+  std::unique_ptr<GradientSync> sync_;  // local, DDP or ZeRO (launch/gradient_sync.h)
   std::unique_ptr<StepProfiler> profiler_;  // --profile-file, rank 0
   ContentionProbe* probe_ = nullptr;        // --contention-probe
-  std::unique_ptr<ZeroReducer> zero_;
-  std::vector<Tensor> grads_;
   MetricsWriter metrics_;
   TensorBoardWriter tensorboard_;  // rank 0, with --tensorboard-dir
   ProgressPrinter progress_{0, false};  // rank 0's step lines
@@ -198,26 +161,9 @@ class Trainer {
   std::unique_ptr<HealthMonitor> health_;
   nlohmann::ordered_json gpu_summary_;
   int64_t total_steps_ = 0;
-  Batch batch_;  // a CPU rank's host buffers, or a GPU rank's for data generated on the device
-  std::unique_ptr<BatchStager> stager_;  // GPU ranks reading host data
-  int64_t prefetched_ = 0;               // micro-batches handed to the stager, counted over the run
-  // This step's so far: time spent waiting for input, and samples whose
-  // file would not decode (replaced).
-  double input_wait_seconds_ = 0.0;
+  std::unique_ptr<InputPipeline> input_;  // the training micro-batches (launch/input_pipeline.h)
   void* compute_events_[2] = {nullptr, nullptr};  // GPU: a step's compute, from start to its last gradient
-  int64_t replaced_samples_ = 0;
-  // --cuda-graphs: after kGraphWarmupSteps eager steps (algorithm search,
-  // the bucket-order check, lazily sized buffers), the executable graph of a
-  // step's micro-batches, the loss scale it was captured at, its inputs (one
-  // batch per micro-batch) and its losses' figures (f64 [K, S], see
-  // Model::ForwardLossToDevice).
-  static constexpr int64_t kGraphWarmupSteps = 2;
-  void* graph_ = nullptr;
-  std::optional<ExecutionContext> graph_ctx_;  // the graph's ops' context: its scratch lives as long as the graph
-  double graph_scale_ = 0.0;
-  int64_t graph_captures_ = 0;
-  std::vector<Batch> graph_batches_;
-  Tensor graph_losses_;
+  std::unique_ptr<StepGraph> step_graph_;  // --cuda-graphs (launch/step_graph.h)
 };
 
 }  // namespace ddp
