@@ -28,6 +28,13 @@ int BucketSchedule::MarkReady(const Parameter& param) {
   return it->second;
 }
 
+void BucketSchedule::MarkGradientReady(const Parameter& param, bool overlap,
+                                       const std::function<void(int)>& launch) {
+  MarkReady(param);
+  if (!overlap) return;
+  for (int k = TakeLaunchable(); k >= 0; k = TakeLaunchable()) launch(k);
+}
+
 int BucketSchedule::TakeLaunchable() {
   if (next_ < num_buckets() && pending_[next_] == 0) return next_++;
   return -1;

@@ -10,6 +10,7 @@
 // every rank: FinishBackward decides it together, with one all-reduce.
 #pragma once
 
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -27,12 +28,11 @@ class BucketSchedule {
   // Start of a synchronized backward: every bucket waits for all of its
   // parameters again.
   void Reset();
-  // Marks `param` ready; returns its bucket. Marking one twice in a backward
-  // is a programming error (CHECK).
-  int MarkReady(const Parameter& param);
-  // The next bucket that may launch now (complete, every lower one
-  // launched), taken; -1 when there is none.
-  int TakeLaunchable();
+  // Either reducer's gradient-ready hook: marks `param` ready and, with
+  // `overlap`, calls `launch` on each bucket that may launch now (complete,
+  // every lower one launched), in order. Marking one twice in a backward is
+  // a programming error (CHECK).
+  void MarkGradientReady(const Parameter& param, bool overlap, const std::function<void(int)>& launch);
   // The next bucket in order whether complete or not (for launching after
   // backward); -1 once all have launched.
   int TakeNext();
@@ -49,6 +49,11 @@ class BucketSchedule {
   Status FinishBackward(Communicator* comm, Status local);
 
  private:
+  // Marks `param` ready; returns its bucket.
+  int MarkReady(const Parameter& param);
+  // The next bucket that may launch now, taken; -1 when there is none.
+  int TakeLaunchable();
+
   std::unordered_map<const Parameter*, int> bucket_of_;
   std::vector<std::vector<const Parameter*>> params_;
   std::vector<int> pending_;

@@ -143,10 +143,7 @@ void ZeroReducer::PrepareGradient(Parameter& param) {
 }
 
 void ZeroReducer::MarkGradientReady(Parameter& param) {
-  if (!sync_) return;
-  schedule_->MarkReady(param);
-  if (!options_.overlap) return;
-  for (int k = schedule_->TakeLaunchable(); k >= 0; k = schedule_->TakeLaunchable()) Launch(buckets_[k]);
+  if (sync_) schedule_->MarkGradientReady(param, options_.overlap, [this](int k) { Launch(buckets_[k]); });
 }
 
 void ZeroReducer::Launch(Bucket& bucket) {
