@@ -13,30 +13,20 @@
 # 2 threads); Haswell gives 130, SkylakeX 205-250: the peer at its best.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tools/bench_lib.sh
 model=bert-base batch=8 seq=128 threads=2 steps=8 rounds=2
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --model) model="$2"; shift 2 ;;
-    --batch-size) batch="$2"; shift 2 ;;
-    --seq-len) seq="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    *) echo "bench_bert.sh: unknown option '$1'" >&2; exit 2 ;;
-  esac
-done
-bash tools/install_deps.sh --with-pytorch
-bazel build //launch:ddp_train >/dev/null 2>&1 || bazel build //launch:ddp_train
+bench_options bench_bert.sh --model=model --batch-size=batch --seq-len=seq --threads=threads --steps=steps \
+  --rounds=rounds -- "$@"
+bench_build --with-pytorch //launch:ddp_train
 coretype=""
 grep -q avx512f /proc/cpuinfo && coretype="OPENBLAS_CORETYPE=SkylakeX"
-metrics=$(mktemp)
-results=$(mktemp)
-trap 'rm -f "$metrics" "$results"' EXIT
+bench_tmp
+metrics="$tmp/metrics.jsonl" results="$tmp/results"
 for round in $(seq "$rounds"); do
   bazel-bin/launch/ddp_train --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" \
     --steps "$steps" --optimizer adamw --lr 1e-4 --weight-decay 0.01 --nodecay-bn-bias --metrics-file "$metrics" \
     >/dev/null
-  ours=$(python3 -c "import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1])['summary']; print(s['tokens_per_s'], s['memory']['peak_resident_bytes'])" "$metrics")
+  ours=$(bench_summary "$metrics" tokens_per_s memory.peak_resident_bytes)
   theirs=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $coretype /usr/bin/python3 tools/bench_bert_pytorch.py \
     --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" --steps "$steps" |
     awk '{v[$1]=$2} END {print v["tokens_per_s"], v["peak_resident_bytes"]}')

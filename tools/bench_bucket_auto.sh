@@ -9,20 +9,10 @@
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="$here/../bazel-bin/launch/ddp_train"
+source "$here/bench_lib.sh"
 rate=1gbit ranks=2 rounds=3 model=resnet18 image_size=64 batch_size=16 steps=12 slack=0.03
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rate) rate="$2"; shift 2 ;;
-    --ranks) ranks="$2"; shift 2 ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    --model) model="$2"; shift 2 ;;
-    --image-size) image_size="$2"; shift 2 ;;
-    --batch-size) batch_size="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --slack) slack="$2"; shift 2 ;;
-    *) echo "bench_bucket_auto: unknown option '$1'" >&2; exit 2 ;;
-  esac
-done
+bench_options bench_bucket_auto --rate=rate --ranks=ranks --rounds=rounds --model=model --image-size=image_size \
+  --batch-size=batch_size --steps=steps --slack=slack -- "$@"
 [ -x "$bin" ] || { echo "bench_bucket_auto: build first: bazel build //launch:ddp_train" >&2; exit 2; }
 source "$here/netns_hosts.sh"
 why="$(netns_available)" || { echo "bench_bucket_auto: cannot shape links here: $why" >&2; exit 3; }

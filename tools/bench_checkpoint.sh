@@ -9,21 +9,12 @@
 #   bash tools/bench_checkpoint.sh [--rounds 3] [--steps 22] [--model resnet50]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tools/bench_lib.sh
 rounds=3 steps=22 model=resnet50
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) rounds="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --model) model="$2"; shift 2 ;;
-    *) echo "bench_checkpoint.sh: unknown option '$1'" >&2; exit 2 ;;
-  esac
-done
-bash tools/install_deps.sh
-bazel build //launch:ddp_train >/dev/null 2>&1 || bazel build //launch:ddp_train
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mpi=(mpirun -np 2 --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+bench_options bench_checkpoint.sh --rounds=rounds --steps=steps --model=model -- "$@"
+bench_build //launch:ddp_train
+bench_tmp
+mpi+=(-np 2)
 common=(--model "$model" --batch-size 8 --image-size 224 --steps "$steps" --optimizer sgd --threads 1)
 for round in $(seq 1 "$rounds"); do
   "${mpi[@]}" bazel-bin/launch/ddp_train "${common[@]}" --metrics-file "$tmp/plain_$round.jsonl" >/dev/null

@@ -9,26 +9,13 @@
 #   bash tools/bench_ddp.sh [--rounds 3] [--steps 8] [--sizes "128 224"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tools/bench_lib.sh
 rounds=3 steps=8 sizes="128 224" model=resnet50 batch=8
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) rounds="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --sizes) sizes="$2"; shift 2 ;;
-    *) echo "bench_ddp.sh: unknown option '$1'" >&2; exit 2 ;;
-  esac
-done
-bash tools/install_deps.sh --with-pytorch
-bazel build //launch:ddp_train >/dev/null 2>&1 || bazel build //launch:ddp_train
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mpi=(mpirun -np 2 --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+bench_options bench_ddp.sh --rounds=rounds --steps=steps --sizes=sizes -- "$@"
+bench_build --with-pytorch //launch:ddp_train
+bench_tmp
+mpi+=(-np 2)
 torch_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1)
-
-summary() {  # summary FILE KEY: a field of the metrics summary
-  python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['summary'].get(sys.argv[2], 0))" "$1" "$2"
-}
 
 for size in $sizes; do
   args=(--model "$model" --batch-size "$batch" --image-size "$size" --threads 1 --steps "$steps" --lr 0.001
@@ -38,16 +25,16 @@ for size in $sizes; do
     bazel-bin/launch/ddp_train "${args[@]}" --metrics-file "$tmp/a.jsonl" >/dev/null &
     bazel-bin/launch/ddp_train "${args[@]}" --seed 2 --metrics-file "$tmp/b.jsonl" >/dev/null
     wait
-    echo "$(summary "$tmp/a.jsonl" samples_per_s) $(summary "$tmp/b.jsonl" samples_per_s)" |
+    echo "$(bench_summary "$tmp/a.jsonl" samples_per_s) $(bench_summary "$tmp/b.jsonl" samples_per_s)" |
       awk '{print $1 + $2}' >> "$tmp/ours_indep_$size"
     "${mpi[@]}" bazel-bin/launch/ddp_train "${args[@]}" --metrics-file "$tmp/d.jsonl" >/dev/null
-    summary "$tmp/d.jsonl" samples_per_s >> "$tmp/ours_ddp_$size"
-    summary "$tmp/d.jsonl" exposed_comm_s >> "$tmp/ours_exposed_$size"
+    bench_summary "$tmp/d.jsonl" samples_per_s >> "$tmp/ours_ddp_$size"
+    bench_summary "$tmp/d.jsonl" exposed_comm_s >> "$tmp/ours_exposed_$size"
     "${mpi[@]}" bazel-bin/launch/ddp_train "${args[@]}" --grad-compression bf16 --metrics-file "$tmp/c.jsonl" >/dev/null
-    summary "$tmp/c.jsonl" samples_per_s >> "$tmp/ours_bf16_$size"
+    bench_summary "$tmp/c.jsonl" samples_per_s >> "$tmp/ours_bf16_$size"
     "${mpi[@]}" bazel-bin/launch/ddp_train "${args[@]}" --nooverlap --metrics-file "$tmp/n.jsonl" >/dev/null
-    summary "$tmp/n.jsonl" samples_per_s >> "$tmp/ours_nooverlap_$size"
-    summary "$tmp/n.jsonl" exposed_comm_s >> "$tmp/ours_nooverlap_exposed_$size"
+    bench_summary "$tmp/n.jsonl" samples_per_s >> "$tmp/ours_nooverlap_$size"
+    bench_summary "$tmp/n.jsonl" exposed_comm_s >> "$tmp/ours_nooverlap_exposed_$size"
     # PyTorch: the same pair of measurements.
     targs=(--model "$model" --batch-size "$batch" --image-size "$size" --threads 1 --steps "$steps")
     "${torch_env[@]}" /usr/bin/python3 tools/bench_ddp_pytorch.py "${targs[@]}" > "$tmp/ta" &

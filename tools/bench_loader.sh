@@ -10,20 +10,11 @@
 #   bash tools/bench_loader.sh [--rounds 3] [--threads 1] [--images 400]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tools/bench_lib.sh
 rounds=3 threads=1 images=400
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) rounds="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
-    --images) images="$2"; shift 2 ;;
-    *) echo "bench_loader.sh: unknown option '$1'" >&2; exit 2 ;;
-  esac
-done
-bash tools/install_deps.sh --with-pytorch
-targets=(//tools:bench_loader //tools:make_image_folder //launch:ddp_train)
-bazel build "${targets[@]}" >/dev/null 2>&1 || bazel build "${targets[@]}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_options bench_loader.sh --rounds=rounds --threads=threads --images=images -- "$@"
+bench_build --with-pytorch //tools:bench_loader //tools:make_image_folder //launch:ddp_train
+bench_tmp
 bazel-bin/tools/make_image_folder --out "$tmp/data" --classes 4 --per-class $((images / 4)) --sizes 500x375 \
   --png-share 0 --gray-share 0 --cmyk-share 0 --quality 90 >/dev/null
 for round in $(seq 1 "$rounds"); do

@@ -5,8 +5,8 @@
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, so the peer is at its best.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install_deps.sh --with-pytorch
-bazel build //tools:bench_ops >/dev/null 2>&1 || bazel build //tools:bench_ops
+source tools/bench_lib.sh
+bench_build --with-pytorch //tools:bench_ops
 ours=$(bazel-bin/tools/bench_ops "$@")
 theirs=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 tools/bench_ops.py "$@")
 printf '%-24s %-17s %10s %10s %7s\n' op direction ddp_train pytorch ratio

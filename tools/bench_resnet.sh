@@ -12,34 +12,23 @@
 # sides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tools/bench_lib.sh
 model=resnet50 batch=8 image=224 threads=2 steps=12 rounds=2 precision=fp32
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --model) model="$2"; shift 2 ;;
-    --batch-size) batch="$2"; shift 2 ;;
-    --image-size) image="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    --precision) precision="$2"; shift 2 ;;
-    *) echo "bench_resnet.sh: unknown option '$1'" >&2; exit 2 ;;
-  esac
-done
+bench_options bench_resnet.sh --model=model --batch-size=batch --image-size=image --threads=threads --steps=steps \
+  --rounds=rounds --precision=precision -- "$@"
 case "$precision" in
   fp32) precisions=(fp32) ;;
   bf16) precisions=(bf16 fp32) ;;
   *) echo "bench_resnet.sh: --precision must be fp32 or bf16, not '$precision'" >&2; exit 2 ;;
 esac
-bash tools/install_deps.sh --with-pytorch
-bazel build //launch:ddp_train >/dev/null 2>&1 || bazel build //launch:ddp_train
-metrics=$(mktemp)
-results=$(mktemp)
-trap 'rm -f "$metrics" "$results"' EXIT
+bench_build --with-pytorch //launch:ddp_train
+bench_tmp
+metrics="$tmp/metrics.jsonl" results="$tmp/results"
 for round in $(seq "$rounds"); do
   for p in "${precisions[@]}"; do
     bazel-bin/launch/ddp_train --model "$model" --batch-size "$batch" --image-size "$image" --threads "$threads" \
       --steps "$steps" --lr 0.01 --zero-init-residual --precision "$p" --metrics-file "$metrics" >/dev/null
-    ours=$(python3 -c "import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1])['summary']; print(s['samples_per_s'], s['memory']['peak_resident_bytes'])" "$metrics")
+    ours=$(bench_summary "$metrics" samples_per_s memory.peak_resident_bytes)
     theirs=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 tools/bench_resnet_pytorch.py \
       --model "$model" --batch-size "$batch" --image-size "$image" --threads "$threads" --steps "$steps" \
       --precision "$p" | awk '{v[$1]=$2} END {print v["images_per_s"], v["peak_resident_bytes"]}')

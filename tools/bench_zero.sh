@@ -8,21 +8,11 @@
 # Stage 2's transient bucket buffers (a pool of 3) are reported separately.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tools/bench_lib.sh
 model=resnet50 ranks="1 2 4" steps=4
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --model) model="$2"; shift 2 ;;
-    --ranks) ranks="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    *) echo "bench_zero.sh: unknown option '$1'" >&2; exit 2 ;;
-  esac
-done
-bash tools/install_deps.sh
-bazel build //launch:ddp_train >/dev/null 2>&1 || bazel build //launch:ddp_train
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mpi=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+bench_options bench_zero.sh --model=model --ranks=ranks --steps=steps -- "$@"
+bench_build //launch:ddp_train
+bench_tmp
 printf '%-3s %-6s %14s %14s %8s %14s %10s %10s %10s\n' N stage measured theory ratio transient "step s" "vs stage 0" "exposed s"
 for n in $ranks; do
   for stage in 0 1 2; do
