@@ -3,6 +3,8 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "launch/progress.h"
+
 namespace ddp {
 namespace {
 
@@ -34,6 +36,65 @@ nlohmann::ordered_json MemoryJson(const MemoryFigures& m) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json StepJson(const StepRecord& r) {
+  const double samples_per_s = static_cast<double>(r.samples_per_step) / r.seconds;
+  nlohmann::ordered_json j = {{"step", r.step},
+                              {"loss", r.loss},
+                              {"lr", r.lr},
+                              {"step_time_s", r.seconds},
+                              {"samples_per_s", samples_per_s}};
+  if (r.seq_len > 0) {
+    // Every position of the batch, padding included; and the real ones.
+    j["tokens_per_s"] = static_cast<double>(r.samples_per_step * r.seq_len) / r.seconds;
+    j["real_tokens_per_s"] = static_cast<double>(r.tokens) / r.seconds;
+  }
+  if (r.loss_scaling) {
+    j["loss_scale"] = r.loss_scale;
+    j["skipped"] = r.skipped;
+  }
+  if (r.graphed) j["cuda_graph"] = true;
+  j["input_wait_s"] = r.input_wait_s;
+  if (r.replaced_samples > 0) j["replaced_samples"] = r.replaced_samples;
+  if (r.checkpoint_committed) j["checkpoint_committed"] = *r.checkpoint_committed;
+  if (r.checkpoint_stall_s) j["checkpoint_stall_s"] = *r.checkpoint_stall_s;
+  if (r.distributed && !r.graphed) {  // a replayed step has no bucket timings
+    j["exposed_comm_s"] = r.exposed_comm_s;
+    // Per bucket, in launch order: seconds after backward began that it
+    // launched and finished, and how long the step waited on it.
+    nlohmann::ordered_json buckets = nlohmann::ordered_json::array();
+    for (const StepRecord::Bucket& b : r.buckets) {
+      buckets.push_back({{"launched_s", b.launched_s}, {"finished_s", b.finished_s}, {"waited_s", b.waited_s}});
+    }
+    j["buckets"] = buckets;
+  }
+  if (r.eval_accuracy) j["eval_accuracy"] = *r.eval_accuracy;
+  return j;
+}
+
+std::vector<std::pair<std::string, double>> RecordScalars(const nlohmann::ordered_json& record) {
+  std::vector<std::pair<std::string, double>> scalars;
+  for (const auto& [key, value] : record.items()) {
+    if (key == "step" || !value.is_number()) continue;
+    scalars.emplace_back(key == "eval_accuracy" ? "eval/accuracy" : "train/" + key, value.get<double>());
+  }
+  return scalars;
+}
+
+std::string StepLine(const StepRecord& r) {
+  std::string out;
+  Append(out, "step %5lld/%lld  loss %.4f  lr %.5f  %.3f s  %.1f %s/s", static_cast<long long>(r.step),
+         static_cast<long long>(r.total_steps), r.loss, r.lr, r.seconds,
+         static_cast<double>(r.samples_per_step) / r.seconds, r.noun);
+  if (r.seq_len > 0) Append(out, "  %.0f tokens/s", static_cast<double>(r.samples_per_step * r.seq_len) / r.seconds);
+  if (r.distributed && !r.graphed) Append(out, "  exposed comm %.3f s", r.exposed_comm_s);
+  if (r.graphed) Append(out, "  cuda graph");
+  if (r.loss_scaling) Append(out, "  loss scale %g", r.loss_scale);
+  if (r.skipped) Append(out, "  skipped: non-finite gradients");
+  if (r.eval_accuracy) Append(out, "  eval %s %.4f", r.eval_label.c_str(), *r.eval_accuracy);
+  if (r.eta_s) Append(out, "  ETA %s", FormatDuration(*r.eta_s).c_str());
+  return out;
+}
 
 nlohmann::ordered_json SummaryJson(const RunSummary& s) {
   nlohmann::ordered_json j = {{"model", s.model},

@@ -62,6 +62,43 @@ struct RunSummary {
   MemoryFigures memory;
 };
 
+// One step's record: the metrics file's line, TensorBoard's scalars and
+// rank 0's progress line.
+struct StepRecord {
+  int64_t step = 0, total_steps = 0;  // 1-based
+  double loss = 0.0, lr = 0.0, seconds = 0.0;
+  int64_t samples_per_step = 0;
+  const char* noun = "samples";
+  int64_t seq_len = 0, tokens = 0;  // token data: positions a sample, and the step's real tokens
+  bool loss_scaling = false;
+  double loss_scale = 1.0;
+  bool skipped = false;  // non-finite gradients: no update
+  bool graphed = false;  // replayed from a CUDA graph
+  double input_wait_s = 0.0;
+  int64_t replaced_samples = 0;
+  std::optional<int64_t> checkpoint_committed;  // the step whose checkpoint rank 0 committed
+  std::optional<double> checkpoint_stall_s;     // a checkpoint began after this step
+  // Gradients went through a communicator: the step's exposed
+  // communication and each bucket's launch, finish and wait (none for a
+  // replayed graph).
+  bool distributed = false;
+  double exposed_comm_s = 0.0;
+  struct Bucket {
+    double launched_s, finished_s, waited_s;
+  };
+  std::vector<Bucket> buckets;
+  std::optional<double> eval_accuracy;
+  std::string eval_label = "accuracy";
+  std::optional<double> eta_s;  // the time left, at the run's pace so far
+};
+
+nlohmann::ordered_json StepJson(const StepRecord& r);
+// A record's numbers as TensorBoard scalars: "train/loss", ...,
+// "eval/accuracy".
+std::vector<std::pair<std::string, double>> RecordScalars(const nlohmann::ordered_json& record);
+// "step    12/100  loss 2.3456  lr 0.10000  0.512 s  15.6 images/s ...".
+std::string StepLine(const StepRecord& r);
+
 // {"model": ..., ..., "memory": {...}}: the metrics file's summary record.
 nlohmann::ordered_json SummaryJson(const RunSummary& s);
 // summary/samples_per_s, eval/accuracy and memory/*: TensorBoard's.

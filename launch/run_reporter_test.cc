@@ -137,5 +137,74 @@ TEST(RunReporterTest, TwoRanksTextWithTheSkippedStepsWarning) {
             "0.05; the loss scale ended at 32768 (try a lower --lr, or --precision bf16)\n");
 }
 
+StepRecord FullStep() {
+  StepRecord r;
+  r.step = 12;
+  r.total_steps = 100;
+  r.loss = 2.34567;
+  r.lr = 0.1;
+  r.seconds = 0.5;
+  r.samples_per_step = 16;
+  r.noun = "sequences";
+  r.seq_len = 128;
+  r.tokens = 1000;
+  r.loss_scaling = true;
+  r.loss_scale = 1024.0;
+  r.skipped = true;
+  r.input_wait_s = 0.01;
+  r.replaced_samples = 2;
+  r.checkpoint_committed = 10;
+  r.checkpoint_stall_s = 0.02;
+  r.distributed = true;
+  r.exposed_comm_s = 0.0375;
+  r.buckets = {{0.01, 0.02, 0.0}, {0.03, 0.05, 0.001}};
+  r.eval_accuracy = 0.5;
+  r.eval_label = "MLM accuracy";
+  r.eta_s = 45.0;
+  return r;
+}
+
+TEST(RunReporterTest, StepJsonKeysInOrder) {
+  const nlohmann::ordered_json j = StepJson(FullStep());
+  EXPECT_EQ(Keys(j), (std::vector<std::string>{"step", "loss", "lr", "step_time_s", "samples_per_s", "tokens_per_s",
+                                               "real_tokens_per_s", "loss_scale", "skipped", "input_wait_s",
+                                               "replaced_samples", "checkpoint_committed", "checkpoint_stall_s",
+                                               "exposed_comm_s", "buckets", "eval_accuracy"}));
+  EXPECT_EQ(j["samples_per_s"].get<double>(), 32.0);
+  EXPECT_EQ(j["tokens_per_s"].get<double>(), 4096.0);
+  EXPECT_EQ(j["real_tokens_per_s"].get<double>(), 2000.0);
+  EXPECT_EQ(j["buckets"].dump(), R"([{"launched_s":0.01,"finished_s":0.02,"waited_s":0.0},)"
+                                 R"({"launched_s":0.03,"finished_s":0.05,"waited_s":0.001}])");
+  // A replayed graph has no bucket timings; one rank none at all.
+  StepRecord graphed = FullStep();
+  graphed.graphed = true;
+  EXPECT_FALSE(StepJson(graphed).contains("buckets"));
+  EXPECT_TRUE(StepJson(graphed)["cuda_graph"].get<bool>());
+  StepRecord alone;
+  alone.step = 1;
+  alone.seconds = 1.0;
+  alone.samples_per_step = 8;
+  EXPECT_EQ(Keys(StepJson(alone)),
+            (std::vector<std::string>{"step", "loss", "lr", "step_time_s", "samples_per_s", "input_wait_s"}));
+}
+
+TEST(RunReporterTest, RecordScalarsSkipTheStepAndWhatIsNoNumber) {
+  const auto scalars = RecordScalars(StepJson(FullStep()));
+  std::vector<std::string> names;
+  for (const auto& [name, value] : scalars) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"train/loss", "train/lr", "train/step_time_s", "train/samples_per_s",
+                                             "train/tokens_per_s", "train/real_tokens_per_s", "train/loss_scale",
+                                             "train/input_wait_s", "train/replaced_samples",
+                                             "train/checkpoint_committed", "train/checkpoint_stall_s",
+                                             "train/exposed_comm_s", "eval/accuracy"}));
+  EXPECT_EQ(scalars.back().second, 0.5);
+}
+
+TEST(RunReporterTest, StepLine) {
+  EXPECT_EQ(StepLine(FullStep()),
+            "step    12/100  loss 2.3457  lr 0.10000  0.500 s  32.0 sequences/s  4096 tokens/s  exposed comm 0.037 s"
+            "  loss scale 1024  skipped: non-finite gradients  eval MLM accuracy 0.5000  ETA 45s");
+}
+
 }  // namespace
 }  // namespace ddp

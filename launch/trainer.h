@@ -18,6 +18,7 @@
 #include "launch/input_pipeline.h"
 #include "launch/run_timeline.h"
 #include "launch/step_graph.h"
+#include "launch/train_components.h"
 #include "launch/train_options.h"
 #include "launch/training_data.h"
 #include "models/registry.h"
@@ -48,11 +49,6 @@ struct TrainResult {
   int preemption_signal = 0;
 };
 
-// --precision bf16 on a CPU without AVX-512 BF16 or AMX, where bf16 would
-// run slower than f32: the run trains in fp32 instead, and sends f32
-// gradients under --grad-compression auto. `announce` prints the one-line
-// notice (rank 0).
-void FallBackFromCpuBf16(TrainOptions* options, bool announce);
 
 class Trainer {
  public:
@@ -69,11 +65,11 @@ class Trainer {
 
   ~Trainer();
 
-  int64_t num_parameters() const { return model_->num_parameters(); }
+  int64_t num_parameters() const { return parts_.model->num_parameters(); }
   // The step this run starts at: 0, or the resumed checkpoint's.
-  int64_t start_step() const { return start_step_; }
+  int64_t start_step() const { return parts_.start_step; }
   // Samples in --data (BatchSource::kEndless for generated data).
-  int64_t dataset_size() const { return data_.train->size(); }
+  int64_t dataset_size() const { return parts_.data.train->size(); }
   // Collective: rank 0's parameters and buffers become every rank's. Call on
   // every rank once Create succeeded everywhere.
   Status BroadcastInitialState();
@@ -98,9 +94,6 @@ class Trainer {
   // use NCCL anyway (--comm nccl, a smoke test of the data plane).
   bool distributed() const { return comm_ != nullptr; }
   bool is_root() const { return ranks_.rank == 0; }
-  Status Setup();
-  // Sampler, model, optimizer, reducer and buffers, once the data is open.
-  Status SetupTraining(int64_t dataset_size);
   struct StepResult {
     double loss = 0.0;  // mean over ranks and micro-batches
     double loss_scale = 1.0;  // the scale this step's loss gradient had
@@ -123,16 +116,9 @@ class Trainer {
   };
   StatusOr<StepResult> TrainStep(int64_t step, float lr, const Status& local_status);
   StatusOr<double> Evaluate();
-  // --bucket-mb auto: sets options_.bucket_mb, the same on every rank.
-  Status ChooseBucketSize();
   // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and
   // optimizer state, and its loss scale, printed after each step.
   void PrintStateDigest(int64_t step);
-  // --checkpoint-dir: resume, snapshots, commits (launch/train_checkpoints.h).
-  std::unique_ptr<TrainCheckpoints> checkpoints_;
-  // The checkpoint this run resumed from, or null.
-  const CheckpointReader* resumed() const { return checkpoints_ ? checkpoints_->resumed() : nullptr; }
-  int64_t start_step_ = 0;  // the first step this run trains (after --resume)
 
   TrainOptions options_;
   FaultInjection faults_;
@@ -140,30 +126,12 @@ class Trainer {
   RankInfo ranks_;
   ExecutionContext ctx_;
   RunTimeline timeline_;  // --timeline
-  TrainingData data_;
-  std::string eval_label_ = "accuracy";  // the model's first evaluation count, for people
-  std::unique_ptr<GlobalBatchSampler> sampler_;
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<LossScaler> scaler_;
-  DType compute_dtype_ = DType::kF32;  // activations: f32, or bf16/f16 under mixed precision
-  // After model_, and the profiler after it: each unhooks itself from the
-  // model, the profiler (installed last) first.
-  std::unique_ptr<GradientSync> sync_;  // local, DDP or ZeRO (launch/gradient_sync.h)
-  std::unique_ptr<StepProfiler> profiler_;  // --profile-file, rank 0
-  ContentionProbe* probe_ = nullptr;        // --contention-probe
-  MetricsWriter metrics_;
-  TensorBoardWriter tensorboard_;  // rank 0, with --tensorboard-dir
   ProgressPrinter progress_{0, false};  // rank 0's step lines
-  // GPU ranks: the PCIe link and peer access reported at start, NVML
-  // sampled during training (launch/gpu_health.h), for the summary.
-  void StartGpuHealth();
-  std::unique_ptr<HealthMonitor> health_;
-  nlohmann::ordered_json gpu_summary_;
-  int64_t total_steps_ = 0;
-  std::unique_ptr<InputPipeline> input_;  // the training micro-batches (launch/input_pipeline.h)
+  std::string eval_label_ = "accuracy";  // the model's first evaluation count, for people
+  ContentionProbe* probe_ = nullptr;     // --contention-probe
   void* compute_events_[2] = {nullptr, nullptr};  // GPU: a step's compute, from start to its last gradient
-  std::unique_ptr<StepGraph> step_graph_;  // --cuda-graphs (launch/step_graph.h)
+  // After what they use (the context, the progress printer).
+  TrainComponents parts_;
 };
 
 }  // namespace ddp

@@ -1,0 +1,383 @@
+#include "launch/train_components.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "launch/bucket_autotune.h"
+#include "launch/output_paths.h"
+#include "models/registry.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/ops/conv2d.h"
+#include "runtime/safetensors.h"
+
+namespace ddp {
+namespace {
+
+// GPU clocks, temperature, power and throttling: sampled this often.
+constexpr double kHealthIntervalSeconds = 5.0;
+
+// Builds one run's parts. Its members carry the trainer's names for the
+// options and the parts (references into TrainComponents), so each step of
+// the building reads as it did inside the trainer.
+class Builder {
+ public:
+  Builder(TrainOptions& options, Communicator* comm, const RankInfo& ranks, ExecutionContext& ctx,
+          const FaultInjection& faults, ProgressPrinter* progress, TrainComponents& parts)
+      : options_(options), comm_(comm), ranks_(ranks), ctx_(ctx), faults_(faults), progress_(progress),
+        metrics_(parts.metrics), tensorboard_(parts.tensorboard), data_(parts.data), health_(parts.health),
+        gpu_summary_(parts.gpu_summary), checkpoints_(parts.checkpoints), sampler_(parts.sampler),
+        total_steps_(parts.total_steps), start_step_(parts.start_step), compute_dtype_(parts.compute_dtype),
+        model_(parts.model), scaler_(parts.scaler), sync_(parts.sync), optimizer_(parts.optimizer),
+        profiler_(parts.profiler), input_(parts.input), step_graph_(parts.step_graph) {}
+
+  Status Setup();
+
+ private:
+  Status SetupTraining(int64_t dataset_size);
+  // --bucket-mb auto: sets options_.bucket_mb, the same on every rank.
+  Status ChooseBucketSize();
+  void StartGpuHealth();
+  bool on_gpu() const { return ctx_.device().is_cuda(); }
+  bool is_root() const { return ranks_.rank == 0; }
+  bool distributed() const { return comm_ != nullptr; }
+  const CheckpointReader* resumed() const { return checkpoints_ ? checkpoints_->resumed() : nullptr; }
+
+  TrainOptions& options_;
+  Communicator* comm_;
+  const RankInfo& ranks_;
+  ExecutionContext& ctx_;
+  const FaultInjection& faults_;
+  ProgressPrinter* progress_;
+  MetricsWriter& metrics_;
+  TensorBoardWriter& tensorboard_;
+  TrainingData& data_;
+  std::unique_ptr<HealthMonitor>& health_;
+  nlohmann::ordered_json& gpu_summary_;
+  std::unique_ptr<TrainCheckpoints>& checkpoints_;
+  std::unique_ptr<GlobalBatchSampler>& sampler_;
+  int64_t& total_steps_;
+  int64_t& start_step_;
+  DType& compute_dtype_;
+  std::unique_ptr<Model>& model_;
+  std::unique_ptr<LossScaler>& scaler_;
+  std::unique_ptr<GradientSync>& sync_;
+  std::unique_ptr<Optimizer>& optimizer_;
+  std::unique_ptr<StepProfiler>& profiler_;
+  std::unique_ptr<InputPipeline>& input_;
+  std::unique_ptr<StepGraph>& step_graph_;
+};
+
+void Builder::StartGpuHealth() {
+  const int gpu = ctx_.device().index;
+  const std::string name = "GPU " + std::to_string(gpu);
+  const std::string prefix =
+      ranks_.world_size > 1 ? "ddp_train: rank " + std::to_string(ranks_.rank) + ": " : std::string("ddp_train: ");
+  const char* root = std::getenv("DDP_SYSFS_ROOT");  // tests: a fake tree
+  const std::string sysfs = root != nullptr ? root : "/sys";
+  const std::string address = cuda::PciAddress(gpu);
+  const StatusOr<PcieLink> link = ReadPcieLink(sysfs, address);
+  std::string line = prefix + name + " (" + cuda::DeviceDescription(gpu) + ", " + address + "): ";
+  if (link.ok()) {
+    line += "PCIe " + DescribeLink(link->speed_gts, link->width) + ", the card's " +
+            DescribeLink(link->max_speed_gts, link->max_width) + " (speed drops while idle)";
+    gpu_summary_["pcie"] = DescribeLink(link->speed_gts, link->width);
+    gpu_summary_["pcie_max"] = DescribeLink(link->max_speed_gts, link->max_width);
+  } else {
+    // Sandboxes (gVisor) and some containers hide sysfs's link files.
+    line += "PCIe link unknown (" + link.status().message() + ")";
+    gpu_summary_["pcie"] = "unavailable";
+    gpu_summary_["pcie_error"] = link.status().message();
+  }
+  std::printf("%s\n", line.c_str());
+  if (link.ok()) {
+    const std::string narrow = LinkWidthWarning(name, *link);
+    if (!narrow.empty()) std::printf("%swarning: %s\n", prefix.c_str(), narrow.c_str());
+  }
+  std::string why;
+  std::unique_ptr<GpuSensor> sensor = OpenNvmlSensor(address, &why);
+  if (!sensor) std::printf("%s%s: clocks, temperature and throttling not sampled: %s\n", prefix.c_str(), name.c_str(), why.c_str());
+  std::fflush(stdout);
+  health_ = std::make_unique<HealthMonitor>(name, prefix, std::move(sensor),
+                                            [sysfs, address] { return ReadPcieLink(sysfs, address); },
+                                            kHealthIntervalSeconds);
+}
+
+Status Builder::Setup() {
+  if (is_root()) {
+    // Before anything is written: no output on an input or on another.
+    RETURN_IF_ERROR(CheckOutputPaths(InputPaths(options_), OutputPaths(options_)));
+    // Created now: a path that cannot be written fails before training.
+    if (!options_.tensorboard_dir.empty()) RETURN_IF_ERROR(tensorboard_.Open(options_.tensorboard_dir));
+  }
+  // Decode threads: on a CPU rank one, beside --threads compute threads (a
+  // loader that keeps ahead is mostly idle); on a GPU rank the node's cores
+  // less the rank's own thread, shared among its ranks.
+  if (options_.loader_threads == 0) {
+    options_.loader_threads = on_gpu() ? std::max(1, DefaultThreads() / std::max(1, ranks_.local_size) - 1) : 1;
+  }
+  ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
+  data_.train = faults_.SlowLoader(std::move(data_.train));
+  if (on_gpu()) StartGpuHealth();
+  if (!options_.checkpoint_dir.empty()) {  // periodic checkpoints, and one on preemption
+    TrainCheckpointsOptions c;
+    c.dir = options_.checkpoint_dir;
+    c.resume = options_.resume;
+    c.every = options_.checkpoint_every;
+    c.keep = static_cast<int>(options_.checkpoint_keep);
+    c.crash_point = faults_.checkpoint_crash;
+    c.model = options_.model;
+    c.optimizer = options_.optimizer;
+    c.seed = options_.seed;
+    c.batch_size = options_.batch_size;
+    c.accumulation_steps = options_.accumulation_steps;
+    c.rank = ranks_.rank;
+    c.world_size = ranks_.world_size;
+    ASSIGN_OR_RETURN(checkpoints_, TrainCheckpoints::Create(std::move(c), comm_, progress_));
+  }
+  return SetupTraining(data_.train->size());
+}
+
+Status Builder::SetupTraining(int64_t dataset_size) {
+  {
+    int64_t global = 0;
+    if (__builtin_mul_overflow(options_.batch_size, options_.accumulation_steps, &global) ||
+        __builtin_mul_overflow(global, static_cast<int64_t>(ranks_.world_size), &global)) {
+      return InvalidArgument("the global batch, --batch-size " + std::to_string(options_.batch_size) +
+                             " x --accumulation-steps " + std::to_string(options_.accumulation_steps) + " x " +
+                             std::to_string(ranks_.world_size) + " ranks, overflows 64 bits");
+    }
+  }
+  SamplerOptions sampler;
+  sampler.dataset_size = dataset_size;
+  sampler.world_size = ranks_.world_size;
+  sampler.rank = ranks_.rank;
+  sampler.accumulation_steps = options_.accumulation_steps;
+  sampler.batch_size = options_.batch_size;
+  sampler.shuffle = options_.shuffle;
+  sampler.seed = options_.seed;
+  sampler_ = std::make_unique<GlobalBatchSampler>(sampler);
+  if (dataset_size != BatchSource::kEndless && sampler_->steps_per_epoch() == 0) {
+    return InvalidArgument("--data has " + std::to_string(dataset_size) +
+                           " samples, fewer than one global batch of " + std::to_string(sampler_->global_batch()));
+  }
+  if (options_.epochs > 0) {
+    if (dataset_size == BatchSource::kEndless) return InvalidArgument("--epochs needs a tensors:FILE dataset");
+    if (__builtin_mul_overflow(options_.epochs, sampler_->steps_per_epoch(), &total_steps_)) {
+      return InvalidArgument("--epochs " + std::to_string(options_.epochs) + " x " +
+                             std::to_string(sampler_->steps_per_epoch()) + " steps per epoch overflows 64 bits");
+    }
+  } else {
+    total_steps_ = options_.steps;
+  }
+  // Every step's data position, in samples, must be countable too.
+  int64_t samples = 0;
+  if (total_steps_ <= 0 || __builtin_mul_overflow(total_steps_, sampler_->global_batch(), &samples)) {
+    const std::string run = options_.epochs > 0 ? "--epochs " + std::to_string(options_.epochs)
+                                                : "--steps " + std::to_string(options_.steps);
+    return InvalidArgument(run + (total_steps_ <= 0 ? std::string(" comes to no step")
+                                                    : " (" + std::to_string(total_steps_) + " steps) x the global batch " +
+                                                          std::to_string(sampler_->global_batch()) +
+                                                          " overflows a 64-bit sample count"));
+  }
+  options_.schedule.total_steps = total_steps_;
+  if (options_.lr <= 0.0) options_.lr = DefaultLearningRate(options_.model, sampler_->global_batch());
+  options_.schedule.base_lr = options_.lr;
+
+  compute_dtype_ = ComputeDType(options_.precision);
+  if (compute_dtype_ == DType::kF16 && !on_gpu()) {
+    return InvalidArgument("--precision fp16 is for GPUs; on the CPU use --precision bf16");
+  }
+  if (compute_dtype_ == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
+    FallBackFromCpuBf16(&options_, is_root());  // ddp_train has done this already, alike on every rank
+    compute_dtype_ = ComputeDType(options_.precision);
+  }
+
+  ModelOptions model_options;
+  model_options.name = options_.model;
+  model_options.num_classes = options_.num_classes;
+  model_options.zero_init_residual = options_.zero_init_residual;
+  model_options.seed = options_.seed;
+  model_options.dropout = options_.dropout;
+  model_options.task = options_.task;
+  model_options.activation_checkpointing = options_.activation_checkpointing;
+  model_options.label_smoothing = options_.label_smoothing;
+  model_options.compute_dtype = compute_dtype_;
+  ASSIGN_OR_RETURN(model_, CreateModel(model_options));
+  if (checkpoints_) {
+    ASSIGN_OR_RETURN(start_step_, checkpoints_->ResumeModel(*model_, sampler_->global_batch(), total_steps_));
+  }
+  if (resumed() && !options_.load_weights.empty() && is_root()) {
+    std::printf("ddp_train: --load-weights %s: not read; the checkpoint holds the weights\n",
+                options_.load_weights.c_str());
+  }
+  if (!options_.load_weights.empty() && !resumed()) {
+    StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);
+    if (!weights.ok()) return Status(weights.status().code(), "--load-weights " + weights.status().message());
+    // Found here, not as a non-finite gradient blamed on the data.
+    RETURN_IF_ERROR(CheckFinite(*weights, "--load-weights " + options_.load_weights));
+    std::vector<std::pair<std::string, Tensor>> named;
+    for (NamedTensor& t : weights->tensors) named.emplace_back(t.name, t.tensor);
+    Model::LoadReport report;
+    Status loaded = model_->LoadStateDict(named, &report);
+    if (!loaded.ok()) return InvalidArgument("--load-weights " + options_.load_weights + ": " + loaded.message());
+    // Fine-tuning from another head: one line each for what was left out
+    // and what starts fresh.
+    auto list = [](const std::vector<std::string>& names) {
+      std::string out;
+      for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+      return out;
+    };
+    if (is_root() && !report.dropped.empty()) {
+      std::printf("ddp_train: --load-weights %s: dropped %zu tensor%s %s does not use: %s\n",
+                  options_.load_weights.c_str(), report.dropped.size(), report.dropped.size() == 1 ? "" : "s",
+                  options_.model.c_str(), list(report.dropped).c_str());
+    }
+    if (is_root() && !report.fresh.empty()) {
+      std::printf("ddp_train: --load-weights %s: initialized %zu new tensor%s: %s\n", options_.load_weights.c_str(),
+                  report.fresh.size(), report.fresh.size() == 1 ? "" : "s", list(report.fresh).c_str());
+    }
+  }
+  if (on_gpu()) model_->MoveTo(ctx_.device());
+  // Channels-last: always on the CPU (oneDNN's NHWC kernels need no
+  // reorders); on GPUs for 16-bit training, where cuDNN's tensor-core
+  // kernels want NHWC, reading a [K, R, S, C] copy of the weights that the
+  // low-precision copy provides (fp32 and tf32 keep none).
+  const bool sixteen_bit = compute_dtype_ != DType::kF32;
+  if (options_.memory_format == "channels_last" && on_gpu() && !sixteen_bit) {
+    return Unimplemented("--memory-format channels_last on GPUs needs --precision fp16 or bf16 (its convolutions "
+                         "read a [K, R, S, C] 16-bit weight copy, which " + options_.precision +
+                         " runs do not keep); use auto or contiguous");
+  }
+  // Only where the batch has images (4-D tensors) to convert.
+  bool images = false;
+  for (const TensorSpec& spec : data_.train->Specs(1)) images = images || spec.shape.size() == 4;
+  const bool channels_last = images && (options_.memory_format == "channels_last" ||
+                                        (options_.memory_format == "auto" && (!on_gpu() || sixteen_bit)));
+  model_->set_channels_last(channels_last);
+  if (sixteen_bit) {
+    model_->EnableLowPrecision(ctx_, compute_dtype_,
+                               on_gpu() && channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous);
+  }
+  scaler_ = std::make_unique<LossScaler>(options_.loss_scale);
+
+  auto weight_decay = [&](const Parameter& p) {
+    return options_.decay_bn_bias || !p.is_bias_or_norm ? static_cast<float>(options_.weight_decay) : 0.0f;
+  };
+  if (options_.bucket_mb_auto) RETURN_IF_ERROR(ChooseBucketSize());
+  GradientSyncOptions sync;
+  sync.zero_stage = options_.zero_stage;
+  sync.bucket_mb = options_.bucket_mb;
+  sync.first_bucket_mb = options_.first_bucket_mb;
+  sync.overlap = options_.overlap;
+  sync.wire_dtype = options_.wire_dtype;
+  if (options_.zero_gather_low_precision) sync.gather_dtype = compute_dtype_;
+  sync_ = std::make_unique<GradientSync>(comm_, model_.get(), sync, ctx_);
+  std::vector<OptimizerSlot> slots = sync_->OptimizerSlots(weight_decay);
+  std::vector<SlotPlace> places;
+  for (const OptimizerSlot& slot : slots) places.push_back({slot.name, slot.offset, slot.value.numel()});
+  if (options_.optimizer == "sgd") {
+    SgdOptions sgd;
+    sgd.momentum = static_cast<float>(options_.momentum);
+    sgd.nesterov = options_.nesterov;
+    optimizer_ = MakeSgd(std::move(slots), sgd);
+  } else if (options_.optimizer == "adamw") {
+    optimizer_ = MakeAdamW(std::move(slots), AdamWOptions());
+  } else {
+    // Sharded, a parameter's trust-ratio norms sum over every rank's pieces.
+    optimizer_ = MakeLamb(std::move(slots), LambOptions(), static_cast<int>(model_->parameters().size()),
+                          sync_->NormAllReduce());
+  }
+  if (checkpoints_) {
+    checkpoints_->Attach({model_.get(), optimizer_.get(), scaler_.get(), sync_->zero(), sync_->zero_stage(),
+                          std::move(places), sampler_->global_batch(), options_.bucket_mb, options_.first_bucket_mb});
+    RETURN_IF_ERROR(checkpoints_->ResumeOptimizer());
+  }
+  // A resumed run continues the metrics of the run it resumes.
+  if (!options_.metrics_file.empty() && is_root()) {
+    RETURN_IF_ERROR(resumed() ? metrics_.OpenResumed(options_.metrics_file, start_step_)
+                              : metrics_.Open(options_.metrics_file));
+  }
+  // Installed last: it passes each gradient on to the reducer's hook.
+  if (!options_.profile_file.empty() && is_root()) {
+    profiler_ = std::make_unique<StepProfiler>(model_.get(), on_gpu() ? ctx_.cuda_stream() : nullptr);
+  }
+
+  const int64_t b = options_.batch_size;
+  InputPipelineOptions input;
+  input.batch_size = b;
+  input.accumulation_steps = options_.accumulation_steps;
+  input.rank = ranks_.rank;
+  input.world_size = ranks_.world_size;
+  input.start_step = start_step_;
+  input.total_steps = total_steps_;
+  input.prefetch = options_.prefetch;
+  input_ = std::make_unique<InputPipeline>(input, data_.train.get(), sampler_.get(), ctx_);
+  if (options_.cuda_graphs) {
+    // ddp_train has refused CPU ranks, MPI between several ranks, and ZeRO.
+    CHECK(on_gpu() && !sync_->sharded()) << "--cuda-graphs on " << options_.device
+                                         << (sync_->sharded() ? " with ZeRO" : "");
+    ASSIGN_OR_RETURN(step_graph_, StepGraph::Create({options_.accumulation_steps, ranks_.world_size}, ctx_,
+                                                    model_.get(), sync_->reducer(), comm_, *data_.train, b,
+                                                    options_.model, options_.device));
+  }
+  return Status::Ok();
+}
+
+Status Builder::ChooseBucketSize() {
+  if (!distributed()) {
+    if (is_root()) std::printf("ddp_train: --bucket-mb auto: one rank, no gradient buckets to size\n");
+    return Status::Ok();
+  }
+  // A resumed run keeps the buckets it chose (ZeRO's shards follow them).
+  if (resumed() && resumed()->manifest().bucket_mb() > 0.0) {
+    options_.bucket_mb = resumed()->manifest().bucket_mb();
+    if (is_root()) {
+      std::printf("ddp_train: --bucket-mb auto: %g MiB, as the run being resumed chose\n", options_.bucket_mb);
+    }
+    return Status::Ok();
+  }
+  // This rank's first micro-batch, filled apart from the data stream.
+  Batch probe = AllocateBatch(*data_.train, options_.batch_size, Device::Cpu());
+  const std::vector<int64_t> indices = sampler_->MicroBatch(start_step_, 0);
+  data_.train->Fill(indices.data(), static_cast<int64_t>(indices.size()), sampler_->EpochOf(start_step_), probe);
+  probe.step = start_step_;
+  if (on_gpu()) {
+    for (auto& named : probe.tensors) named.second = named.second.To(ctx_.device());
+  }
+  BucketAutoOptions auto_options;
+  auto_options.first_bucket_mb = options_.first_bucket_mb;
+  auto_options.zero_stage = options_.zero_stage;
+  auto_options.wire_scale = static_cast<double>(DTypeSize(options_.wire_dtype)) / 4.0;
+  auto_options.gpu = on_gpu();
+  ASSIGN_OR_RETURN(const BucketChoice choice, ChooseBucketMb(comm_, model_.get(), ctx_, probe, auto_options));
+  options_.bucket_mb = choice.bucket_mb;
+  if (is_root()) std::printf("ddp_train: %s\n", choice.why.c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+int DefaultThreads() {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+void FallBackFromCpuBf16(TrainOptions* options, bool announce) {
+  if (announce) {
+    std::printf("ddp_train: --precision bf16: this CPU lacks AVX-512 BF16 and AMX, where bf16 runs slower than f32; "
+                "training in fp32\n");
+  }
+  options->precision = "fp32";
+  if (options->grad_compression_auto) options->wire_dtype = DType::kF32;
+}
+
+
+Status BuildComponents(TrainOptions& options, Communicator* comm, const RankInfo& ranks, ExecutionContext& ctx,
+                       const FaultInjection& faults, ProgressPrinter* progress, TrainComponents* parts) {
+  return Builder(options, comm, ranks, ctx, faults, progress, *parts).Setup();
+}
+
+}  // namespace ddp
