@@ -2,17 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/testing/gradient_checker.h"
-#include "runtime/testing/reference_ops.h"
-#include "runtime/testing/tensor_testing.h"
+#include "runtime/testing/op_testing.h"
 
 namespace ddp {
 namespace {
-
-using testing::RandomValues;
-using testing::ToDoubles;
-using testing::ToF32Tensor;
-using testing::Vec;
 
 struct LinearCase {
   int64_t n, in, out;
