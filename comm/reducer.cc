@@ -13,10 +13,7 @@ Reducer::Reducer(Communicator* comm, Model* model, const ReducerOptions& options
   std::vector<BucketPlan> plans = PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb);
   schedule_ = std::make_unique<BucketSchedule>(*model, plans);
   for (BucketPlan& plan : plans) {
-    Bucket b;
-    b.params = std::move(plan.params);
-    b.offset = plan.offset;
-    b.numel = plan.numel;
+    Bucket b{std::move(plan)};
     b.grads = model->flat_gradients().View(b.offset, {b.numel});
     if (options_.wire_dtype != DType::kF32) b.wire = Tensor::Empty({b.numel}, options_.wire_dtype, b.grads.device());
     buckets_.push_back(std::move(b));

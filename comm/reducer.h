@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/bucket_schedule.h"
+#include "comm/buckets.h"
 #include "comm/communicator.h"
 #include "runtime/execution_context.h"
 #include "runtime/layers/model.h"
@@ -62,9 +63,9 @@ inline double FinishedAfter(Work& work, double start) {
 
 class Reducer : public GradientReadyHook {
  public:
-  struct Bucket {
-    std::vector<Parameter*> params;  // in backward order
-    int64_t offset = 0, numel = 0;   // range in the flat gradient buffer
+  // Its plan (parameters in backward order; offset and numel: its range in
+  // the flat gradient buffer) and what reducing it takes.
+  struct Bucket : BucketPlan {
     Tensor grads;                    // view of that range
     Tensor wire;                     // compressed copy, when compressing
     std::shared_ptr<Work> work;

@@ -19,10 +19,7 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
   std::vector<BucketPlan> plans = PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb);
   schedule_ = std::make_unique<BucketSchedule>(*model, plans);
   for (BucketPlan& plan : plans) {
-    Bucket b;
-    b.params = std::move(plan.params);
-    b.offset = plan.offset;
-    b.numel = plan.numel;
+    Bucket b{std::move(plan)};
     b.shard = (b.numel + world - 1) / world;
     b.owned = std::max<int64_t>(0, std::min(b.shard, b.numel - rank * b.shard));
     largest = std::max(largest, b.shard * world);

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "comm/bucket_schedule.h"
+#include "comm/buckets.h"
 #include "comm/communicator.h"
 #include "comm/reducer.h"
 #include "runtime/layers/model.h"
@@ -63,9 +64,9 @@ struct ZeroOptions {
 
 class ZeroReducer : public GradientReadyHook {
  public:
-  struct Bucket {
-    std::vector<Parameter*> params;  // backward order
-    int64_t offset = 0, numel = 0;   // range in the flat parameter space
+  // Its plan (parameters in backward order; offset and numel: its range in
+  // the flat parameter space) and what reducing it takes.
+  struct Bucket : BucketPlan {
     int64_t shard = 0;               // padded numel / world
     int64_t owned = 0;               // this rank's elements inside numel (0 <= owned <= shard)
     Tensor grads;                    // padded bucket buffer, world * shard (stage 2: a pool buffer while in use)
