@@ -29,8 +29,8 @@ class Builder {
       : options_(options), comm_(comm), ranks_(ranks), ctx_(ctx), faults_(faults), progress_(progress),
         metrics_(parts.metrics), tensorboard_(parts.tensorboard), data_(parts.data), health_(parts.health),
         gpu_summary_(parts.gpu_summary), checkpoints_(parts.checkpoints), sampler_(parts.sampler),
-        total_steps_(parts.total_steps), start_step_(parts.start_step), compute_dtype_(parts.compute_dtype),
-        model_(parts.model), scaler_(parts.scaler), sync_(parts.sync), optimizer_(parts.optimizer),
+        total_steps_(parts.total_steps), start_step_(parts.start_step), precision_(parts.precision),
+        model_(parts.model), sync_(parts.sync), optimizer_(parts.optimizer),
         profiler_(parts.profiler), input_(parts.input), step_graph_(parts.step_graph) {}
 
   Status Setup();
@@ -60,9 +60,8 @@ class Builder {
   std::unique_ptr<GlobalBatchSampler>& sampler_;
   int64_t& total_steps_;
   int64_t& start_step_;
-  DType& compute_dtype_;
+  std::unique_ptr<Precision>& precision_;
   std::unique_ptr<Model>& model_;
-  std::unique_ptr<LossScaler>& scaler_;
   std::unique_ptr<GradientSync>& sync_;
   std::unique_ptr<Optimizer>& optimizer_;
   std::unique_ptr<StepProfiler>& profiler_;
@@ -186,14 +185,17 @@ Status Builder::SetupTraining(int64_t dataset_size) {
   if (options_.lr <= 0.0) options_.lr = DefaultLearningRate(options_.model, sampler_->global_batch());
   options_.schedule.base_lr = options_.lr;
 
-  compute_dtype_ = ComputeDType(options_.precision);
-  if (compute_dtype_ == DType::kF16 && !on_gpu()) {
-    return InvalidArgument("--precision fp16 is for GPUs; on the CPU use --precision bf16");
-  }
-  if (compute_dtype_ == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
+  if (ComputeDType(options_.precision) == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
     FallBackFromCpuBf16(&options_, is_root());  // ddp_train has done this already, alike on every rank
-    compute_dtype_ = ComputeDType(options_.precision);
   }
+  PrecisionOptions precision;
+  precision.precision = options_.precision;
+  precision.memory_format = options_.memory_format;
+  precision.loss_scale = options_.loss_scale;
+  precision.gpu = on_gpu();
+  // Only where the batch has images (4-D tensors) to convert.
+  for (const TensorSpec& spec : data_.train->Specs(1)) precision.images = precision.images || spec.shape.size() == 4;
+  ASSIGN_OR_RETURN(precision_, Precision::Choose(precision));
 
   ModelOptions model_options;
   model_options.name = options_.model;
@@ -204,7 +206,7 @@ Status Builder::SetupTraining(int64_t dataset_size) {
   model_options.task = options_.task;
   model_options.activation_checkpointing = options_.activation_checkpointing;
   model_options.label_smoothing = options_.label_smoothing;
-  model_options.compute_dtype = compute_dtype_;
+  model_options.compute_dtype = precision_->compute_dtype();
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
   if (checkpoints_) {
     ASSIGN_OR_RETURN(start_step_, checkpoints_->ResumeModel(*model_, sampler_->global_batch(), total_steps_));
@@ -241,27 +243,7 @@ Status Builder::SetupTraining(int64_t dataset_size) {
     }
   }
   if (on_gpu()) model_->MoveTo(ctx_.device());
-  // Channels-last: always on the CPU (oneDNN's NHWC kernels need no
-  // reorders); on GPUs for 16-bit training, where cuDNN's tensor-core
-  // kernels want NHWC, reading a [K, R, S, C] copy of the weights that the
-  // low-precision copy provides (fp32 and tf32 keep none).
-  const bool sixteen_bit = compute_dtype_ != DType::kF32;
-  if (options_.memory_format == "channels_last" && on_gpu() && !sixteen_bit) {
-    return Unimplemented("--memory-format channels_last on GPUs needs --precision fp16 or bf16 (its convolutions "
-                         "read a [K, R, S, C] 16-bit weight copy, which " + options_.precision +
-                         " runs do not keep); use auto or contiguous");
-  }
-  // Only where the batch has images (4-D tensors) to convert.
-  bool images = false;
-  for (const TensorSpec& spec : data_.train->Specs(1)) images = images || spec.shape.size() == 4;
-  const bool channels_last = images && (options_.memory_format == "channels_last" ||
-                                        (options_.memory_format == "auto" && (!on_gpu() || sixteen_bit)));
-  model_->set_channels_last(channels_last);
-  if (sixteen_bit) {
-    model_->EnableLowPrecision(ctx_, compute_dtype_,
-                               on_gpu() && channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous);
-  }
-  scaler_ = std::make_unique<LossScaler>(options_.loss_scale);
+  precision_->Apply(*model_, ctx_);
 
   auto weight_decay = [&](const Parameter& p) {
     return options_.decay_bn_bias || !p.is_bias_or_norm ? static_cast<float>(options_.weight_decay) : 0.0f;
@@ -273,7 +255,7 @@ Status Builder::SetupTraining(int64_t dataset_size) {
   sync.first_bucket_mb = options_.first_bucket_mb;
   sync.overlap = options_.overlap;
   sync.wire_dtype = options_.wire_dtype;
-  if (options_.zero_gather_low_precision) sync.gather_dtype = compute_dtype_;
+  if (options_.zero_gather_low_precision) sync.gather_dtype = precision_->compute_dtype();
   sync_ = std::make_unique<GradientSync>(comm_, model_.get(), sync, ctx_);
   std::vector<OptimizerSlot> slots = sync_->OptimizerSlots(weight_decay);
   std::vector<SlotPlace> places;
@@ -291,7 +273,7 @@ Status Builder::SetupTraining(int64_t dataset_size) {
                           sync_->NormAllReduce());
   }
   if (checkpoints_) {
-    checkpoints_->Attach({model_.get(), optimizer_.get(), scaler_.get(), sync_->zero(), sync_->zero_stage(),
+    checkpoints_->Attach({model_.get(), optimizer_.get(), &precision_->scaler(), sync_->zero(), sync_->zero_stage(),
                           std::move(places), sampler_->global_batch(), options_.bucket_mb, options_.first_bucket_mb});
     RETURN_IF_ERROR(checkpoints_->ResumeOptimizer());
   }

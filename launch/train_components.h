@@ -18,6 +18,7 @@
 #include "launch/gpu_health.h"
 #include "launch/gradient_sync.h"
 #include "launch/input_pipeline.h"
+#include "launch/precision.h"
 #include "launch/progress.h"
 #include "launch/step_graph.h"
 #include "launch/step_profile.h"
@@ -48,9 +49,8 @@ struct TrainComponents {
   std::unique_ptr<GlobalBatchSampler> sampler;
   int64_t total_steps = 0;
   int64_t start_step = 0;  // the first step this run trains (after --resume)
-  DType compute_dtype = DType::kF32;  // activations: f32, or bf16/f16 under mixed precision
+  std::unique_ptr<Precision> precision;  // the compute dtype, memory format and loss scaler
   std::unique_ptr<Model> model;
-  std::unique_ptr<LossScaler> scaler;
   std::unique_ptr<GradientSync> sync;       // local, DDP or ZeRO
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<StepProfiler> profiler;   // --profile-file, rank 0

@@ -35,7 +35,7 @@ TEST(TrainComponentsTest, OneRankOnTheCpu) {
   EXPECT_DOUBLE_EQ(o.lr, 0.1 * 8 / 256);  // ResNet's rule: 0.1 x global batch / 256
   EXPECT_EQ(o.schedule.total_steps, 7);
   EXPECT_EQ(o.loader_threads, 1);  // a CPU rank: one beside the compute threads
-  EXPECT_EQ(parts.compute_dtype, DType::kF32);
+  EXPECT_EQ(parts.precision->compute_dtype(), DType::kF32);
   EXPECT_TRUE(parts.model->channels_last());  // the CPU default for images
   ASSERT_NE(parts.sync, nullptr);
   EXPECT_FALSE(parts.sync->sharded());
@@ -47,7 +47,7 @@ TEST(TrainComponentsTest, OneRankOnTheCpu) {
   EXPECT_EQ(parts.checkpoints, nullptr);
   EXPECT_EQ(parts.step_graph, nullptr);
   EXPECT_EQ(parts.profiler, nullptr);
-  EXPECT_FALSE(parts.scaler->enabled());
+  EXPECT_FALSE(parts.precision->scaler().enabled());
 }
 
 TEST(TrainComponentsTest, RefusedBeforeTraining) {

@@ -160,7 +160,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     // makes the reducer's job a plain sum, and N ranks compute exactly what
     // one rank with N micro-batches does.
     // Under loss scaling the gradient carries the scale through backward.
-    const double loss_grad = parts_.scaler->scale() / static_cast<double>(k * ranks_.world_size);
+    const double loss_grad = parts_.precision->LossGradient(k * ranks_.world_size);
     const bool accumulate = micro > 0 && !parts_.sync->reduces_each_micro_batch();
     // The model runs its loss on the batch's named tensors.
     const Batch batch = parts_.input->Next(step, micro);
@@ -187,7 +187,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
                                ? -1.0  // a replayed graph: no events inside it
                                : SteadySeconds() - compute_start - parts_.input->wait_seconds() - in_loop_waits;
   result.loss = loss_sum / static_cast<double>(k);
-  result.loss_scale = parts_.scaler->scale();
+  result.loss_scale = parts_.precision->scaler().scale();
   result.input_wait_seconds = parts_.input->wait_seconds();
   result.replaced_samples = parts_.input->replaced_samples();
   // Whether this rank's gradients are all finite: one check per optimizer
@@ -273,38 +273,16 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     RETURN_IF_ERROR(write_status);
     result.checkpoint_ready = written;
   }
-  if (nonfinite && !parts_.scaler->enabled()) {
-    const std::string where = " at step " + std::to_string(step + 1);
-    if (!local_nonfinite) {
-      return FailedPrecondition("another rank found a non-finite gradient" + where +
-                                "; stopping before the optimizer step");
-    }
-    return FailedPrecondition("non-finite gradient" + where + " on rank " + std::to_string(ranks_.rank) +
-                              ", first in '" + parts_.sync->FirstNonFinite(ctx_) +
-                              "'; stopping before the optimizer step touches the weights (look for NaN or Inf in "
-                              "the data, or lower --lr)");
-  }
   // The step's reductions waited on the GPU past its backward (with
   // several ranks), so its events have happened; -1 where not yet.
   if (gpu_timing) result.compute_seconds = cuda::ElapsedSeconds(compute_events_[0], compute_events_[1]);
-  if (!std::isfinite(result.loss)) {
-    // Under loss scaling an overflowing forward (fp16) skips the step, as
-    // GradScaler does; every rank sees the same all-reduced loss. Without
-    // it, a non-finite loss means divergence.
-    if (!parts_.scaler->enabled()) {
-      return FailedPrecondition("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
-                                "; try a lower --lr");
-    }
-    nonfinite = true;
-  }
-  result.skipped = parts_.scaler->Update(nonfinite);
+  ASSIGN_OR_RETURN(result.skipped,
+                   parts_.precision->Verdict({step + 1, ranks_.rank, result.loss, nonfinite, local_nonfinite},
+                                             [&] { return parts_.sync->FirstNonFinite(ctx_); }));
   // A skipped step leaves weights, optimizer state and (ZeRO) the gathered
   // parameters as they were; the next step overwrites the gradients.
   if (result.skipped) return result;
-  if (result.loss_scale != 1.0) {
-    // Unscaled before clipping and the update, as GradScaler.unscale_.
-    for (Tensor& g : parts_.sync->Held()) Scale(ctx_, static_cast<float>(1.0 / result.loss_scale), g);
-  }
+  Precision::Unscale(ctx_, parts_.sync->Held(), result.loss_scale);
   if (options_.clip_grad_norm > 0.0) RETURN_IF_ERROR(parts_.sync->ClipToNorm(ctx_, options_.clip_grad_norm));
   {
     const TimelineScope timed(ctx_, "optimizer step", "optimizer");
@@ -318,13 +296,13 @@ StatusOr<double> Trainer::ReplayMicroBatches(int64_t step) {
   for (int64_t micro = 0; micro < options_.accumulation_steps; ++micro) {
     parts_.input->FillInto(step, micro, parts_.step_graph->input(micro));
   }
-  return parts_.step_graph->Replay(parts_.scaler->scale());
+  return parts_.step_graph->Replay(parts_.precision->scaler().scale());
 }
 
 void Trainer::PrintStateDigest(int64_t step) {
   // Under ZeRO only this rank's pieces of the master weights are current.
   ddp::PrintStateDigest(ranks_.rank, step + 1, parts_.sync->MasterWeights(), parts_.optimizer->state(), parts_.optimizer->steps(),
-                        parts_.scaler->scale());
+                        parts_.precision->scaler().scale());
 }
 
 StatusOr<double> Trainer::Evaluate() {
@@ -410,7 +388,7 @@ StatusOr<TrainResult> Trainer::Run() {
     record.noun = noun;
     record.seq_len = seq_len;
     record.tokens = r.tokens;
-    record.loss_scaling = parts_.scaler->enabled();
+    record.loss_scaling = parts_.precision->scaler().enabled();
     record.loss_scale = r.loss_scale;
     record.skipped = r.skipped;
     record.graphed = r.graphed;
@@ -505,7 +483,7 @@ StatusOr<TrainResult> Trainer::Run() {
   const bool preempted = result.preempted_at_step >= 0;
   const int64_t end_step = preempted ? result.preempted_at_step : parts_.total_steps;
   const int64_t timed_steps = std::max<int64_t>(1, end_step - parts_.start_step - warmup);
-  result.compute_dtype = parts_.compute_dtype;
+  result.compute_dtype = parts_.precision->compute_dtype();
   result.skipped_steps = skipped;
   result.samples_per_s = timed_seconds > 0.0 ? timed_steps * samples_per_step / timed_seconds : 0.0;
   result.preemption_signal = PreemptionSignal();
@@ -554,7 +532,7 @@ StatusOr<TrainResult> Trainer::Run() {
   summary.model = options_.model;
   summary.device = options_.device;
   summary.precision = options_.precision;
-  summary.compute_dtype = DTypeName(parts_.compute_dtype);
+  summary.compute_dtype = DTypeName(parts_.precision->compute_dtype());
   summary.memory_format = parts_.model->channels_last() ? "channels_last" : "contiguous";
   summary.world_size = ranks_.world_size;
   summary.batch_size = options_.batch_size;
@@ -573,8 +551,8 @@ StatusOr<TrainResult> Trainer::Run() {
   if (distributed() && !options_.cuda_graphs) summary.exposed_comm_s = timed_exposed / timed_steps;
   if (parts_.step_graph) summary.cuda_graph_captures = parts_.step_graph->captures();
   if (parts_.sync->zero()) summary.zero_gather_dtype = DTypeName(parts_.sync->zero()->gather_dtype());
-  summary.loss_scaling = parts_.scaler->enabled();
-  summary.loss_scale = parts_.scaler->scale();
+  summary.loss_scaling = parts_.precision->scaler().enabled();
+  summary.loss_scale = parts_.precision->scaler().scale();
   summary.skipped_steps = skipped;
   summary.max_skipped_share = options_.max_skipped_share;
   if (preempted) summary.preempted_at_step = end_step;
