@@ -25,10 +25,12 @@
 #include "comm/watchdog.h"
 #include "launch/device_binding.h"
 #include "launch/fault_injection.h"
+#include "launch/flag_help.h"
 #include "launch/peer_access.h"
 #include "launch/preemption.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
+#include "launch/version.h"
 #include "models/registry.h"
 #include "runtime/allocator.h"
 #include "runtime/ops/conv2d.h"
@@ -36,9 +38,7 @@
 #include "runtime/durable_files.h"
 #include "runtime/tensor.h"
 
-DEFINE_bool(check_flags, false,
-            "parse and check the flags (and --config), print the first fault in one line, and exit (1, or 0 when "
-            "they hold) without starting MPI: for job scripts, before they queue a run");
+DECLARE_bool(check_flags);  // launch/train_options.cc
 
 namespace ddp {
 namespace {
@@ -252,8 +252,24 @@ void StartWatchdog(double timeout_s) {
 }
 
 int Main(int argc, char** argv) {
-  gflags::SetUsageMessage("mpirun -np N ddp_train --model resnet50 [--batch-size 8 --steps 100 ...]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const char* usage = "mpirun -np N ddp_train --model resnet50 [--batch-size 8 --steps 100 ...]";
+  gflags::SetUsageMessage(usage);
+  gflags::ParseCommandLineNonHelpFlags(&argc, &argv, true);
+  // --help: ddp_train's own flags by group (gflags' and glog's behind
+  // --helpfull); --version: what this binary was built with.
+  std::string asked;
+  if (gflags::GetCommandLineOption("help", &asked) && asked == "true") {
+    std::fputs(GroupedHelp(std::string("ddp_train: data-parallel training of ResNet and BERT.\n\n  ") + usage,
+                           {"launch/train_options.cc"})
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  if (gflags::GetCommandLineOption("version", &asked) && asked == "true") {
+    for (const std::string& line : VersionLines()) std::printf("%s\n", line.c_str());
+    return 0;
+  }
+  gflags::HandleCommandLineHelpFlags();  // --helpfull, --helpon=FILE, ...
   if (FLAGS_check_flags) return CheckFlagsOnly(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

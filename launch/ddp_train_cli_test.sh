@@ -37,6 +37,14 @@ tail -n 1 "$tmp/metrics.jsonl" | grep -q '"summary"' || fail "metrics file lacks
 printf 'model: "resnet18"\nbatch_size: 4\nsteps: 1\nimage_size: 32\nnum_classes: 10\nthreads: 1\n' > "$tmp/good.cfg"
 out=$("$bin" --config "$tmp/good.cfg" --steps 2 2>&1) || fail "config run: $out"
 printf '%s\n' "$out" | grep -q '^summary: resnet18  1 rank  steps 2 ' || fail "config + override: $out"
+# --help: ddp_train's own flags by group, with defaults (the logging
+# library's behind --helpfull); --version: one line each, exit 0.
+out=$("$bin" --help 2>&1); rc=$?
+{ [ "$rc" -eq 0 ] && grep -q "^What runs:$" <<< "$out" && grep -q "^  --batch-size=8$" <<< "$out" &&
+  ! grep -q "logtostderr" <<< "$out"; } || fail "--help: exit $rc: $out"
+out=$("$bin" --version 2>&1); rc=$?
+{ [ "$rc" -eq 0 ] && [ "$(grep -c . <<< "$out")" -eq 4 ] && grep -q "^ddp_train [0-9.]* (git " <<< "$out"; } ||
+  fail "--version: exit $rc: $out"
 
 # Flags.
 expect_error "--model 'resnet9000' is unknown; known models: resnet18" --model resnet9000

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include "runtime/cuda/cuda_device.h"
@@ -134,6 +135,16 @@ void FaultInjection::BetweenForwardAndBackward(int64_t step, int64_t micro, int 
   if (step == throw_step && rank == throw_rank) {
     throw InputError("rank " + std::to_string(rank) + " cannot read sample " + std::to_string(first_sample) +
                      ": it is corrupt (DDP_TEST_THROW)");
+  }
+}
+
+void FaultInjection::PoisonGradients(int64_t step, int rank, const std::vector<Tensor>& held) const {
+  if (!NonfiniteGradientAt(step, rank)) return;
+  for (const Tensor& g : held) {
+    if (g.numel() == 0) continue;
+    Tensor first = g.View(0, {1});
+    first.Fill(std::numeric_limits<double>::infinity());
+    return;
   }
 }
 

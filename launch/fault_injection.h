@@ -62,6 +62,9 @@ struct FaultInjection {
                                  double comm_timeout_s) const;
   // Whether `rank`'s gradients are to turn non-finite at 1-based `step`.
   bool NonfiniteGradientAt(int64_t step, int rank) const { return step == nonfinite_step && rank == nonfinite_rank; }
+  // Where they are: the first element of the first non-empty gradient
+  // (an empty ZeRO piece aside) becomes infinite.
+  void PoisonGradients(int64_t step, int rank, const std::vector<Tensor>& held) const;
   // `data`, slowed as DDP_TEST_SLOW_LOADER_MS asks (or as it is).
   std::unique_ptr<BatchSource> SlowLoader(std::unique_ptr<BatchSource> data) const;
   // Once the run is over, before MPI's end.

@@ -269,4 +269,13 @@ void HealthMonitor::Run() {
   }
 }
 
+void HealthMonitor::StopAndRecord(nlohmann::ordered_json* record) {
+  Stop();
+  (*record)["samples"] = tracker_.samples();
+  (*record)["throttled_s"] = tracker_.throttled_seconds(stopped_at_);
+  (*record)["max_temperature_c"] = tracker_.max_temperature_c();
+  (*record)["min_sm_clock_mhz"] = tracker_.min_sm_clock_mhz();
+  (*record)["max_power_w"] = tracker_.max_power_w();
+}
+
 }  // namespace ddp

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/status.h"
 
 namespace ddp {
@@ -99,6 +101,10 @@ class HealthMonitor {
   ~HealthMonitor();
   // Stops the thread (at the end of training).
   void Stop();
+  // Stops, then records what was sampled into the summary's GPU-health
+  // record: samples, seconds throttled, the hottest temperature, the lowest
+  // SM clock and the highest power.
+  void StopAndRecord(nlohmann::ordered_json* record);
   const ThrottleTracker& tracker() const { return tracker_; }
   double stopped_at() const { return stopped_at_; }
 

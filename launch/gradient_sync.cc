@@ -74,6 +74,13 @@ std::vector<Tensor> GradientSync::Held() const {
   return {model_->flat_gradients()};
 }
 
+bool GradientSync::HeldFinite(ExecutionContext& ctx) const {
+  for (const Tensor& g : Held()) {
+    if (!AllFinite(ctx, g)) return false;
+  }
+  return true;
+}
+
 std::string GradientSync::FirstNonFinite(ExecutionContext& ctx) const {
   if (zero_) {
     for (const OptimizerSlot& slot : zero_->OptimizerSlots([](const Parameter&) { return 0.0f; })) {

@@ -64,6 +64,8 @@ class GradientSync {
   // The gradients this rank holds after the reduction: the flat buffer, or
   // its ZeRO pieces.
   std::vector<Tensor> Held() const;
+  // Whether every gradient this rank holds is finite.
+  bool HeldFinite(ExecutionContext& ctx) const;
   // The first parameter (piece, under ZeRO) of this rank whose gradient
   // holds a NaN or Inf, or "?".
   std::string FirstNonFinite(ExecutionContext& ctx) const;

@@ -1,6 +1,7 @@
 #include "launch/run_reporter.h"
 
 #include <cstdarg>
+#include <algorithm>
 #include <cstdio>
 
 #include "launch/progress.h"
@@ -186,6 +187,49 @@ std::string SummaryText(const RunSummary& s) {
            s.loss_scale);
   }
   return out;
+}
+
+void RunMeter::AddStep(int64_t index, double seconds, double exposed_s, int64_t tokens, double input_wait_s,
+                       double compute_s, double comm_wait_s, int64_t replaced, bool skipped) {
+  replaced_ += replaced;
+  if (skipped) ++skipped_;
+  if (!timed(index)) return;
+  seconds_ += seconds;
+  exposed_ += exposed_s;
+  tokens_ += tokens;
+  input_wait_ += input_wait_s;
+  ++count_;
+  if (compute_s >= 0.0) compute_times_.push_back(compute_s);
+  wait_times_.push_back(comm_wait_s);
+}
+
+void RunMeter::AddStall(int64_t index, double seconds) {
+  if (timed(index)) seconds_ += seconds;
+}
+
+std::optional<std::string> RunMeter::InputWaitWarning(bool last_step, int loader_threads, int prefetch) {
+  constexpr double kShare = 0.05;
+  if (warned_input_ || count_ == 0 || (count_ < 5 && !last_step) || input_wait_ <= kShare * seconds_) {
+    return std::nullopt;
+  }
+  warned_input_ = true;
+  std::string line;
+  Append(line,
+         "ddp_train: warning: waiting for input took %.1f%% of step time over %lld steps (above %.0f%%): the data "
+         "loader is the bottleneck; raise --loader-threads (now %d) or --prefetch (now %d)",
+         100.0 * input_wait_ / seconds_, static_cast<long long>(count_), 100.0 * kShare, loader_threads, prefetch);
+  return line;
+}
+
+void RunMeter::Fill(int64_t steps, int64_t samples_per_step, bool exposed, RunSummary* summary) const {
+  const int64_t timed_steps = std::max<int64_t>(1, steps - warmup_);
+  summary->samples_per_s = seconds_ > 0.0 ? timed_steps * samples_per_step / seconds_ : 0.0;
+  if (exposed) summary->exposed_comm_s = exposed_ / timed_steps;
+  summary->input_wait_s = input_wait_ / timed_steps;  // per timed step, the mean over ranks
+  summary->input_wait_share = seconds_ > 0.0 ? input_wait_ / seconds_ : 0.0;
+  summary->real_tokens_per_s = static_cast<double>(tokens_) / seconds_;
+  summary->replaced_samples = replaced_;
+  summary->skipped_steps = skipped_;
 }
 
 }  // namespace ddp

@@ -107,4 +107,37 @@ std::vector<std::pair<std::string, double>> SummaryScalars(const RunSummary& s);
 // the skipped steps' warning: each ending in a newline.
 std::string SummaryText(const RunSummary& s);
 
+// The run's figures over its timed steps: the first `warmup` steps of the
+// run (allocation, algorithm search, a CUDA graph's capture) are untimed.
+class RunMeter {
+ public:
+  explicit RunMeter(int64_t warmup) : warmup_(warmup) {}
+  int64_t warmup() const { return warmup_; }
+  // Whether the run's `index`th step (0 for the first it trains) is timed.
+  bool timed(int64_t index) const { return index >= warmup_; }
+  // One step: its wall time, exposed communication, real tokens, input
+  // wait, this rank's compute time (-1: unknown) and collective wait, and
+  // the samples it replaced and whether it was skipped (every step).
+  void AddStep(int64_t index, double seconds, double exposed_s, int64_t tokens, double input_wait_s,
+               double compute_s, double comm_wait_s, int64_t replaced, bool skipped);
+  // A checkpoint's stall after step `index`: throughput counts it.
+  void AddStall(int64_t index, double seconds);
+  // Once a run, where waiting for input took more than 5% of the timed
+  // steps' time (over five of them at least, or the whole run): the line.
+  std::optional<std::string> InputWaitWarning(bool last_step, int loader_threads, int prefetch);
+  // The summary's figures of a run that trained `steps` steps of
+  // `samples_per_step` samples: throughput, exposed communication (where
+  // `exposed` is known), input wait, real tokens/s, replaced and skipped.
+  void Fill(int64_t steps, int64_t samples_per_step, bool exposed, RunSummary* summary) const;
+  const std::vector<double>& compute_times() const { return compute_times_; }
+  const std::vector<double>& wait_times() const { return wait_times_; }
+
+ private:
+  int64_t warmup_;
+  double seconds_ = 0.0, exposed_ = 0.0, input_wait_ = 0.0;
+  int64_t tokens_ = 0, count_ = 0, replaced_ = 0, skipped_ = 0;
+  bool warned_input_ = false;
+  std::vector<double> compute_times_, wait_times_;  // this rank's, per timed step
+};
+
 }  // namespace ddp

@@ -206,5 +206,38 @@ TEST(RunReporterTest, StepLine) {
             "  loss scale 1024  skipped: non-finite gradients  eval MLM accuracy 0.5000  ETA 45s");
 }
 
+TEST(RunReporterTest, MeterTimesAllButTheWarmupAndWarnsOnceAboutInput) {
+  RunMeter meter(2);
+  // Two untimed steps, then five of 0.5 s with 0.05 s of input wait (10%).
+  meter.AddStep(0, 9.0, 1.0, 100, 5.0, 8.0, 1.0, 1, true);
+  meter.AddStep(1, 9.0, 1.0, 100, 5.0, 8.0, 1.0, 0, false);
+  for (int64_t i = 2; i < 7; ++i) {
+    meter.AddStep(i, 0.5, 0.01, 1000, 0.05, i == 2 ? -1.0 : 0.4, 0.02, 2, i == 6);
+    if (i < 6) EXPECT_FALSE(meter.InputWaitWarning(false, 1, 2).has_value()) << "after " << i - 1 << " timed steps";
+  }
+  meter.AddStall(1, 100.0);  // untimed: not counted
+  meter.AddStall(6, 0.5);    // a checkpoint after a timed step: counted
+  const std::optional<std::string> warning = meter.InputWaitWarning(false, 1, 2);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_EQ(*warning,
+            "ddp_train: warning: waiting for input took 8.3% of step time over 5 steps (above 5%): the data loader is "
+            "the bottleneck; raise --loader-threads (now 1) or --prefetch (now 2)");
+  EXPECT_FALSE(meter.InputWaitWarning(true, 1, 2).has_value());  // once
+  EXPECT_EQ(meter.compute_times().size(), 4u);  // the unknown one left out
+  EXPECT_EQ(meter.wait_times().size(), 5u);
+  RunSummary s;
+  meter.Fill(7, 8, /*exposed=*/true, &s);
+  EXPECT_DOUBLE_EQ(s.samples_per_s, 5 * 8 / 3.0);  // 5 timed steps in 2.5 s + 0.5 s of stall
+  EXPECT_DOUBLE_EQ(*s.exposed_comm_s, 0.01);
+  EXPECT_DOUBLE_EQ(s.input_wait_s, 0.05);
+  EXPECT_DOUBLE_EQ(s.input_wait_share, 0.25 / 3.0);
+  EXPECT_DOUBLE_EQ(s.real_tokens_per_s, 5000 / 3.0);
+  EXPECT_EQ(s.replaced_samples, 11);
+  EXPECT_EQ(s.skipped_steps, 2);
+  RunSummary no_exposed;
+  meter.Fill(7, 8, /*exposed=*/false, &no_exposed);
+  EXPECT_FALSE(no_exposed.exposed_comm_s.has_value());
+}
+
 }  // namespace
 }  // namespace ddp

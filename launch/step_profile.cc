@@ -1,5 +1,7 @@
 #include "launch/step_profile.h"
 
+#include "runtime/durable_files.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -121,6 +123,28 @@ StepProfile StepProfiler::Summary() const {
     out.params.push_back({order_[k]->name, static_cast<int64_t>(order_[k]->value.nbytes()), Median(readies_[k])});
   }
   return out;
+}
+
+Status WriteStepProfile(const std::string& path, const StepProfiler& profiler, const ProfileRun& run) {
+  StepProfile profile = profiler.Summary();
+  if (profile.timed_steps == 0) {
+    return FailedPrecondition("--profile-file " + path + ": no timed step to profile (run more steps)");
+  }
+  profile.model = run.model;
+  profile.device = run.device;
+  if (!run.peer_access.empty()) profile.peer_access = run.peer_access;
+  profile.world_size = run.world_size;
+  profile.threads = run.threads;
+  profile.accumulation_steps = run.accumulation_steps;
+  profile.samples_per_step = run.samples_per_step;
+  nlohmann::ordered_json json = StepProfileJson(profile);
+  json["precision"] = run.precision;
+  json["batch_size"] = run.batch_size;
+  json["image_size"] = run.image_size;
+  json["seq_len"] = run.seq_len;
+  const Status written = ReplaceFileAtomically(path, json.dump(1) + "\n");
+  if (!written.ok()) return Status(written.code(), "--profile-file " + written.message());
+  return Status::Ok();
 }
 
 }  // namespace ddp

@@ -73,4 +73,16 @@ class StepProfiler : public GradientReadyHook {
   std::vector<std::vector<double>> readies_;  // [param][timed step]
 };
 
+// --profile-file: what the scaling model reads besides the timings.
+struct ProfileRun {
+  std::string model, device, precision;
+  std::string peer_access;  // the GPU peer-access decision's state ("" on CPU ranks)
+  int world_size = 1, threads = 1;
+  int64_t accumulation_steps = 1, samples_per_step = 0, batch_size = 0, image_size = 0, seq_len = 0;
+};
+
+// Writes the profiler's medians over the timed steps to `path`,
+// atomically; a run with no timed step is refused, naming the flag.
+Status WriteStepProfile(const std::string& path, const StepProfiler& profiler, const ProfileRun& run);
+
 }  // namespace ddp

@@ -8,6 +8,7 @@
 
 #include "launch/bucket_autotune.h"
 #include "launch/output_paths.h"
+#include "launch/weights_file.h"
 #include "models/registry.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/ops/conv2d.h"
@@ -216,31 +217,7 @@ Status Builder::SetupTraining(int64_t dataset_size) {
                 options_.load_weights.c_str());
   }
   if (!options_.load_weights.empty() && !resumed()) {
-    StatusOr<SafetensorsContents> weights = ReadSafetensors(options_.load_weights);
-    if (!weights.ok()) return Status(weights.status().code(), "--load-weights " + weights.status().message());
-    // Found here, not as a non-finite gradient blamed on the data.
-    RETURN_IF_ERROR(CheckFinite(*weights, "--load-weights " + options_.load_weights));
-    std::vector<std::pair<std::string, Tensor>> named;
-    for (NamedTensor& t : weights->tensors) named.emplace_back(t.name, t.tensor);
-    Model::LoadReport report;
-    Status loaded = model_->LoadStateDict(named, &report);
-    if (!loaded.ok()) return InvalidArgument("--load-weights " + options_.load_weights + ": " + loaded.message());
-    // Fine-tuning from another head: one line each for what was left out
-    // and what starts fresh.
-    auto list = [](const std::vector<std::string>& names) {
-      std::string out;
-      for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-      return out;
-    };
-    if (is_root() && !report.dropped.empty()) {
-      std::printf("ddp_train: --load-weights %s: dropped %zu tensor%s %s does not use: %s\n",
-                  options_.load_weights.c_str(), report.dropped.size(), report.dropped.size() == 1 ? "" : "s",
-                  options_.model.c_str(), list(report.dropped).c_str());
-    }
-    if (is_root() && !report.fresh.empty()) {
-      std::printf("ddp_train: --load-weights %s: initialized %zu new tensor%s: %s\n", options_.load_weights.c_str(),
-                  report.fresh.size(), report.fresh.size() == 1 ? "" : "s", list(report.fresh).c_str());
-    }
+    RETURN_IF_ERROR(LoadWeightsFile(options_.load_weights, *model_, options_.model, is_root()));
   }
   if (on_gpu()) model_->MoveTo(ctx_.device());
   precision_->Apply(*model_, ctx_);

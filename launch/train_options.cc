@@ -16,8 +16,12 @@
 #include "runtime/byte_size.h"
 #include "runtime/durable_files.h"
 
+DEFINE_bool(check_flags, false,
+            "parse and check the flags (and --config), print the first fault in one line, and exit (1, or 0 when "
+            "they hold) without starting MPI: for job scripts, before they queue a run");
 DEFINE_string(config, "", "a TrainConfig in protobuf text format; flags given here override it");
-DEFINE_string(model, "resnet50", "resnet18, resnet34, resnet50, resnet101 or resnet152");
+DEFINE_string(model, "resnet50",
+              "resnet18, resnet34, resnet50, resnet101, resnet152, bert-tiny, bert-base or bert-large");
 DEFINE_string(device, "auto", "auto, cpu or cuda");
 DEFINE_string(device_memory_limit, "",
               "cap this rank's device memory for tensors (e.g. 24GiB: an RTX 4090's, on a larger GPU; on CPU ranks, "
@@ -40,9 +44,9 @@ DEFINE_string(comm, "auto", "auto (nccl on GPUs, mpi on CPU), nccl, or mpi (on G
 DEFINE_int64(batch_size, 8, "samples per rank per micro-batch");
 DEFINE_int64(accumulation_steps, 1, "micro-batches per optimizer step");
 DEFINE_int64(steps, 0, "optimizer steps (default 100 unless --epochs is given)");
-DEFINE_int64(epochs, 0, "passes over a tensors: dataset");
+DEFINE_int64(epochs, 0, "passes over the training data (tensors:, imagefolder: or tokens: data); instead of --steps");
 DEFINE_uint64(seed, 1, "seed for initial weights, synthetic data and shuffling");
-DEFINE_int32(threads, 0, "CPU threads per rank; 0: the machine's cores");
+DEFINE_int32(threads, 0, "CPU threads per rank; 0: the node's cores divided among its ranks");
 DEFINE_string(optimizer, "sgd", "sgd, adamw or lamb");
 DEFINE_double(lr, 0.0, "base learning rate; 0: the linear scaling rule, 0.1 x global batch / 256");
 DEFINE_double(momentum, 0.9, "SGD momentum");
@@ -57,8 +61,9 @@ DEFINE_double(lr_poly_power, 2.0, "poly schedule: power");
 DEFINE_double(label_smoothing, 0.0, "cross-entropy label smoothing in [0, 1)");
 DEFINE_double(clip_grad_norm, 0.0, "clip gradients to this global norm; 0: no clipping");
 DEFINE_string(data, "synthetic",
-              "synthetic, tensors:FILE.safetensors, or imagefolder:DIR (one folder of JPEG/PNG images per class)");
-DEFINE_string(eval_data, "", "held-out data in the same forms; reports top-1 accuracy");
+              "synthetic, tensors:FILE.safetensors, imagefolder:DIR (one folder of JPEG/PNG images per class) or "
+              "tokens:PATH (tokenized shards, for BERT)");
+DEFINE_string(eval_data, "", "held-out data in the same forms (not synthetic); reports the model's accuracy");
 DEFINE_int64(eval_every, 0, "evaluate every this many steps (and at the end); 0: at the end only");
 DEFINE_bool(shuffle, true, "shuffle each epoch (seed + epoch); --noshuffle keeps file order");
 DEFINE_int64(image_size, 224, "image height and width (synthetic and imagefolder data)");

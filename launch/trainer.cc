@@ -3,50 +3,25 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <gflags/gflags.h>
-
 #include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <limits>
-#include <stdexcept>
-#include <thread>
 
 #include "comm/watchdog.h"
 #include "launch/evaluator.h"
-#include "launch/gradient_sync.h"
-#include "launch/input_pipeline.h"
-#include "launch/output_paths.h"
 #include "launch/preemption.h"
 #include "launch/rank_times.h"
 #include "launch/run_reporter.h"
 #include "launch/step_agreement.h"
-#include "launch/step_graph.h"
-#include "launch/train_checkpoints.h"
+#include "launch/weights_file.h"
 #include "runtime/allocator.h"
 #include "runtime/clock.h"
-#include "runtime/median.h"
 #include "runtime/cuda/cuda_device.h"
-#include "runtime/durable_files.h"
-#include "runtime/ops/conv2d.h"
-#include "runtime/ops/elementwise.h"
-#include "runtime/ops/reduce.h"
-#include "runtime/safetensors.h"
 #include "runtime/timeline.h"
-#include "launch/bucket_autotune.h"
 
 namespace ddp {
 namespace {
-
-// Input waits above this share of step time get a warning.
-constexpr double kInputWaitWarnShare = 0.05;
-// GPU clocks, temperature, power and throttling: sampled this often.
-constexpr double kHealthIntervalSeconds = 5.0;
-
 
 int64_t PeakResidentBytes() {
   struct rusage usage;
@@ -190,94 +165,68 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   result.loss_scale = parts_.precision->scaler().scale();
   result.input_wait_seconds = parts_.input->wait_seconds();
   result.replaced_samples = parts_.input->replaced_samples();
-  // Whether this rank's gradients are all finite: one check per optimizer
-  // step, after reduction, over what the rank holds. Under loss scaling a
-  // non-finite step is skipped; without, it stops every rank before the
-  // optimizer touches the weights.
-  bool nonfinite = false, local_nonfinite = false;
-  auto check_gradients = [&] {
-    std::vector<Tensor> held = parts_.sync->Held();
-    if (faults_.NonfiniteGradientAt(step + 1, ranks_.rank)) {
-      for (Tensor& g : held) {
-        if (g.numel() == 0) continue;  // an empty ZeRO piece
-        Tensor first = g.View(0, {1});
-        first.Fill(std::numeric_limits<double>::infinity());
-        break;
-      }
-    }
-    for (const Tensor& g : held) nonfinite = nonfinite || !AllFinite(ctx_, g);
-    local_nonfinite = nonfinite;
-  };
   // Whether the pending checkpoint's files are durable on this rank (a
   // write that finished, checked for its error), without waiting for it.
-  const TrainCheckpoints::LocalWrite local_write = parts_.checkpoints ? parts_.checkpoints->PollLocal() : TrainCheckpoints::LocalWrite();
-  const bool written = local_write.durable;
-  const Status& write_status = local_write.status;
+  const TrainCheckpoints::LocalWrite write =
+      parts_.checkpoints ? parts_.checkpoints->PollLocal() : TrainCheckpoints::LocalWrite();
+  // A failed gradient reduction is this rank's error, shared below like any
+  // other: the others must not wait for it.
+  const double wait_start = SteadySeconds();
+  StatusOr<ReduceStats> waited = parts_.sync->Wait(result.graphed);
   if (distributed()) {
-    ReduceStats stats;  // a replayed graph has waited for its all-reduces
-    // A failed gradient reduction is this rank's error, shared below like
-    // any other before it returns: the others must not wait for it.
-    const double wait_start = SteadySeconds();
-    StatusOr<ReduceStats> waited = parts_.sync->Wait(result.graphed);
     Timeline::Get().Add("wait for gradients", "wait", Timeline::kCommTrack, wait_start, SteadySeconds() - wait_start);
-    if (waited.ok()) RunTimeline::AddBucketEvents(*waited, parts_.sync->collective());
-    if (waited.ok()) stats = *waited;
-    // A collective that failed on this rank leaves the communicator in no
-    // state to agree on anything, and peers may be waiting inside it: the
-    // job ends here, with the reason.
-    if (!waited.ok()) {
-      CollectiveWatchdog::EndJob("gradient reduction failed at step " + std::to_string(step + 1) + ": " +
-                                 waited.status().message() + "; ending the job");
-    }
-    const Status step_status = !local_status.ok() ? local_status : (waited.ok() ? Status::Ok() : waited.status());
-    result.exposed_comm_seconds += stats.exposed_seconds;
-    result.buckets = stats.buckets;
-    check_gradients();
-    // The step's loss, whether any rank hit a local error, and whether any
-    // rank saw non-finite gradients, decided together: no rank stops or
-    // skips a step alone (under ZeRO each rank checks only its pieces).
-    // And how the pending checkpoint's write stands on each rank: every
-    // rank's files durable (rank 0 commits after the step), or one failed.
-    StepVotes mine;
-    mine.loss = result.loss;
-    mine.failed = step_status.ok() ? 0 : 1;
-    mine.nonfinite = nonfinite ? 1 : 0;
-    mine.tokens = result.tokens;
-    mine.checkpoint_durable = written && write_status.ok() ? 1 : 0;
-    mine.checkpoint_failed = write_status.ok() ? 0 : 1;
-    mine.stop = PreemptionSignal() != 0 ? 1 : 0;
-    mine.input_wait_s = result.input_wait_seconds;
-    mine.replaced_samples = result.replaced_samples;
-    const double shared_start = SteadySeconds();
-    ASSIGN_OR_RETURN(const StepVotes all, SumStepVotes(comm_, mine));
-    result.comm_wait_seconds = stats.exposed_seconds + in_loop_waits + (SteadySeconds() - shared_start);
-    if (!step_status.ok()) return step_status;
-    if (all.failed > 0) return FailedPrecondition("another rank failed; stopping");
-    if (!write_status.ok()) return write_status;
-    if (all.checkpoint_failed > 0) {
-      return FailedPrecondition("another rank failed to write the checkpoint of step " +
-                                std::to_string(parts_.checkpoints->pending_step()) + "; stopping");
-    }
-    result.loss = all.loss / ranks_.world_size;
-    nonfinite = all.nonfinite > 0;
-    result.tokens = all.tokens;
-    result.checkpoint_ready = all.checkpoint_durable == ranks_.world_size;
-    result.stop = all.stop > 0;
-    result.input_wait_seconds = all.input_wait_s / ranks_.world_size;
-    result.replaced_samples = all.replaced_samples;
-  } else if (!local_status.ok()) {
-    return local_status;
-  } else {
-    check_gradients();
-    result.stop = PreemptionSignal() != 0;
-    RETURN_IF_ERROR(write_status);
-    result.checkpoint_ready = written;
   }
+  // A collective that failed on this rank leaves the communicator in no
+  // state to agree on anything, and peers may be waiting inside it: the
+  // job ends here, with the reason.
+  if (!waited.ok()) {
+    CollectiveWatchdog::EndJob("gradient reduction failed at step " + std::to_string(step + 1) + ": " +
+                               waited.status().message() + "; ending the job");
+  }
+  const ReduceStats stats = waited.ok() ? *waited : ReduceStats();
+  RunTimeline::AddBucketEvents(stats, parts_.sync->collective());
+  const Status step_status = !local_status.ok() ? local_status : waited.status();
+  result.exposed_comm_seconds += stats.exposed_seconds;
+  result.buckets = stats.buckets;
+  // Whether this rank's gradients are all finite: one check per optimizer
+  // step, after reduction, over what the rank holds (its pieces under ZeRO).
+  faults_.PoisonGradients(step + 1, ranks_.rank, parts_.sync->Held());
+  const bool local_nonfinite = !parts_.sync->HeldFinite(ctx_);
+  // The step's loss, whether any rank hit a local error or holds
+  // non-finite gradients, and how the pending checkpoint's write stands on
+  // each rank, decided together: no rank stops, skips a step or commits
+  // alone.
+  StepVotes mine;
+  mine.loss = result.loss;
+  mine.failed = step_status.ok() ? 0 : 1;
+  mine.nonfinite = local_nonfinite ? 1 : 0;
+  mine.tokens = result.tokens;
+  mine.checkpoint_durable = write.durable && write.status.ok() ? 1 : 0;
+  mine.checkpoint_failed = write.status.ok() ? 0 : 1;
+  mine.stop = PreemptionSignal() != 0 ? 1 : 0;
+  mine.input_wait_s = result.input_wait_seconds;
+  mine.replaced_samples = result.replaced_samples;
+  const double shared_start = SteadySeconds();
+  ASSIGN_OR_RETURN(const StepVotes all, SumStepVotes(comm_, mine));
+  if (distributed()) result.comm_wait_seconds = stats.exposed_seconds + in_loop_waits + (SteadySeconds() - shared_start);
+  if (!step_status.ok()) return step_status;
+  if (all.failed > 0) return FailedPrecondition("another rank failed; stopping");
+  if (!write.status.ok()) return write.status;
+  if (all.checkpoint_failed > 0) {
+    return FailedPrecondition("another rank failed to write the checkpoint of step " +
+                              std::to_string(parts_.checkpoints->pending_step()) + "; stopping");
+  }
+  result.loss = all.loss / ranks_.world_size;
+  result.tokens = all.tokens;
+  result.checkpoint_ready = all.checkpoint_durable == ranks_.world_size;
+  result.stop = all.stop > 0;
+  result.input_wait_seconds = all.input_wait_s / ranks_.world_size;
+  result.replaced_samples = all.replaced_samples;
   // The step's reductions waited on the GPU past its backward (with
   // several ranks), so its events have happened; -1 where not yet.
   if (gpu_timing) result.compute_seconds = cuda::ElapsedSeconds(compute_events_[0], compute_events_[1]);
   ASSIGN_OR_RETURN(result.skipped,
-                   parts_.precision->Verdict({step + 1, ranks_.rank, result.loss, nonfinite, local_nonfinite},
+                   parts_.precision->Verdict({step + 1, ranks_.rank, result.loss, all.nonfinite > 0, local_nonfinite},
                                              [&] { return parts_.sync->FirstNonFinite(ctx_); }));
   // A skipped step leaves weights, optimizer state and (ZeRO) the gathered
   // parameters as they were; the next step overwrites the gradients.
@@ -336,13 +285,8 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   // Untimed: two eager steps (allocation, algorithm search), and under
   // --cuda-graphs the step that captures the graph as well.
-  const int64_t warmup =
-      std::min<int64_t>(options_.cuda_graphs ? StepGraph::kWarmupSteps + 1 : 2, parts_.total_steps - parts_.start_step - 1);
-  double timed_seconds = 0.0, timed_exposed = 0.0, timed_input_wait = 0.0;
-  int64_t timed_tokens = 0;  // token data: non-padding tokens of the timed steps
-  int64_t timed_count = 0, replaced_samples = 0;
-  bool warned_input = false;
-  std::vector<double> compute_times, wait_times;  // this rank's, per timed step
+  RunMeter meter(std::min<int64_t>(options_.cuda_graphs ? StepGraph::kWarmupSteps + 1 : 2,
+                                   parts_.total_steps - parts_.start_step - 1));
   // Everything allocated from here on is per-step working memory
   // (activations, their gradients, transient buffers).
   Allocator* memory = GetAllocator(ctx_.device());  // the rank's device: host or GPU
@@ -351,7 +295,6 @@ StatusOr<TrainResult> Trainer::Run() {
   memory->ResetPeak();
   TrainResult result;
   Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
-  int64_t skipped = 0;  // steps skipped for non-finite gradients (every rank counts the same)
   progress_ = ProgressPrinter(options_.log_every, StdoutIsATerminal());
   const double run_start = SteadySeconds();
   if (timeline_.enabled()) RETURN_IF_ERROR(timeline_.Start(comm_, ctx_));
@@ -359,24 +302,16 @@ StatusOr<TrainResult> Trainer::Run() {
     CollectiveWatchdog::SetPhase("step " + std::to_string(step + 1));
     Timeline::Get().SetStep(step + 1, step + 1 >= options_.timeline_first && step + 1 <= options_.timeline_last);
     const float lr = static_cast<float>(options_.schedule.At(step));
-    if (probe_) RETURN_IF_ERROR(probe_->StepStarting(step - parts_.start_step >= warmup));
+    const bool timed = meter.timed(step - parts_.start_step);
+    if (probe_) RETURN_IF_ERROR(probe_->StepStarting(timed));
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, local));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (probe_) RETURN_IF_ERROR(probe_->StepFinished(r.last_backward_seconds));
-    if (parts_.profiler) parts_.profiler->StepFinished(seconds, step - parts_.start_step >= warmup);
-    if (step - parts_.start_step >= warmup) {
-      timed_seconds += seconds;
-      timed_exposed += r.exposed_comm_seconds;
-      timed_tokens += r.tokens;
-      timed_input_wait += r.input_wait_seconds;
-      ++timed_count;
-      if (r.compute_seconds >= 0.0) compute_times.push_back(r.compute_seconds);
-      wait_times.push_back(r.comm_wait_seconds);
-    }
-    replaced_samples += r.replaced_samples;
+    if (parts_.profiler) parts_.profiler->StepFinished(seconds, timed);
+    meter.AddStep(step - parts_.start_step, seconds, r.exposed_comm_seconds, r.tokens, r.input_wait_seconds,
+                  r.compute_seconds, r.comm_wait_seconds, r.replaced_samples, r.skipped);
     result.final_loss = r.loss;
-    if (r.skipped) ++skipped;
     if (faults_.print_state_digest) PrintStateDigest(step);
     StepRecord record;
     record.step = step + 1;
@@ -415,7 +350,7 @@ StatusOr<TrainResult> Trainer::Run() {
       record.checkpoint_stall_s = stall;
       Timeline::Get().Add("checkpoint stall", "checkpoint", Timeline::kComputeTrack, stall_start, stall);
       // Throughput counts what checkpoints cost the run.
-      if (step - parts_.start_step >= warmup) timed_seconds += stall;
+      meter.AddStall(step - parts_.start_step, stall);
     }
     record.distributed = distributed();
     record.exposed_comm_s = r.exposed_comm_seconds;
@@ -445,15 +380,11 @@ StatusOr<TrainResult> Trainer::Run() {
       if (local.ok()) local = plotted;
       // Input that keeps the step waiting: said once, over the timed steps
       // (five at least, or the whole run).
-      if (!warned_input && timed_count > 0 && (timed_count >= 5 || step + 1 == parts_.total_steps) &&
-          timed_input_wait > kInputWaitWarnShare * timed_seconds) {
+      if (const auto warning = meter.InputWaitWarning(step + 1 == parts_.total_steps, options_.loader_threads,
+                                                      options_.prefetch)) {
         progress_.EndLine();
-        std::printf("ddp_train: warning: waiting for input took %.1f%% of step time over %lld steps (above %.0f%%): "
-                    "the data loader is the bottleneck; raise --loader-threads (now %d) or --prefetch (now %d)\n",
-                    100.0 * timed_input_wait / timed_seconds, static_cast<long long>(timed_count),
-                    100.0 * kInputWaitWarnShare, options_.loader_threads, options_.prefetch);
+        std::printf("%s\n", warning->c_str());
         std::fflush(stdout);
-        warned_input = true;
       }
     }
     if (stop) break;
@@ -462,45 +393,30 @@ StatusOr<TrainResult> Trainer::Run() {
   MarkPreemptionAnswered();  // a signal's step boundary, or the run's end
   progress_.EndLine();
   if (timeline_.enabled()) RETURN_IF_ERROR(timeline_.Write(comm_, parts_.total_steps));
-  if (parts_.health) {
-    parts_.health->Stop();
-    const ThrottleTracker& t = parts_.health->tracker();
-    parts_.gpu_summary["samples"] = t.samples();
-    parts_.gpu_summary["throttled_s"] = t.throttled_seconds(parts_.health->stopped_at());
-    parts_.gpu_summary["max_temperature_c"] = t.max_temperature_c();
-    parts_.gpu_summary["min_sm_clock_mhz"] = t.min_sm_clock_mhz();
-    parts_.gpu_summary["max_power_w"] = t.max_power_w();
-  }
+  if (parts_.health) parts_.health->StopAndRecord(&parts_.gpu_summary);
   // A metrics write that failed after the last step (rank 0 only): decided
   // together, so no rank goes on alone into evaluation's collectives.
   RETURN_IF_ERROR(AgreeOnStatus(comm_, local, "another rank failed; stopping"));
   // The last checkpoint's write, waited for and committed.
   if (parts_.checkpoints && parts_.checkpoints->pending()) RETURN_IF_ERROR(parts_.checkpoints->Finish());
-  ASSIGN_OR_RETURN(const RankTimes rank_times, GatherRankTimes(comm_, compute_times, wait_times));
+  ASSIGN_OR_RETURN(const RankTimes rank_times, GatherRankTimes(comm_, meter.compute_times(), meter.wait_times()));
   // The last update, before eval and saving; after 16-bit gathers the f32
   // master weights too, so every rank holds all of them.
   RETURN_IF_ERROR(parts_.sync->GatherMasterWeights());
   const bool preempted = result.preempted_at_step >= 0;
   const int64_t end_step = preempted ? result.preempted_at_step : parts_.total_steps;
-  const int64_t timed_steps = std::max<int64_t>(1, end_step - parts_.start_step - warmup);
+  RunSummary summary;
+  // Replayed steps have no bucket timings: exposed communication is
+  // reported for eager runs only.
+  meter.Fill(end_step - parts_.start_step, samples_per_step, distributed() && !options_.cuda_graphs, &summary);
   result.compute_dtype = parts_.precision->compute_dtype();
-  result.skipped_steps = skipped;
-  result.samples_per_s = timed_seconds > 0.0 ? timed_steps * samples_per_step / timed_seconds : 0.0;
+  result.skipped_steps = summary.skipped_steps;
+  result.samples_per_s = summary.samples_per_s;
   result.preemption_signal = PreemptionSignal();
   // A preempted run is not finished: its checkpoint holds the state, and
   // neither --save-weights nor the final evaluation runs.
   if (!options_.save_weights.empty() && is_root() && !preempted) {
-    // Never a file of NaN weights without an error.
-    for (const auto& [name, t] : parts_.model->StateDict()) {
-      if (t.dtype() == DType::kF32 && !AllFinite(ctx_, t)) {
-        return FailedPrecondition("--save-weights " + options_.save_weights + ": tensor '" + name +
-                                  "' holds non-finite values; not written");
-      }
-    }
-    std::vector<NamedTensor> named;
-    for (auto& [name, t] : parts_.model->StateDict()) named.push_back({name, t.To(Device::Cpu())});
-    Status saved = WriteSafetensors(options_.save_weights, named, {{"format", "pt"}, {"model", options_.model}});
-    if (!saved.ok()) return Status(saved.code(), "--save-weights " + saved.message());
+    RETURN_IF_ERROR(SaveWeightsFile(options_.save_weights, *parts_.model, ctx_, options_.model));
   }
   // After the weights are safe: an evaluation that fails loses no training.
   if (has_eval && !preempted) {
@@ -508,27 +424,11 @@ StatusOr<TrainResult> Trainer::Run() {
   }
   if (!is_root()) return result;
   if (parts_.profiler) {
-    StepProfile profile = parts_.profiler->Summary();
-    if (profile.timed_steps == 0) {
-      return FailedPrecondition("--profile-file " + options_.profile_file + ": no timed step to profile (run more steps)");
-    }
-    profile.model = options_.model;
-    profile.device = options_.device;
-    if (parts_.gpu_summary.contains("peer_access")) profile.peer_access = parts_.gpu_summary["peer_access"]["state"];
-    profile.world_size = ranks_.world_size;
-    profile.threads = ctx_.num_threads();
-    profile.accumulation_steps = options_.accumulation_steps;
-    profile.samples_per_step = samples_per_step;
-    nlohmann::ordered_json json = StepProfileJson(profile);
-    json["precision"] = options_.precision;
-    json["batch_size"] = options_.batch_size;
-    json["image_size"] = options_.image_size;
-    json["seq_len"] = seq_len;
-    const Status written = ReplaceFileAtomically(options_.profile_file, json.dump(1) + "\n");
-    if (!written.ok()) return Status(written.code(), "--profile-file " + written.message());
+    ProfileRun run{options_.model, options_.device, options_.precision, "", ranks_.world_size, ctx_.num_threads(),
+                   options_.accumulation_steps, samples_per_step, options_.batch_size, options_.image_size, seq_len};
+    if (parts_.gpu_summary.contains("peer_access")) run.peer_access = parts_.gpu_summary["peer_access"]["state"];
+    RETURN_IF_ERROR(WriteStepProfile(options_.profile_file, *parts_.profiler, run));
   }
-
-  RunSummary summary;
   summary.model = options_.model;
   summary.device = options_.device;
   summary.precision = options_.precision;
@@ -540,20 +440,15 @@ StatusOr<TrainResult> Trainer::Run() {
   summary.zero_stage = parts_.sync->zero_stage();
   summary.steps = end_step;
   summary.total_steps = parts_.total_steps;
-  summary.warmup_steps = warmup;
-  summary.samples_per_s = result.samples_per_s;
+  summary.warmup_steps = meter.warmup();
   summary.final_loss = result.final_loss;
   summary.noun = noun;
   summary.distributed = distributed();
   summary.bucket_mb = options_.bucket_mb;
-  // Replayed steps have no bucket timings: exposed communication is
-  // reported for eager runs only.
-  if (distributed() && !options_.cuda_graphs) summary.exposed_comm_s = timed_exposed / timed_steps;
   if (parts_.step_graph) summary.cuda_graph_captures = parts_.step_graph->captures();
   if (parts_.sync->zero()) summary.zero_gather_dtype = DTypeName(parts_.sync->zero()->gather_dtype());
   summary.loss_scaling = parts_.precision->scaler().enabled();
   summary.loss_scale = parts_.precision->scaler().scale();
-  summary.skipped_steps = skipped;
   summary.max_skipped_share = options_.max_skipped_share;
   if (preempted) summary.preempted_at_step = end_step;
   summary.compute_s = Spread(rank_times.compute);
@@ -563,15 +458,11 @@ StatusOr<TrainResult> Trainer::Run() {
     std::fflush(stdout);
   }
   summary.gpu_health = parts_.gpu_summary;
-  summary.input_wait_s = timed_input_wait / timed_steps;  // per timed step, the mean over ranks
-  summary.input_wait_share = timed_seconds > 0.0 ? timed_input_wait / timed_seconds : 0.0;
   summary.loader_threads = options_.loader_threads;
   summary.reads_files = parts_.data.train->ReadsFiles();
-  summary.replaced_samples = replaced_samples;
   if (has_eval && !preempted) summary.eval_accuracy = result.eval_accuracy;  // the model's first count
   summary.eval_label = eval_label_;
   summary.seq_len = seq_len;
-  summary.real_tokens_per_s = static_cast<double>(timed_tokens) / timed_seconds;
   MemoryFigures& m = summary.memory;
   m.param_bytes = static_cast<int64_t>(parts_.model->flat_parameters().nbytes());
   m.grad_bytes = parts_.sync->gradient_bytes();

@@ -1,38 +1,23 @@
-// The training loop that ties data, model, loss and optimizer together on
-// one rank: micro-batches with gradient accumulation, clipping, the LR
-// schedule, evaluation, weights in and out, progress and metrics.
+// The training loop of one rank: the step (micro-batches with gradient
+// accumulation, the gradient synchronization, the step's agreement, the
+// update) and the run (steps, checkpoints, evaluation, reports, the end).
+// Every other job is a part (launch/train_components.h lists them), built
+// before the loop and called from it.
 #pragma once
 
 #include <memory>
-#include <optional>
+#include <string>
 
 #include "comm/bootstrap.h"
 #include "comm/communicator.h"
 #include "comm/contention_probe.h"
-#include "comm/reducer.h"
-#include "comm/zero_reducer.h"
-#include "launch/checkpointer.h"
-#include "launch/train_checkpoints.h"
 #include "launch/fault_injection.h"
-#include "launch/gradient_sync.h"
-#include "launch/input_pipeline.h"
-#include "launch/run_timeline.h"
-#include "launch/step_graph.h"
-#include "launch/train_components.h"
-#include "launch/train_options.h"
-#include "launch/training_data.h"
-#include "models/registry.h"
-#include "runtime/data/batch_stager.h"
-#include "runtime/data/sampler.h"
-#include "runtime/execution_context.h"
-#include "runtime/metrics.h"
-#include "launch/gpu_health.h"
 #include "launch/peer_access.h"
 #include "launch/progress.h"
-#include "launch/step_profile.h"
-#include "runtime/tensorboard.h"
-#include "runtime/optim/loss_scaler.h"
-#include "runtime/optim/optimizer.h"
+#include "launch/run_timeline.h"
+#include "launch/train_components.h"
+#include "launch/train_options.h"
+#include "runtime/execution_context.h"
 
 namespace ddp {
 
@@ -48,7 +33,6 @@ struct TrainResult {
   int64_t preempted_at_step = -1;
   int preemption_signal = 0;
 };
-
 
 class Trainer {
  public:

@@ -1,6 +1,7 @@
 #include "runtime/cuda/library_versions.h"
 
 #include <cublasLt.h>
+#include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <nccl.h>
 
@@ -21,6 +22,7 @@ LibraryVersions GetLibraryVersions() {
     std::abort();
   }
   v.nccl_header = NCCL_VERSION_CODE;
+  v.cudart_header = CUDART_VERSION;
   return v;
 }
 

@@ -9,10 +9,11 @@ to CPU-only code.
 
 load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "NVCC")
 
-CUDA_ARCH_FLAGS = [
-    "-gencode=arch=compute_89,code=sm_89",
-    "-gencode=arch=compute_90,code=sm_90",
-]
+# The GPU architectures every .cu is compiled for (ddp_train --version
+# names them).
+CUDA_ARCHS = ["89", "90"]
+
+CUDA_ARCH_FLAGS = ["-gencode=arch=compute_%s,code=sm_%s" % (arch, arch) for arch in CUDA_ARCHS]
 
 NVCC_FLAGS = [
     "-O3",
