@@ -274,4 +274,8 @@ PeerTopology PeerTopologyFromChild(const ChildRun& run) {
   return failed;
 }
 
+nlohmann::ordered_json PeerAccessJson(const PeerAccessDecision& decision) {
+  return {{"state", decision.state}, {"nccl_p2p_disable", decision.set_p2p_disable}, {"reason", decision.reason}};
+}
+
 }  // namespace ddp

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/status.h"
 
 namespace ddp {
@@ -83,5 +85,9 @@ ChildRun RunInChild(const std::function<std::string(const std::function<void(con
 // PeerTopologyFromChild reads a run that hung there as that link timing out.
 PeerTopology ProbePeerTopology(double deadline_s);
 PeerTopology PeerTopologyFromChild(const ChildRun& run);
+
+// The decision as the summary's GPU-health record holds it: {state,
+// nccl_p2p_disable, reason}.
+nlohmann::ordered_json PeerAccessJson(const PeerAccessDecision& decision);
 
 }  // namespace ddp

@@ -1,5 +1,9 @@
 #include "launch/progress.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -43,6 +47,13 @@ std::string FormatDuration(double seconds) {
                   static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
   }
   return text;
+}
+
+bool StdoutIsATerminal() {
+  for (const char* launched : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_ID"}) {
+    if (std::getenv(launched) != nullptr) return false;
+  }
+  return ::isatty(STDOUT_FILENO) == 1;
 }
 
 }  // namespace ddp

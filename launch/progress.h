@@ -36,4 +36,9 @@ class ProgressPrinter {
 // "42s", "6m02s", "3h04m05s": for times left.
 std::string FormatDuration(double seconds);
 
+// Whether progress may redraw one line: stdout is a terminal and no
+// launcher stands between it and the user (mpirun hands its ranks
+// pseudo-terminals even when its own output goes to a file).
+bool StdoutIsATerminal();
+
 }  // namespace ddp

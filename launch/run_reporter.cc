@@ -38,6 +38,17 @@ nlohmann::ordered_json MemoryJson(const MemoryFigures& m) {
 
 }  // namespace
 
+std::string StartLine(const RunStart& r) {
+  std::string out;
+  Append(out,
+         "ddp_train: %s, %lld parameters, %d rank%s x %d threads on %s, batch %lld x %lld micro-batches per rank, "
+         "%lld steps, %s lr %g, %s",
+         r.model.c_str(), static_cast<long long>(r.parameters), r.world_size, r.world_size == 1 ? "" : "s", r.threads,
+         r.device.c_str(), static_cast<long long>(r.batch_size), static_cast<long long>(r.accumulation_steps),
+         static_cast<long long>(r.steps), r.optimizer.c_str(), r.lr, r.data.c_str());
+  return out;
+}
+
 nlohmann::ordered_json StepJson(const StepRecord& r) {
   const double samples_per_s = static_cast<double>(r.samples_per_step) / r.seconds;
   nlohmann::ordered_json j = {{"step", r.step},

@@ -62,6 +62,17 @@ struct RunSummary {
   MemoryFigures memory;
 };
 
+// The run's first line: "ddp_train: resnet50, 25557032 parameters, 2 ranks
+// x 1 threads on cpu, batch 8 x 1 micro-batches per rank, 100 steps, sgd lr
+// 0.0625, 224x224 images from synthetic".
+struct RunStart {
+  std::string model, device, optimizer, data;  // data: the source's description
+  int64_t parameters = 0, batch_size = 0, accumulation_steps = 1, steps = 0;
+  int world_size = 1, threads = 1;
+  double lr = 0.0;
+};
+std::string StartLine(const RunStart& r);
+
 // One step's record: the metrics file's line, TensorBoard's scalars and
 // rank 0's progress line.
 struct StepRecord {

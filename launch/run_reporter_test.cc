@@ -200,6 +200,14 @@ TEST(RunReporterTest, RecordScalarsSkipTheStepAndWhatIsNoNumber) {
   EXPECT_EQ(scalars.back().second, 0.5);
 }
 
+TEST(RunReporterTest, StartLine) {
+  EXPECT_EQ(StartLine({"resnet50", "cpu", "sgd", "224x224 images from synthetic", 25557032, 8, 2, 100, 4, 1, 0.125}),
+            "ddp_train: resnet50, 25557032 parameters, 4 ranks x 1 threads on cpu, batch 8 x 2 micro-batches per rank, "
+            "100 steps, sgd lr 0.125, 224x224 images from synthetic");
+  EXPECT_NE(StartLine({"bert-tiny", "cuda:0", "adamw", "d", 1, 1, 1, 1, 1, 8, 1e-4}).find("1 rank x 8 threads"),
+            std::string::npos);
+}
+
 TEST(RunReporterTest, StepLine) {
   EXPECT_EQ(StepLine(FullStep()),
             "step    12/100  loss 2.3457  lr 0.10000  0.500 s  32.0 sequences/s  4096 tokens/s  exposed comm 0.037 s"

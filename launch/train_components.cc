@@ -334,6 +334,17 @@ void FallBackFromCpuBf16(TrainOptions* options, bool announce) {
 }
 
 
+ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks, void* cuda_stream) {
+  if (options.gpu < 0) {
+    return ExecutionContext::Cpu(options.threads > 0 ? options.threads
+                                                     : std::max(1, DefaultThreads() / std::max(1, ranks.local_size)));
+  }
+  ExecutionContext ctx = ExecutionContext::Cuda(options.gpu, cuda_stream);
+  ctx.set_allow_tf32(options.precision == "tf32");
+  ctx.set_deterministic(options.deterministic);
+  return ctx;
+}
+
 Status BuildComponents(TrainOptions& options, Communicator* comm, const RankInfo& ranks, ExecutionContext& ctx,
                        const FaultInjection& faults, ProgressPrinter* progress, TrainComponents* parts) {
   return Builder(options, comm, ranks, ctx, faults, progress, *parts).Setup();

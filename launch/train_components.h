@@ -74,5 +74,9 @@ void FallBackFromCpuBf16(TrainOptions* options, bool announce);
 
 // The machine's cores (for --threads 0 and the loader threads).
 int DefaultThreads();
+// The rank's execution context: a CPU rank's threads (--threads, or the
+// node's cores divided among its ranks), or a GPU rank's device and stream
+// with its math mode (--precision tf32, --deterministic).
+ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks, void* cuda_stream);
 
 }  // namespace ddp

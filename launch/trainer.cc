@@ -1,10 +1,6 @@
 #include "launch/trainer.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,6 +9,7 @@
 #include "launch/preemption.h"
 #include "launch/rank_times.h"
 #include "launch/run_reporter.h"
+#include "launch/run_summary.h"
 #include "launch/step_agreement.h"
 #include "launch/weights_file.h"
 #include "runtime/allocator.h"
@@ -21,33 +18,6 @@
 #include "runtime/timeline.h"
 
 namespace ddp {
-namespace {
-
-int64_t PeakResidentBytes() {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
-}
-
-}  // namespace
-
-// The machine's cores divided among the ranks on this node.
-int ThreadsFor(const TrainOptions& options, const RankInfo& ranks) {
-  if (options.threads > 0) return options.threads;
-  return std::max(1, DefaultThreads() / std::max(1, ranks.local_size));
-}
-
-namespace {
-
-ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks, void* cuda_stream) {
-  if (options.gpu < 0) return ExecutionContext::Cpu(ThreadsFor(options, ranks));
-  ExecutionContext ctx = ExecutionContext::Cuda(options.gpu, cuda_stream);
-  ctx.set_allow_tf32(options.precision == "tf32");
-  ctx.set_deterministic(options.deterministic);
-  return ctx;
-}
-
-}  // namespace
 
 Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream,
                  const FaultInjection& faults)
@@ -60,9 +30,6 @@ Trainer::Trainer(const TrainOptions& options, Communicator* comm, const RankInfo
 
 Trainer::~Trainer() {
   parts_.step_graph.reset();  // before the context, model and reducer it uses (explicitly: it holds the context)
-  for (void* e : compute_events_) {
-    if (e != nullptr) cuda::DestroyEvent(e);
-  }
 }
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, Communicator* comm,
@@ -85,34 +52,37 @@ Status Trainer::BroadcastInitialState() {
   return Status::Ok();
 }
 
-namespace {
-
-// Whether progress may redraw one line: stdout is a terminal and no
-// launcher stands between it and the user (mpirun hands its ranks
-// pseudo-terminals even when its own output goes to a file).
-bool StdoutIsATerminal() {
-  for (const char* launched : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_ID"}) {
-    if (std::getenv(launched) != nullptr) return false;
-  }
-  return ::isatty(STDOUT_FILENO) == 1;
-}
-
-}  // namespace
-
-void Trainer::RecordPeerAccess(const PeerAccessDecision& decision) {
-  if (!on_gpu()) return;
-  parts_.gpu_summary["peer_access"] = {{"state", decision.state},
-                                 {"nccl_p2p_disable", decision.set_p2p_disable},
-                                 {"reason", decision.reason}};
-}
 
 StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const Status& local_status) {
-  const int64_t k = options_.accumulation_steps;
-  double loss_sum = 0.0;
   StepResult result;
   parts_.input->StartStep();
   // Counted from this run's first step: a resumed run warms up eagerly too.
   result.graphed = options_.cuda_graphs && step - parts_.start_step >= StepGraph::kWarmupSteps;
+  ASSIGN_OR_RETURN(const double in_loop_waits, ForwardBackward(step, result));
+  bool local_nonfinite = false;
+  ASSIGN_OR_RETURN(const StepVotes all, ReduceAndAgree(step, local_status, in_loop_waits, result, &local_nonfinite));
+  // The step's reductions waited on the GPU past its backward (with
+  // several ranks), so its events have happened; -1 where not yet.
+  if (on_gpu() && !result.graphed) result.compute_seconds = compute_timer_.Seconds();
+  ASSIGN_OR_RETURN(result.skipped,
+                   parts_.precision->Verdict({step + 1, ranks_.rank, result.loss, all.nonfinite > 0, local_nonfinite},
+                                             [&] { return parts_.sync->FirstNonFinite(ctx_); }));
+  // A skipped step leaves weights, optimizer state and (ZeRO) the gathered
+  // parameters as they were; the next step overwrites the gradients.
+  if (result.skipped) return result;
+  Precision::Unscale(ctx_, parts_.sync->Held(), result.loss_scale);
+  if (options_.clip_grad_norm > 0.0) RETURN_IF_ERROR(parts_.sync->ClipToNorm(ctx_, options_.clip_grad_norm));
+  {
+    const TimelineScope timed(ctx_, "optimizer step", "optimizer");
+    RETURN_IF_ERROR(parts_.optimizer->Step(ctx_, lr));
+  }
+  RETURN_IF_ERROR(parts_.sync->AfterUpdate(ctx_));
+  return result;
+}
+
+StatusOr<double> Trainer::ForwardBackward(int64_t step, StepResult& result) {
+  const int64_t k = options_.accumulation_steps;
+  double loss_sum = 0.0;
   if (result.graphed) {
     ASSIGN_OR_RETURN(const double mean, ReplayMicroBatches(step));
     loss_sum = mean * static_cast<double>(k);
@@ -123,12 +93,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   const double compute_start = SteadySeconds();
   double in_loop_waits = 0.0;
   const bool gpu_timing = on_gpu() && !result.graphed;
-  if (gpu_timing) {
-    if (compute_events_[0] == nullptr) {
-      for (void*& e : compute_events_) e = cuda::CreateTimingEvent();
-    }
-    cuda::RecordEvent(compute_events_[0], ctx_.cuda_stream());
-  }
+  if (gpu_timing) compute_timer_.Start(ctx_.cuda_stream());
   for (int64_t micro = 0; micro < k && !result.graphed; ++micro) {
     // Micro-batch losses are means; the step's gradient is their mean over
     // micro-batches and ranks. Dividing the loss gradient by K x world here
@@ -157,7 +122,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
     result.exposed_comm_seconds += exposed;
     in_loop_waits += exposed;
   }
-  if (gpu_timing) cuda::RecordEvent(compute_events_[1], ctx_.cuda_stream());
+  if (gpu_timing) compute_timer_.Stop(ctx_.cuda_stream());
   result.compute_seconds = result.graphed && on_gpu()
                                ? -1.0  // a replayed graph: no events inside it
                                : SteadySeconds() - compute_start - parts_.input->wait_seconds() - in_loop_waits;
@@ -165,6 +130,11 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   result.loss_scale = parts_.precision->scaler().scale();
   result.input_wait_seconds = parts_.input->wait_seconds();
   result.replaced_samples = parts_.input->replaced_samples();
+  return in_loop_waits;
+}
+
+StatusOr<StepVotes> Trainer::ReduceAndAgree(int64_t step, const Status& local_status, double in_loop_waits,
+                                            StepResult& result, bool* local_nonfinite) {
   // Whether the pending checkpoint's files are durable on this rank (a
   // write that finished, checked for its error), without waiting for it.
   const TrainCheckpoints::LocalWrite write =
@@ -191,7 +161,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   // Whether this rank's gradients are all finite: one check per optimizer
   // step, after reduction, over what the rank holds (its pieces under ZeRO).
   faults_.PoisonGradients(step + 1, ranks_.rank, parts_.sync->Held());
-  const bool local_nonfinite = !parts_.sync->HeldFinite(ctx_);
+  *local_nonfinite = !parts_.sync->HeldFinite(ctx_);
   // The step's loss, whether any rank hit a local error or holds
   // non-finite gradients, and how the pending checkpoint's write stands on
   // each rank, decided together: no rank stops, skips a step or commits
@@ -199,7 +169,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   StepVotes mine;
   mine.loss = result.loss;
   mine.failed = step_status.ok() ? 0 : 1;
-  mine.nonfinite = local_nonfinite ? 1 : 0;
+  mine.nonfinite = *local_nonfinite ? 1 : 0;
   mine.tokens = result.tokens;
   mine.checkpoint_durable = write.durable && write.status.ok() ? 1 : 0;
   mine.checkpoint_failed = write.status.ok() ? 0 : 1;
@@ -222,23 +192,7 @@ StatusOr<Trainer::StepResult> Trainer::TrainStep(int64_t step, float lr, const S
   result.stop = all.stop > 0;
   result.input_wait_seconds = all.input_wait_s / ranks_.world_size;
   result.replaced_samples = all.replaced_samples;
-  // The step's reductions waited on the GPU past its backward (with
-  // several ranks), so its events have happened; -1 where not yet.
-  if (gpu_timing) result.compute_seconds = cuda::ElapsedSeconds(compute_events_[0], compute_events_[1]);
-  ASSIGN_OR_RETURN(result.skipped,
-                   parts_.precision->Verdict({step + 1, ranks_.rank, result.loss, all.nonfinite > 0, local_nonfinite},
-                                             [&] { return parts_.sync->FirstNonFinite(ctx_); }));
-  // A skipped step leaves weights, optimizer state and (ZeRO) the gathered
-  // parameters as they were; the next step overwrites the gradients.
-  if (result.skipped) return result;
-  Precision::Unscale(ctx_, parts_.sync->Held(), result.loss_scale);
-  if (options_.clip_grad_norm > 0.0) RETURN_IF_ERROR(parts_.sync->ClipToNorm(ctx_, options_.clip_grad_norm));
-  {
-    const TimelineScope timed(ctx_, "optimizer step", "optimizer");
-    RETURN_IF_ERROR(parts_.optimizer->Step(ctx_, lr));
-  }
-  RETURN_IF_ERROR(parts_.sync->AfterUpdate(ctx_));
-  return result;
+  return all;
 }
 
 StatusOr<double> Trainer::ReplayMicroBatches(int64_t step) {
@@ -268,127 +222,124 @@ StatusOr<double> Trainer::Evaluate() {
 }
 
 StatusOr<TrainResult> Trainer::Run() {
-  const int64_t samples_per_step = parts_.sampler->global_batch();
-  const bool has_eval = parts_.data.eval != nullptr;
-  // Token data: positions per sample (tokens/s counts padding too); 0 for images.
-  const int64_t seq_len = parts_.data.train->tokens_per_sample();
-  const char* noun = parts_.data.train->sample_noun();
   if (is_root()) {
-    std::printf("ddp_train: %s, %lld parameters, %d rank%s x %d threads on %s, batch %lld x %lld micro-batches per rank, "
-                "%lld steps, %s lr %g, %s\n",
-                options_.model.c_str(), static_cast<long long>(parts_.model->num_parameters()), ranks_.world_size,
-                ranks_.world_size == 1 ? "" : "s", ctx_.num_threads(), options_.device.c_str(),
-                static_cast<long long>(options_.batch_size),
-                static_cast<long long>(options_.accumulation_steps), static_cast<long long>(parts_.total_steps),
-                options_.optimizer.c_str(), options_.lr, parts_.data.train->Describe().c_str());
+    std::printf("%s\n", StartLine({options_.model, options_.device, options_.optimizer, parts_.data.train->Describe(),
+                                   parts_.model->num_parameters(), options_.batch_size, options_.accumulation_steps,
+                                   parts_.total_steps, ranks_.world_size, ctx_.num_threads(), options_.lr})
+                           .c_str());
     std::fflush(stdout);
   }
   // Untimed: two eager steps (allocation, algorithm search), and under
   // --cuda-graphs the step that captures the graph as well.
-  RunMeter meter(std::min<int64_t>(options_.cuda_graphs ? StepGraph::kWarmupSteps + 1 : 2,
-                                   parts_.total_steps - parts_.start_step - 1));
+  RunState run(std::min<int64_t>(options_.cuda_graphs ? StepGraph::kWarmupSteps + 1 : 2,
+                                 parts_.total_steps - parts_.start_step - 1));
   // Everything allocated from here on is per-step working memory
   // (activations, their gradients, transient buffers).
   Allocator* memory = GetAllocator(ctx_.device());  // the rank's device: host or GPU
-  const int64_t persistent_in_use = memory->bytes_in_use();
-  const int64_t setup_peak = memory->peak_bytes_in_use();
+  run.persistent_in_use = memory->bytes_in_use();
+  run.setup_peak = memory->peak_bytes_in_use();
   memory->ResetPeak();
-  TrainResult result;
-  Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
   progress_ = ProgressPrinter(options_.log_every, StdoutIsATerminal());
-  const double run_start = SteadySeconds();
+  run.start = SteadySeconds();
   if (timeline_.enabled()) RETURN_IF_ERROR(timeline_.Start(comm_, ctx_));
   for (int64_t step = parts_.start_step; step < parts_.total_steps; ++step) {
     CollectiveWatchdog::SetPhase("step " + std::to_string(step + 1));
     Timeline::Get().SetStep(step + 1, step + 1 >= options_.timeline_first && step + 1 <= options_.timeline_last);
     const float lr = static_cast<float>(options_.schedule.At(step));
-    const bool timed = meter.timed(step - parts_.start_step);
+    const bool timed = run.meter.timed(step - parts_.start_step);
     if (probe_) RETURN_IF_ERROR(probe_->StepStarting(timed));
-    const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, local));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double start = SteadySeconds();
+    ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, run.local));
+    const double seconds = SteadySeconds() - start;
     if (probe_) RETURN_IF_ERROR(probe_->StepFinished(r.last_backward_seconds));
     if (parts_.profiler) parts_.profiler->StepFinished(seconds, timed);
-    meter.AddStep(step - parts_.start_step, seconds, r.exposed_comm_seconds, r.tokens, r.input_wait_seconds,
-                  r.compute_seconds, r.comm_wait_seconds, r.replaced_samples, r.skipped);
-    result.final_loss = r.loss;
+    run.meter.AddStep(step - parts_.start_step, seconds, r.exposed_comm_seconds, r.tokens, r.input_wait_seconds,
+                      r.compute_seconds, r.comm_wait_seconds, r.replaced_samples, r.skipped);
+    run.result.final_loss = r.loss;
     if (faults_.print_state_digest) PrintStateDigest(step);
-    StepRecord record;
-    record.step = step + 1;
-    record.total_steps = parts_.total_steps;
-    record.loss = r.loss;
-    record.lr = lr;
-    record.seconds = seconds;
-    record.samples_per_step = samples_per_step;
-    record.noun = noun;
-    record.seq_len = seq_len;
-    record.tokens = r.tokens;
-    record.loss_scaling = parts_.precision->scaler().enabled();
-    record.loss_scale = r.loss_scale;
-    record.skipped = r.skipped;
-    record.graphed = r.graphed;
-    record.input_wait_s = r.input_wait_seconds;
-    record.replaced_samples = r.replaced_samples;
-    // Checkpoints: the pending one, once every rank's files are durable, is
-    // committed by rank 0; every --checkpoint-every steps a new one starts,
-    // stalling the step only for the copy to host memory (and for the
-    // previous write, if it is still going).
-    if (r.checkpoint_ready) {
-      const int64_t committed_step = parts_.checkpoints->pending_step();
-      const Status committed = parts_.checkpoints->Commit();
-      if (committed.ok() && is_root()) record.checkpoint_committed = committed_step;
-      if (!committed.ok() && local.ok()) local = committed;  // every rank learns of it at the next step
-    }
     // Preempted: every rank stops after this step, with a checkpoint of it.
     // (A signal during the last step changes nothing: the run finishes.)
     const bool stop = r.stop && step + 1 < parts_.total_steps;
-    if (stop) result.preempted_at_step = step + 1;
-    if (parts_.checkpoints && parts_.checkpoints->Due(step + 1, stop)) {
-      const double stall_start = SteadySeconds();
-      RETURN_IF_ERROR(parts_.checkpoints->Begin(step + 1));
-      const double stall = SteadySeconds() - stall_start;
-      record.checkpoint_stall_s = stall;
-      Timeline::Get().Add("checkpoint stall", "checkpoint", Timeline::kComputeTrack, stall_start, stall);
-      // Throughput counts what checkpoints cost the run.
-      meter.AddStall(step - parts_.start_step, stall);
-    }
-    record.distributed = distributed();
-    record.exposed_comm_s = r.exposed_comm_seconds;
-    for (const BucketTiming& b : r.buckets) record.buckets.push_back({b.launched, b.finished, b.waited});
-    // Not on the step a preemption stops at: the checkpoint commits after
-    // the loop, and the grace before SIGKILL is short.
-    const bool evaluate = has_eval && options_.eval_every > 0 && (step + 1) % options_.eval_every == 0 &&
-                          step + 1 < parts_.total_steps && !stop;
-    if (evaluate) {
-      ASSIGN_OR_RETURN(record.eval_accuracy, Evaluate());
-      record.eval_label = eval_label_;
-    }
-    if (is_root()) {
-      const double now = SteadySeconds();
-      const bool keep = evaluate || r.skipped;
-      if (progress_.Due(step + 1, parts_.total_steps, keep, now)) {
-        // The time left, at this run's pace so far (evaluations and
-        // checkpoints included).
-        const double per_step = (now - run_start) / static_cast<double>(step + 1 - parts_.start_step);
-        if (step + 1 < parts_.total_steps) record.eta_s = per_step * static_cast<double>(parts_.total_steps - step - 1);
-        progress_.Print(StepLine(record), keep, now);
-      }
-      const nlohmann::ordered_json json = StepJson(record);
-      const Status written = parts_.metrics.Write(json);
-      if (local.ok()) local = written;
-      const Status plotted = parts_.tensorboard.AddScalars(step + 1, RecordScalars(json));
-      if (local.ok()) local = plotted;
-      // Input that keeps the step waiting: said once, over the timed steps
-      // (five at least, or the whole run).
-      if (const auto warning = meter.InputWaitWarning(step + 1 == parts_.total_steps, options_.loader_threads,
-                                                      options_.prefetch)) {
-        progress_.EndLine();
-        std::printf("%s\n", warning->c_str());
-        std::fflush(stdout);
-      }
-    }
+    if (stop) run.result.preempted_at_step = step + 1;
+    RETURN_IF_ERROR(AfterStep(step, lr, seconds, r, stop, run));
     if (stop) break;
   }
+  return FinishRun(run, *memory);
+}
+
+Status Trainer::AfterStep(int64_t step, float lr, double seconds, const StepResult& r, bool stop, RunState& run) {
+  StepRecord record;
+  record.step = step + 1;
+  record.total_steps = parts_.total_steps;
+  record.loss = r.loss;
+  record.lr = lr;
+  record.seconds = seconds;
+  record.samples_per_step = parts_.sampler->global_batch();
+  record.noun = parts_.data.train->sample_noun();
+  record.seq_len = parts_.data.train->tokens_per_sample();
+  record.tokens = r.tokens;
+  record.loss_scaling = parts_.precision->scaler().enabled();
+  record.loss_scale = r.loss_scale;
+  record.skipped = r.skipped;
+  record.graphed = r.graphed;
+  record.input_wait_s = r.input_wait_seconds;
+  record.replaced_samples = r.replaced_samples;
+  record.distributed = distributed();
+  record.exposed_comm_s = r.exposed_comm_seconds;
+  for (const BucketTiming& b : r.buckets) record.buckets.push_back({b.launched, b.finished, b.waited});
+  // Checkpoints: the pending one, once every rank's files are durable, is
+  // committed by rank 0; every --checkpoint-every steps a new one starts,
+  // stalling the step only for the copy to host memory (and for the
+  // previous write, if it is still going).
+  if (r.checkpoint_ready) {
+    const int64_t committed_step = parts_.checkpoints->pending_step();
+    const Status committed = parts_.checkpoints->Commit();
+    if (committed.ok() && is_root()) record.checkpoint_committed = committed_step;
+    if (!committed.ok() && run.local.ok()) run.local = committed;  // every rank learns of it at the next step
+  }
+  if (parts_.checkpoints && parts_.checkpoints->Due(step + 1, stop)) {
+    const double stall_start = SteadySeconds();
+    RETURN_IF_ERROR(parts_.checkpoints->Begin(step + 1));
+    const double stall = SteadySeconds() - stall_start;
+    record.checkpoint_stall_s = stall;
+    Timeline::Get().Add("checkpoint stall", "checkpoint", Timeline::kComputeTrack, stall_start, stall);
+    run.meter.AddStall(step - parts_.start_step, stall);  // throughput counts what checkpoints cost the run
+  }
+  // Not on the step a preemption stops at: the checkpoint commits after
+  // the loop, and the grace before SIGKILL is short.
+  const bool evaluate = parts_.data.eval != nullptr && options_.eval_every > 0 &&
+                        (step + 1) % options_.eval_every == 0 && step + 1 < parts_.total_steps && !stop;
+  if (evaluate) {
+    ASSIGN_OR_RETURN(record.eval_accuracy, Evaluate());
+    record.eval_label = eval_label_;
+  }
+  if (!is_root()) return Status::Ok();
+  const double now = SteadySeconds();
+  const bool keep = evaluate || r.skipped;
+  if (progress_.Due(step + 1, parts_.total_steps, keep, now)) {
+    // The time left, at this run's pace so far (evaluations and
+    // checkpoints included).
+    const double per_step = (now - run.start) / static_cast<double>(step + 1 - parts_.start_step);
+    if (step + 1 < parts_.total_steps) record.eta_s = per_step * static_cast<double>(parts_.total_steps - step - 1);
+    progress_.Print(StepLine(record), keep, now);
+  }
+  // A failed write is this rank's trouble, shared at the next step.
+  const nlohmann::ordered_json json = StepJson(record);
+  const Status written = parts_.metrics.Write(json);
+  if (run.local.ok()) run.local = written;
+  const Status plotted = parts_.tensorboard.AddScalars(step + 1, RecordScalars(json));
+  if (run.local.ok()) run.local = plotted;
+  // Input that keeps the step waiting: said once, over the timed steps.
+  if (const auto warning =
+          run.meter.InputWaitWarning(step + 1 == parts_.total_steps, options_.loader_threads, options_.prefetch)) {
+    progress_.EndLine();
+    std::printf("%s\n", warning->c_str());
+    std::fflush(stdout);
+  }
+  return Status::Ok();
+}
+
+StatusOr<TrainResult> Trainer::FinishRun(RunState& run, Allocator& memory) {
   CollectiveWatchdog::SetPhase("the end of the run");
   MarkPreemptionAnswered();  // a signal's step boundary, or the run's end
   progress_.EndLine();
@@ -396,85 +347,52 @@ StatusOr<TrainResult> Trainer::Run() {
   if (parts_.health) parts_.health->StopAndRecord(&parts_.gpu_summary);
   // A metrics write that failed after the last step (rank 0 only): decided
   // together, so no rank goes on alone into evaluation's collectives.
-  RETURN_IF_ERROR(AgreeOnStatus(comm_, local, "another rank failed; stopping"));
+  RETURN_IF_ERROR(AgreeOnStatus(comm_, run.local, "another rank failed; stopping"));
   // The last checkpoint's write, waited for and committed.
   if (parts_.checkpoints && parts_.checkpoints->pending()) RETURN_IF_ERROR(parts_.checkpoints->Finish());
-  ASSIGN_OR_RETURN(const RankTimes rank_times, GatherRankTimes(comm_, meter.compute_times(), meter.wait_times()));
+  ASSIGN_OR_RETURN(const RankTimes times, GatherRankTimes(comm_, run.meter.compute_times(), run.meter.wait_times()));
   // The last update, before eval and saving; after 16-bit gathers the f32
   // master weights too, so every rank holds all of them.
   RETURN_IF_ERROR(parts_.sync->GatherMasterWeights());
-  const bool preempted = result.preempted_at_step >= 0;
-  const int64_t end_step = preempted ? result.preempted_at_step : parts_.total_steps;
-  RunSummary summary;
-  // Replayed steps have no bucket timings: exposed communication is
-  // reported for eager runs only.
-  meter.Fill(end_step - parts_.start_step, samples_per_step, distributed() && !options_.cuda_graphs, &summary);
+  TrainResult& result = run.result;
+  RunEnd end;
+  end.preempted = result.preempted_at_step >= 0;
+  end.steps = end.preempted ? result.preempted_at_step : parts_.total_steps;
+  end.distributed = distributed();
+  end.final_loss = result.final_loss;
+  RunSummary timed;
+  run.meter.Fill(end.steps - parts_.start_step, parts_.sampler->global_batch(), false, &timed);
   result.compute_dtype = parts_.precision->compute_dtype();
-  result.skipped_steps = summary.skipped_steps;
-  result.samples_per_s = summary.samples_per_s;
+  result.skipped_steps = timed.skipped_steps;
+  result.samples_per_s = timed.samples_per_s;
   result.preemption_signal = PreemptionSignal();
   // A preempted run is not finished: its checkpoint holds the state, and
   // neither --save-weights nor the final evaluation runs.
-  if (!options_.save_weights.empty() && is_root() && !preempted) {
+  if (!options_.save_weights.empty() && is_root() && !end.preempted) {
     RETURN_IF_ERROR(SaveWeightsFile(options_.save_weights, *parts_.model, ctx_, options_.model));
   }
   // After the weights are safe: an evaluation that fails loses no training.
-  if (has_eval && !preempted) {
+  if (parts_.data.eval != nullptr && !end.preempted) {
     ASSIGN_OR_RETURN(result.eval_accuracy, Evaluate());
+    end.eval_accuracy = result.eval_accuracy;  // the model's first count
+    end.eval_label = eval_label_;
   }
   if (!is_root()) return result;
   if (parts_.profiler) {
-    ProfileRun run{options_.model, options_.device, options_.precision, "", ranks_.world_size, ctx_.num_threads(),
-                   options_.accumulation_steps, samples_per_step, options_.batch_size, options_.image_size, seq_len};
-    if (parts_.gpu_summary.contains("peer_access")) run.peer_access = parts_.gpu_summary["peer_access"]["state"];
-    RETURN_IF_ERROR(WriteStepProfile(options_.profile_file, *parts_.profiler, run));
+    ProfileRun profiled{options_.model, options_.device, options_.precision, "", ranks_.world_size,
+                        ctx_.num_threads(), options_.accumulation_steps, parts_.sampler->global_batch(),
+                        options_.batch_size, options_.image_size, parts_.data.train->tokens_per_sample()};
+    if (parts_.gpu_summary.contains("peer_access")) profiled.peer_access = parts_.gpu_summary["peer_access"]["state"];
+    RETURN_IF_ERROR(WriteStepProfile(options_.profile_file, *parts_.profiler, profiled));
   }
-  summary.model = options_.model;
-  summary.device = options_.device;
-  summary.precision = options_.precision;
-  summary.compute_dtype = DTypeName(parts_.precision->compute_dtype());
-  summary.memory_format = parts_.model->channels_last() ? "channels_last" : "contiguous";
-  summary.world_size = ranks_.world_size;
-  summary.batch_size = options_.batch_size;
-  summary.accumulation_steps = options_.accumulation_steps;
-  summary.zero_stage = parts_.sync->zero_stage();
-  summary.steps = end_step;
-  summary.total_steps = parts_.total_steps;
-  summary.warmup_steps = meter.warmup();
-  summary.final_loss = result.final_loss;
-  summary.noun = noun;
-  summary.distributed = distributed();
-  summary.bucket_mb = options_.bucket_mb;
-  if (parts_.step_graph) summary.cuda_graph_captures = parts_.step_graph->captures();
-  if (parts_.sync->zero()) summary.zero_gather_dtype = DTypeName(parts_.sync->zero()->gather_dtype());
-  summary.loss_scaling = parts_.precision->scaler().enabled();
-  summary.loss_scale = parts_.precision->scaler().scale();
-  summary.max_skipped_share = options_.max_skipped_share;
-  if (preempted) summary.preempted_at_step = end_step;
-  summary.compute_s = Spread(rank_times.compute);
-  summary.comm_wait_s = Spread(rank_times.wait);
-  for (const std::string& line : StragglerWarnings(rank_times)) {
+  for (const std::string& line : StragglerWarnings(times)) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
-  summary.gpu_health = parts_.gpu_summary;
-  summary.loader_threads = options_.loader_threads;
-  summary.reads_files = parts_.data.train->ReadsFiles();
-  if (has_eval && !preempted) summary.eval_accuracy = result.eval_accuracy;  // the model's first count
-  summary.eval_label = eval_label_;
-  summary.seq_len = seq_len;
-  MemoryFigures& m = summary.memory;
-  m.param_bytes = static_cast<int64_t>(parts_.model->flat_parameters().nbytes());
-  m.grad_bytes = parts_.sync->gradient_bytes();
-  m.optimizer_bytes = parts_.optimizer->state_bytes();
-  m.transient_bucket_bytes = parts_.sync->transient_bytes();
-  m.activation_peak_bytes = memory->peak_bytes_in_use() - persistent_in_use;
-  m.peak_bytes = std::max(setup_peak, memory->peak_bytes_in_use());
-  m.allocated_bytes = memory->bytes_in_use();
-  m.reserved_bytes = memory->reserved_bytes();
-  m.peak_resident_bytes = PeakResidentBytes();
+  const RunSummary summary = Summarize(options_, ranks_, parts_, run.meter, times, end,
+                                       MeasureMemory(parts_, memory, run.persistent_in_use, run.setup_peak));
   RETURN_IF_ERROR(parts_.metrics.Write({{"summary", SummaryJson(summary)}}));
-  RETURN_IF_ERROR(parts_.tensorboard.AddScalars(end_step, SummaryScalars(summary)));
+  RETURN_IF_ERROR(parts_.tensorboard.AddScalars(end.steps, SummaryScalars(summary)));
   std::fputs(SummaryText(summary).c_str(), stdout);
   return result;
 }

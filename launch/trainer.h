@@ -14,9 +14,13 @@
 #include "launch/fault_injection.h"
 #include "launch/peer_access.h"
 #include "launch/progress.h"
+#include "launch/run_reporter.h"
 #include "launch/run_timeline.h"
+#include "launch/step_agreement.h"
 #include "launch/train_components.h"
 #include "launch/train_options.h"
+#include "runtime/allocator.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/execution_context.h"
 
 namespace ddp {
@@ -65,7 +69,9 @@ class Trainer {
   void set_contention_probe(ContentionProbe* probe) { probe_ = probe; }
   // What was decided about NCCL's peer-to-peer on this node
   // (launch/peer_access.h): the summary's gpu_health records it.
-  void RecordPeerAccess(const PeerAccessDecision& decision);
+  void RecordPeerAccess(const PeerAccessDecision& decision) {
+    if (on_gpu()) parts_.gpu_summary["peer_access"] = PeerAccessJson(decision);
+  }
 
  private:
   Trainer(const TrainOptions& options, Communicator* comm, const RankInfo& ranks, void* cuda_stream,
@@ -99,6 +105,29 @@ class Trainer {
     bool stop = false;  // a rank received SIGUSR1 or SIGTERM: every rank stops after this step
   };
   StatusOr<StepResult> TrainStep(int64_t step, float lr, const Status& local_status);
+  // The step's micro-batches, forward and backward (or the CUDA graph's
+  // replay), into `result`: the loss, tokens, compute time and input
+  // figures. Returns the seconds waited inside the loop (ZeRO-2).
+  StatusOr<double> ForwardBackward(int64_t step, StepResult& result);
+  // The gradient reduction's end, this rank's gradients checked, and the
+  // step's votes summed over the ranks (launch/step_agreement.h), into
+  // `result`; an error any rank hit stops every rank here.
+  StatusOr<StepVotes> ReduceAndAgree(int64_t step, const Status& local_status, double in_loop_waits,
+                                     StepResult& result, bool* local_nonfinite);
+  // What a run carries from step to step.
+  struct RunState {
+    explicit RunState(int64_t warmup) : meter(warmup) {}
+    RunMeter meter;
+    TrainResult result;
+    Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
+    double start = 0.0;
+    int64_t persistent_in_use = 0, setup_peak = 0;  // the allocator's, as training began
+  };
+  // After step `step`: its record, checkpoints, evaluation and reports.
+  Status AfterStep(int64_t step, float lr, double seconds, const StepResult& r, bool stop, RunState& run);
+  // After the last step: agreement on how it went, the last checkpoint,
+  // --save-weights, the final evaluation, the profile and the summary.
+  StatusOr<TrainResult> FinishRun(RunState& run, Allocator& memory);
   StatusOr<double> Evaluate();
   // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and
   // optimizer state, and its loss scale, printed after each step.
@@ -113,7 +142,7 @@ class Trainer {
   ProgressPrinter progress_{0, false};  // rank 0's step lines
   std::string eval_label_ = "accuracy";  // the model's first evaluation count, for people
   ContentionProbe* probe_ = nullptr;     // --contention-probe
-  void* compute_events_[2] = {nullptr, nullptr};  // GPU: a step's compute, from start to its last gradient
+  cuda::IntervalTimer compute_timer_;  // GPU: a step's compute, from start to its last gradient
   // After what they use (the context, the progress printer).
   TrainComponents parts_;
 };

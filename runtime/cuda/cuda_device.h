@@ -103,6 +103,29 @@ void StreamWaitEvent(void* stream, void* event);
 bool EventDone(void* event);
 void EventSynchronize(void* event);
 
+// The GPU time between Start and Stop on a stream (events made on first
+// use): Seconds() once both have happened, else -1.
+class IntervalTimer {
+ public:
+  IntervalTimer() = default;
+  IntervalTimer(const IntervalTimer&) = delete;
+  IntervalTimer& operator=(const IntervalTimer&) = delete;
+  ~IntervalTimer() {
+    if (start_ != nullptr) DestroyEvent(start_);
+    if (stop_ != nullptr) DestroyEvent(stop_);
+  }
+  void Start(void* stream) {
+    if (start_ == nullptr) start_ = CreateTimingEvent(), stop_ = CreateTimingEvent();
+    RecordEvent(start_, stream);
+  }
+  void Stop(void* stream) { RecordEvent(stop_, stream); }
+  double Seconds() const { return ElapsedSeconds(start_, stop_); }
+
+ private:
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+};
+
 // CUDA Graphs. BeginCapture starts recording `stream`'s work instead of
 // running it; capture is thread-local (cudaStreamCaptureModeThreadLocal),
 // so a call from this thread that would synchronize fails the capture
