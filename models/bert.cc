@@ -273,19 +273,19 @@ BertPooler::BertPooler(const BertConfig& config) {
 }
 
 Tensor BertPooler::Forward(ExecutionContext& ctx, const Tensor& hidden, int64_t batch, int64_t seq) {
-  const int64_t h = hidden.dim(1);
-  Tensor first = Tensor::Empty({batch, h}, DType::kF32, hidden.device());
-  for (int64_t n = 0; n < batch; ++n) {
-    Tensor row = first.View(n * h, {h});
-    Copy(ctx, hidden.View(n * seq * h, {h}), row);
-  }
+  // Each sequence's first token ([CLS]): rows 0, seq, 2 seq, ...
+  std::vector<int64_t> rows(static_cast<size_t>(batch));
+  for (int64_t n = 0; n < batch; ++n) rows[n] = n * seq;
+  const Tensor first_rows = Tensor::FromVector<int64_t>(rows, {batch}).To(hidden.device());
+  Tensor first = Tensor::Empty({batch, hidden.dim(1)}, DType::kF32, hidden.device());
+  GatherRows(ctx, hidden, first_rows, first);
   const Tensor dense = dense_->Forward(ctx, first);
   Tensor pooled = Like(dense);
   TanhForward(ctx, dense, pooled);
   if (keeps_for_backward()) {
     pooled_ = pooled;
-    batch_ = batch;
-    seq_ = seq;
+    first_rows_ = first_rows;
+    hidden_rows_ = batch * seq;
   }
   return pooled;
 }
@@ -295,13 +295,9 @@ Tensor BertPooler::Backward(ExecutionContext& ctx, const Tensor& dpooled) {
   Tensor ddense = Like(pooled_);
   TanhBackward(ctx, pooled_, dpooled, ddense);
   const Tensor dfirst = dense_->Backward(ctx, ddense);
-  const int64_t h = dfirst.dim(1);
-  Tensor dhidden = Tensor::Zeros({batch_ * seq_, h}, DType::kF32, dpooled.device());
-  for (int64_t n = 0; n < batch_; ++n) {
-    Tensor row = dhidden.View(n * seq_ * h, {h});
-    Copy(ctx, dfirst.View(n * h, {h}), row);
-  }
-  pooled_ = Tensor();
+  Tensor dhidden = Tensor::Empty({hidden_rows_, dfirst.dim(1)}, DType::kF32, dpooled.device());
+  ScatterAddRows(ctx, first_rows_, dfirst, dhidden);
+  pooled_ = first_rows_ = Tensor();
   return dhidden;
 }
 
@@ -474,7 +470,7 @@ LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& b
   const int64_t m = static_cast<int64_t>(positions.size());
   const Tensor position_ids = Tensor::FromVector<int64_t>(positions, {m}).To(hidden.device());
   Tensor gathered = Tensor::Empty({m, hidden.dim(1)}, DType::kF32, hidden.device());
-  EmbeddingForward(ctx, hidden, position_ids, gathered);
+  GatherRows(ctx, hidden, position_ids, gathered);
   const Tensor mlm_logits =
       predictions_->Forward(ctx, gathered, *bert_->embeddings()->word_embeddings()->weight());
   const Tensor nsp_logits = seq_relationship_->Forward(ctx, pooled);
@@ -517,7 +513,7 @@ void BertForPreTraining::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
   const Tensor dgathered = predictions_->Backward(ctx, dlogits, words, &tied);
   dlogits = Tensor();
   Tensor dhidden_mlm = Tensor::Empty({hidden_rows_, dgathered.dim(1)}, DType::kF32, dgathered.device());
-  EmbeddingBackward(ctx, mlm_positions_, dgathered, dhidden_mlm);  // scattered back to their rows
+  ScatterAddRows(ctx, mlm_positions_, dgathered, dhidden_mlm);  // scattered back to their rows
   mlm_positions_ = Tensor();
   BackwardEncoder(ctx, dhidden_mlm, dpooled, std::move(tied));
 }

@@ -168,7 +168,8 @@ class BertPooler : public ModuleContainer {
  private:
   LinearLayer* dense_;
   Tensor pooled_;
-  int64_t batch_ = 0, seq_ = 0;
+  Tensor first_rows_;          // each sequence's first row of the hidden states
+  int64_t hidden_rows_ = 0;    // batch x seq
 };
 
 class BertModel : public ModuleContainer {

@@ -26,6 +26,17 @@ void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor&
 void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight,
                        int64_t padding_idx = -1);
 
+// Rows of a table [T, H] by index: out[i, :] = table[rows[i], :], one
+// launch however many rows (BERT's MLM positions, the pooler's first
+// tokens). The embedding lookup's kernel.
+inline void GatherRows(ExecutionContext& ctx, const Tensor& table, const Tensor& rows, Tensor& out) {
+  EmbeddingForward(ctx, table, rows, out);
+}
+// Its backward: dtable = 0, then dtable[rows[i], :] += dout[i, :].
+inline void ScatterAddRows(ExecutionContext& ctx, const Tensor& rows, const Tensor& dout, Tensor& dtable) {
+  EmbeddingBackward(ctx, rows, dout, dtable);
+}
+
 // Over the last dimension H of x [R, H]: y = (x - mean) * rstd * gamma +
 // beta, rstd = 1 / sqrt(var + eps) with the biased variance, as
 // torch.nn.LayerNorm (BERT's eps is 1e-12). mean and rstd ([R], f32) are

@@ -107,6 +107,26 @@ TEST(EmbeddingTest, GathersRowsAndAccumulatesRepeatedIds) {
   }
 }
 
+TEST(GatherRowsTest, GathersAnyRowsAndScattersTheirGradientsBack) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  // A table of 5 rows of 3: row r holds r, r + 0.25, r + 0.5.
+  std::vector<float> values;
+  for (int r = 0; r < 5; ++r) values.insert(values.end(), {r + 0.0f, r + 0.25f, r + 0.5f});
+  const Tensor table = Tensor::FromVector<float>(values, {5, 3});
+  const Tensor rows = Tensor::FromVector<int64_t>({4, 0, 4, 2}, {4});
+  Tensor out = Tensor::Empty({4, 3}, DType::kF32);
+  GatherRows(ctx, table, rows, out);
+  const std::vector<float> want = {4, 4.25f, 4.5f, 0, 0.25f, 0.5f, 4, 4.25f, 4.5f, 2, 2.25f, 2.5f};
+  EXPECT_EQ(std::vector<float>(out.data<float>(), out.data<float>() + 12), want);
+  // Back: row 4 gets both of its gradients, rows 1 and 3 none.
+  const Tensor dout = Tensor::FromVector<float>({1, 2, 3, 10, 20, 30, 100, 200, 300, -1, -2, -3}, {4, 3});
+  Tensor dtable = Tensor::Empty({5, 3}, DType::kF32);
+  dtable.Fill(7.0);  // overwritten, not added to
+  ScatterAddRows(ctx, rows, dout, dtable);
+  const std::vector<float> dwant = {10, 20, 30, 0, 0, 0, -1, -2, -3, 0, 0, 0, 101, 202, 303};
+  EXPECT_EQ(std::vector<float>(dtable.data<float>(), dtable.data<float>() + 15), dwant);
+}
+
 TEST(EmbeddingTest, BackwardIsTheSameForAnyThreadCount) {
   std::mt19937_64 rng(4);
   const int64_t vocab = 50, hidden = 300, rows = 400;
