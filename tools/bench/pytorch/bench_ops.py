@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's side of tools/bench_ops.sh: the same ops, the same output format."""
+"""PyTorch's side of tools/bench/bench_ops.sh: the same ops, the same output format."""
 import argparse
 import time
 

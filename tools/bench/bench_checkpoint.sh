@@ -6,10 +6,10 @@
 # checkpoint's stall (the time its step blocked: the copy of the state to
 # host memory, from the metrics' checkpoint_stall_s) against the median
 # step time.
-#   bash tools/bench_checkpoint.sh [--rounds 3] [--steps 22] [--model resnet50]
+#   bash tools/bench/bench_checkpoint.sh [--rounds 3] [--steps 22] [--model resnet50]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tools/bench_lib.sh
+cd "$(dirname "$0")/../.."
+source tools/bench/bench_lib.sh
 rounds=3 steps=22 model=resnet50
 bench_options bench_checkpoint.sh --rounds=rounds --steps=steps --model=model -- "$@"
 bench_build //launch:ddp_train

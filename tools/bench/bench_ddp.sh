@@ -6,10 +6,10 @@
 # In the same command: PyTorch DDP (gloo) measured the same way,
 # ddp_train with --grad-compression bf16, and exposed communication per step
 # with and without overlap.
-#   bash tools/bench_ddp.sh [--rounds 3] [--steps 8] [--sizes "128 224"]
+#   bash tools/bench/bench_ddp.sh [--rounds 3] [--steps 8] [--sizes "128 224"]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tools/bench_lib.sh
+cd "$(dirname "$0")/../.."
+source tools/bench/bench_lib.sh
 rounds=3 steps=8 sizes="128 224" model=resnet50 batch=8
 bench_options bench_ddp.sh --rounds=rounds --steps=steps --sizes=sizes -- "$@"
 bench_build --with-pytorch //launch:ddp_train
@@ -37,13 +37,13 @@ for size in $sizes; do
     bench_summary "$tmp/n.jsonl" exposed_comm_s >> "$tmp/ours_nooverlap_exposed_$size"
     # PyTorch: the same pair of measurements.
     targs=(--model "$model" --batch-size "$batch" --image-size "$size" --threads 1 --steps "$steps")
-    "${torch_env[@]}" /usr/bin/python3 tools/bench_ddp_pytorch.py "${targs[@]}" > "$tmp/ta" &
-    "${torch_env[@]}" /usr/bin/python3 tools/bench_ddp_pytorch.py "${targs[@]}" > "$tmp/tb"
+    "${torch_env[@]}" /usr/bin/python3 tools/bench/pytorch/bench_ddp_pytorch.py "${targs[@]}" > "$tmp/ta" &
+    "${torch_env[@]}" /usr/bin/python3 tools/bench/pytorch/bench_ddp_pytorch.py "${targs[@]}" > "$tmp/tb"
     wait
     cat "$tmp/ta" "$tmp/tb" | awk '{s += $2} END {print s}' >> "$tmp/torch_indep_$size"
     port=$((29500 + RANDOM % 1000))
-    "${torch_env[@]}" /usr/bin/python3 tools/bench_ddp_pytorch.py "${targs[@]}" --world 2 --rank 1 --port "$port" &
-    "${torch_env[@]}" /usr/bin/python3 tools/bench_ddp_pytorch.py "${targs[@]}" --world 2 --rank 0 --port "$port" |
+    "${torch_env[@]}" /usr/bin/python3 tools/bench/pytorch/bench_ddp_pytorch.py "${targs[@]}" --world 2 --rank 1 --port "$port" &
+    "${torch_env[@]}" /usr/bin/python3 tools/bench/pytorch/bench_ddp_pytorch.py "${targs[@]}" --world 2 --rank 0 --port "$port" |
       awk '{print $2}' >> "$tmp/torch_ddp_$size"
     wait
     echo "$size px round $round: ddp_train $(tail -1 "$tmp/ours_ddp_$size") vs independent $(tail -1 "$tmp/ours_indep_$size");" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch peer of tools/bench_loader: torchvision's ImageFolder with
+"""The PyTorch peer of tools/bench/bench_loader: torchvision's ImageFolder with
 RandomResizedCrop(SIZE), RandomHorizontalFlip, ToTensor and Normalize,
 through a DataLoader with WORKERS worker processes (shuffled, batch B).
 Prints one JSON line of training images per second, after one untimed

@@ -1,7 +1,7 @@
 // Loader-only benchmark: decoded-and-augmented training images per second
 // from an imagefolder:DIR, as the training loader makes them (crop-aware
 // JPEG decodes, RandomResizedCrop to --image-size, flip, normalize), on
-// --threads loader threads. Prints one JSON line. tools/bench_loader.sh
+// --threads loader threads. Prints one JSON line. tools/bench/bench_loader.sh
 // runs it against torchvision's ImageFolder + DataLoader.
 #include <cstdio>
 #include <numeric>

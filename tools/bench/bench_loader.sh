@@ -1,25 +1,25 @@
 #!/usr/bin/env bash
 # The input pipeline's speed, per core, against PyTorch's: decoded and
 # augmented 224x224 training crops per second from a generated folder of
-# 500x375 JPEGs, by tools/bench_loader (crop-aware decodes) and by
+# 500x375 JPEGs, by tools/bench/bench_loader (crop-aware decodes) and by
 # torchvision's ImageFolder + DataLoader at the same worker count,
 # interleaved ROUNDS times; prints each median and their ratio (bar 1.5).
 # Then a ResNet-18 training run on the same folder: the share of step time
 # spent waiting for input at the stated loader threads (bar: under 5%).
 # The PyTorch peer runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
-#   bash tools/bench_loader.sh [--rounds 3] [--threads 1] [--images 400]
+#   bash tools/bench/bench_loader.sh [--rounds 3] [--threads 1] [--images 400]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tools/bench_lib.sh
+cd "$(dirname "$0")/../.."
+source tools/bench/bench_lib.sh
 rounds=3 threads=1 images=400
 bench_options bench_loader.sh --rounds=rounds --threads=threads --images=images -- "$@"
-bench_build --with-pytorch //tools:bench_loader //tools:make_image_folder //launch:ddp_train
+bench_build --with-pytorch //tools/bench:bench_loader //tools:make_image_folder //launch:ddp_train
 bench_tmp
 bazel-bin/tools/make_image_folder --out "$tmp/data" --classes 4 --per-class $((images / 4)) --sizes 500x375 \
   --png-share 0 --gray-share 0 --cmyk-share 0 --quality 90 >/dev/null
 for round in $(seq 1 "$rounds"); do
-  bazel-bin/tools/bench_loader --data "$tmp/data" --threads "$threads" --batches 20 > "$tmp/ours_$round.json"
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 tools/bench_loader_pytorch.py "$tmp/data" \
+  bazel-bin/tools/bench/bench_loader --data "$tmp/data" --threads "$threads" --batches 20 > "$tmp/ours_$round.json"
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 tools/bench/pytorch/bench_loader_pytorch.py "$tmp/data" \
     --workers "$threads" --batches 20 > "$tmp/torch_$round.json"
   echo "round $round: ddp_train $(cat "$tmp/ours_$round.json"), torchvision $(cat "$tmp/torch_$round.json")"
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """BERT pretraining throughput of plain eager PyTorch, on the CPU (the peer
-of ddp_train in tools/bench_bert.sh) or a GPU (--device cuda, fp32; the
+of ddp_train in tools/bench/bench_bert.sh) or a GPU (--device cuda, fp32; the
 self-test's peer). Written as a user would write it:
 nn.Embedding, nn.Linear, nn.LayerNorm, F.gelu, matmul-softmax-matmul
 attention with an additive padding mask, the MLM decoder tied to the word

@@ -1,5 +1,5 @@
 // Times the heavy CPU ops on ResNet-50 shapes and prints GFLOP/s, one line
-// per op: "op <name> <direction> <GFLOP/s>". tools/bench_ops.sh runs the same
+// per op: "op <name> <direction> <GFLOP/s>". tools/bench/bench_ops.sh runs the same
 // ops in PyTorch and prints the ratio.
 #include <chrono>
 #include <cstdio>

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # BERT pretraining throughput and memory on CPU, one rank: ddp_train against
-# plain eager PyTorch (tools/bench_bert_pytorch.py: nn.Linear, nn.LayerNorm,
+# plain eager PyTorch (tools/bench/pytorch/bench_bert_pytorch.py: nn.Linear, nn.LayerNorm,
 # F.gelu, matmul-softmax-matmul attention, AdamW; same model, batch,
 # sequence length, threads and dropout) in the same command, interleaved so
 # both see the same machine load. Reports tokens/s (every position of the
 # batch) and peak resident memory; throughput excludes 2 warm-up steps.
-#   bash tools/bench_bert.sh [--model bert-base] [--batch-size 8] [--seq-len 128]
+#   bash tools/bench/bench_bert.sh [--model bert-base] [--batch-size 8] [--seq-len 128]
 #                            [--threads 2] [--steps 8] [--rounds 2]
 # The peer's GEMMs are OpenBLAS's: PyTorch runs with OPENBLAS_L2_SIZE unset
 # and, on AVX-512 CPUs, OPENBLAS_CORETYPE=SkylakeX. Unset, OpenBLAS 0.3.21's
 # detection reports "Prescott" inside these sandboxes (37 GFLOP/s sgemm on
 # 2 threads); Haswell gives 130, SkylakeX 205-250: the peer at its best.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tools/bench_lib.sh
+cd "$(dirname "$0")/../.."
+source tools/bench/bench_lib.sh
 model=bert-base batch=8 seq=128 threads=2 steps=8 rounds=2
 bench_options bench_bert.sh --model=model --batch-size=batch --seq-len=seq --threads=threads --steps=steps \
   --rounds=rounds -- "$@"
@@ -27,7 +27,7 @@ for round in $(seq "$rounds"); do
     --steps "$steps" --optimizer adamw --lr 1e-4 --weight-decay 0.01 --nodecay-bn-bias --metrics-file "$metrics" \
     >/dev/null
   ours=$(bench_summary "$metrics" tokens_per_s memory.peak_resident_bytes)
-  theirs=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $coretype /usr/bin/python3 tools/bench_bert_pytorch.py \
+  theirs=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $coretype /usr/bin/python3 tools/bench/pytorch/bench_bert_pytorch.py \
     --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" --steps "$steps" |
     awk '{v[$1]=$2} END {print v["tokens_per_s"], v["peak_resident_bytes"]}')
   echo "ddp_train $ours" >> "$results"

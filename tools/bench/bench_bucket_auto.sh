@@ -5,16 +5,16 @@
 # interleaved over --rounds rounds; prints each run, the medians and their
 # ratio. Exit 1 when auto is slower than the default by more than --slack.
 #
-#   bash tools/bench_bucket_auto.sh [--rate 1gbit] [--ranks 2] [--rounds 3] [--model resnet18 --image-size 64]
+#   bash tools/bench/bench_bucket_auto.sh [--rate 1gbit] [--ranks 2] [--rounds 3] [--model resnet18 --image-size 64]
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-bin="$here/../bazel-bin/launch/ddp_train"
+bin="$here/../../bazel-bin/launch/ddp_train"
 source "$here/bench_lib.sh"
 rate=1gbit ranks=2 rounds=3 model=resnet18 image_size=64 batch_size=16 steps=12 slack=0.03
 bench_options bench_bucket_auto --rate=rate --ranks=ranks --rounds=rounds --model=model --image-size=image_size \
   --batch-size=batch_size --steps=steps --slack=slack -- "$@"
 [ -x "$bin" ] || { echo "bench_bucket_auto: build first: bazel build //launch:ddp_train" >&2; exit 2; }
-source "$here/netns_hosts.sh"
+source "$here/../netns_hosts.sh"
 why="$(netns_available)" || { echo "bench_bucket_auto: cannot shape links here: $why" >&2; exit 3; }
 trap netns_down EXIT
 netns_up "$ranks" "$rate" || exit 2

@@ -1,4 +1,4 @@
-# Sourced by the tools/bench_*.sh scripts, from the repository root (where
+# Sourced by the tools/bench/bench_*.sh scripts, from the repository root (where
 # they cd first):
 #   bench_options NAME FLAG=VAR... -- "$@"
 #       sets each VAR from its "FLAG VALUE" among the arguments; anything

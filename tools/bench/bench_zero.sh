@@ -3,12 +3,12 @@
 # rank 0's measured persistent bytes (parameters + gradients + optimizer
 # state, from the metrics summary) beside the fp32 theory for AdamW, and the
 # step time against stage 0 at the same N, all in one run.
-#   bash tools/bench_zero.sh [--model resnet50] [--ranks "1 2 4"] [--steps 4]
+#   bash tools/bench/bench_zero.sh [--model resnet50] [--ranks "1 2 4"] [--steps 4]
 # Theory (Ψ parameters): stage 0 16Ψ; stage 1 8Ψ + 8Ψ/N; stage 2 4Ψ + 12Ψ/N.
 # Stage 2's transient bucket buffers (a pool of 3) are reported separately.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tools/bench_lib.sh
+cd "$(dirname "$0")/../.."
+source tools/bench/bench_lib.sh
 model=resnet50 ranks="1 2 4" steps=4
 bench_options bench_zero.sh --model=model --ranks=ranks --steps=steps -- "$@"
 bench_build //launch:ddp_train

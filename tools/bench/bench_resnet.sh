@@ -2,7 +2,7 @@
 # ResNet training throughput and memory on CPU, one rank: ddp_train against
 # PyTorch (torchvision model, same batch, threads and optimizer) in the same
 # command, interleaved so both see the same machine load.
-#   bash tools/bench_resnet.sh [--model resnet50] [--batch-size 8] [--image-size 224]
+#   bash tools/bench/bench_resnet.sh [--model resnet50] [--batch-size 8] [--image-size 224]
 #                              [--threads 2] [--steps 12] [--rounds 2] [--precision fp32|bf16]
 # With --precision bf16 each round runs four: ddp_train in bf16 and in fp32,
 # and PyTorch under torch.autocast("cpu", torch.bfloat16) and in fp32; it
@@ -11,8 +11,8 @@
 # so the peer is at its best. Throughput excludes 2 warm-up steps on both
 # sides.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tools/bench_lib.sh
+cd "$(dirname "$0")/../.."
+source tools/bench/bench_lib.sh
 model=resnet50 batch=8 image=224 threads=2 steps=12 rounds=2 precision=fp32
 bench_options bench_resnet.sh --model=model --batch-size=batch --image-size=image --threads=threads --steps=steps \
   --rounds=rounds --precision=precision -- "$@"
@@ -29,7 +29,7 @@ for round in $(seq "$rounds"); do
     bazel-bin/launch/ddp_train --model "$model" --batch-size "$batch" --image-size "$image" --threads "$threads" \
       --steps "$steps" --lr 0.01 --zero-init-residual --precision "$p" --metrics-file "$metrics" >/dev/null
     ours=$(bench_summary "$metrics" samples_per_s memory.peak_resident_bytes)
-    theirs=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 tools/bench_resnet_pytorch.py \
+    theirs=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 tools/bench/pytorch/bench_resnet_pytorch.py \
       --model "$model" --batch-size "$batch" --image-size "$image" --threads "$threads" --steps "$steps" \
       --precision "$p" | awk '{v[$1]=$2} END {print v["images_per_s"], v["peak_resident_bytes"]}')
     echo "ddp_train $p $ours" >> "$results"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's side of tools/bench_ddp.sh: torchvision ResNet trained on one
+"""PyTorch's side of tools/bench/bench_ddp.sh: torchvision ResNet trained on one
 random batch per rank, either alone (--world 1) or under DistributedDataParallel
 with the gloo backend over loopback. Rank 0 prints "images_per_s X" (global,
 after 2 warm-up steps)."""
