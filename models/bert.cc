@@ -536,24 +536,12 @@ LossResult BertForSequenceClassification::ForwardLoss(ExecutionContext& ctx, con
   const Tensor& labels = batch.Get("labels");
   CHECK(labels.dtype() == DType::kI64 && labels.shape() == Shape{state_.batch})
       << "sequence classification labels must be i64 [" << state_.batch << "], got " << labels.DebugString();
-  CrossEntropyParams ce;
-  Tensor probs = Like(logits);
-  const CrossEntropyResult r = SoftmaxCrossEntropyForward(ctx, ce, logits, labels, probs);
-  if (keeps_for_backward()) {
-    labels_ = labels;
-    probs_ = probs;
-  }
-  LossResult result;
-  result.loss = r.loss;
-  if (!training()) result.counts = {EvalCountOf("accuracy", "accuracy", logits, labels, ce.ignore_index)};
-  return result;
+  // Image classification's loss: cross-entropy, top-1 accuracy in evaluation.
+  return loss_.Forward(ctx, logits, batch, training());
 }
 
 void BertForSequenceClassification::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
-  CHECK(probs_.defined()) << "BertForSequenceClassification: BackwardLoss without a training ForwardLoss";
-  Tensor dlogits = Like(probs_);
-  SoftmaxCrossEntropyBackward(ctx, CrossEntropyParams(), probs_, labels_, loss_grad, dlogits);
-  probs_ = labels_ = Tensor();
+  const Tensor& dlogits = loss_.Backward(ctx, loss_grad);
   const Tensor dpooled = dropout_.Backward(ctx, classifier_->Backward(ctx, dlogits));
   BackwardEncoder(ctx, Tensor(), dpooled, Tensor());
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/layers/classification_loss.h"
 #include "runtime/layers/linear_layer.h"
 #include "runtime/layers/loss_module.h"
 #include "runtime/layers/sequential.h"
@@ -272,7 +273,7 @@ class BertForSequenceClassification : public BertLossModule {
  private:
   LinearLayer* classifier_;
   DropoutSite dropout_;
-  Tensor labels_, probs_;
+  SoftmaxClassificationLoss loss_{/*label_smoothing=*/0.0};
 };
 
 std::unique_ptr<Layer> BuildBertForPreTraining(const BertConfig& config);
