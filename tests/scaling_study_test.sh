@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# tools/scaling_study at 1 and 2 ranks (ResNet-18, 32x32): the report, the
+# tools/scaling/scaling_study at 1 and 2 ranks (ResNet-18, 32x32): the report, the
 # CSV (speedup and E(N) consistent with the measured throughputs, the
 # contention-free reference and the model's prediction present at 2), the
 # PNG (a real image: its header's size, and pixels of many colours, not a
 # blank page); the same study again from the metrics files; bad input is
 # one line and exit 2.
 set -u
-study=tools/scaling_study
+study=tools/scaling/scaling_study
 source tests/lib.sh
 
 "$study" --ranks 1,2 --image-size 32 --batch-size 4 --steps 5 --link cpu-shm --out "$tmp/study" > "$tmp/study.log" 2>&1 ||

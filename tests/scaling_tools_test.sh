@@ -6,7 +6,7 @@
 # averaged); --fit recovers a link from a
 # comm_bench table; ddp_train --contention-probe at 2 ranks writes its
 # figures; the model reproduces published 2 and 4 x RTX 4090 runs
-# (tools/rtx4090_scaling) within 5%; malformed link files, unknown presets, foreign profiles
+# (tools/scaling/rtx4090_scaling) within 5%; malformed link files, unknown presets, foreign profiles
 # and bad flags are one line each, exit 2.
 set -u
 train=launch/ddp_train
@@ -190,7 +190,7 @@ auto_link cuda:1 "" pcie4-host-bounce
 
 # The model against the published RTX 4090 runs: every batch size, 2 and 4
 # GPUs, within 5%; ddp_train's own prediction at 4 GPUs 3.8x or more.
-/usr/bin/python3 tools/rtx4090_scaling --model "$model" --profile tools/profiles/resnet50_64px_cpu.json \
+/usr/bin/python3 tools/scaling/rtx4090_scaling --model "$model" --profile tools/scaling/profiles/resnet50_64px_cpu.json \
   > "$tmp/rtx4090.md" 2>&1 || { cat "$tmp/rtx4090.md"; fail "rtx4090_scaling"; }
 /usr/bin/python3 - "$tmp/rtx4090.md" <<'PY' || { cat "$tmp/rtx4090.md"; fail "the model against published 4090 runs"; }
 import sys

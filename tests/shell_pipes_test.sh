@@ -15,8 +15,8 @@ for good in 'grep -q libcudart <<< "$(ldd "$p")"' 'a | grep -c b' 'a | sed -n 1p
 done
 
 found=0
-scripts=(.ci/run tests/*.sh tools/*.sh tools/bench/*.sh tools/bundle/*.sh tools/ddp_sbatch tools/scaling_validation
-         tools/scaling_validation_table)
+scripts=(.ci/run tests/*.sh tools/*.sh tools/bench/*.sh tools/bundle/*.sh tools/ddp_sbatch tools/scaling/*.sh
+         tools/scaling/scaling_validation tools/scaling/scaling_validation_table)
 for f in "${scripts[@]}"; do
   [ "$f" = tests/shell_pipes_test.sh ] && continue  # its own examples
   [ -f "$f" ] || { echo "FAIL: $f is missing from the test's data"; exit 1; }

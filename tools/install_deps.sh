@@ -22,7 +22,7 @@ packages=(
   libicu-dev                                        # tools/tokenize_text (BERT's tokenizer)
   python3-crc32c                                    # the tests' independent TensorBoard reader
   python3-torch python3-torchvision                 # the peer of the self-test's rehearsed benchmarks (CPU)
-  gnuplot-nox                                       # tools/scaling_study's plot
+  gnuplot-nox                                       # tools/scaling/scaling_study's plot
   iproute2                                          # shaped-link test hosts (ip netns, tc tbf)
   procps                                            # pgrep, ps, pkill: the preemption and Slurm tests
   xz-utils                                          # tools/gpu_bundle.sh packs with tar -J

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --bucket-mb auto against the default 25 MiB on a shaped link, in the same
 # command: 2 (or --ranks) network-namespace hosts whose links tc tbf shapes
-# to --rate each way (tools/netns_hosts.sh; root), the two settings
+# to --rate each way (tools/scaling/netns_hosts.sh; root), the two settings
 # interleaved over --rounds rounds; prints each run, the medians and their
 # ratio. Exit 1 when auto is slower than the default by more than --slack.
 #
@@ -14,7 +14,7 @@ rate=1gbit ranks=2 rounds=3 model=resnet18 image_size=64 batch_size=16 steps=12 
 bench_options bench_bucket_auto --rate=rate --ranks=ranks --rounds=rounds --model=model --image-size=image_size \
   --batch-size=batch_size --steps=steps --slack=slack -- "$@"
 [ -x "$bin" ] || { echo "bench_bucket_auto: build first: bazel build //launch:ddp_train" >&2; exit 2; }
-source "$here/../netns_hosts.sh"
+source "$here/../scaling/netns_hosts.sh"
 why="$(netns_available)" || { echo "bench_bucket_auto: cannot shape links here: $why" >&2; exit 3; }
 trap netns_down EXIT
 netns_up "$ranks" "$rate" || exit 2

@@ -1,5 +1,5 @@
 """The scaling model's link file (tools/scaling_model --fit's output): one
-`key = value` a line, `#` comments. Shared by tools/scaling_validation's
+`key = value` a line, `#` comments. Shared by tools/scaling/scaling_validation's
 checks."""
 
 

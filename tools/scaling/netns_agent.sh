@@ -1,5 +1,5 @@
 #!/bin/sh
-# plm_rsh_agent for tools/netns_hosts.sh: "ssh" to a namespace host, found by
+# plm_rsh_agent for tools/scaling/netns_hosts.sh: "ssh" to a namespace host, found by
 # its address in $NETNS_MAP, running the command there on the host's core.
 host="$1"
 shift

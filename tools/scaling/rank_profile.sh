@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One rank's share of tools/scaling_validation's profile runs, started by the
+# One rank's share of tools/scaling/scaling_validation's profile runs, started by the
 # same launcher as the ranks of the measured job (mpirun, or mpirun into
 # namespace hosts), so each profile run is scheduled where and as that rank
 # will be: in its host's session and scheduling group (Linux autogroups give

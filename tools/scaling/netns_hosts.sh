@@ -2,11 +2,11 @@
 # one per rank, each joined to a bridge (in a namespace of its own) by a veth
 # pair shaped with tc tbf in both directions, so every rank has a full-duplex
 # "NIC" of the given rate. mpirun runs in the first host and reaches the
-# others over TCP through plm_rsh_agent = tools/netns_agent.sh. Traffic goes
+# others over TCP through plm_rsh_agent = tools/scaling/netns_agent.sh. Traffic goes
 # only to these addresses and to loopback. Root only; sourced by
-# tools/scaling_validation and the tests.
+# tools/scaling/scaling_validation and the tests.
 #
-#   source tools/netns_hosts.sh
+#   source tools/scaling/netns_hosts.sh
 #   netns_up 2 1gbit      # 2 hosts at 1 Gbit/s each way; sets NETNS_MPIRUN
 #   $NETNS_MPIRUN -np 2 prog ...
 #   netns_down            # also on EXIT, via the caller's trap
