@@ -47,34 +47,6 @@ Tensor Added(ExecutionContext& ctx, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-// ------------------------------------------------------------- dropout
-
-Tensor DropoutSite::Forward(ExecutionContext& ctx, const Tensor& x, bool keep_mask) {
-  p_ = state_->dropout;
-  keep_ = Tensor();
-  if (p_ == 0.0f) return x;
-  const int64_t samples = state_->batch;
-  CHECK(samples > 0 && x.numel() % samples == 0) << "dropout over " << x.DebugString() << " of " << samples
-                                                  << " samples";
-  Tensor y = Like(x);
-  keep_ = Tensor::Empty(x.shape(), DType::kU8, x.device());
-  const Shape per_sample = {samples, x.numel() / samples};
-  Tensor y_view = y.View(0, per_sample);
-  Tensor keep_view = keep_.View(0, per_sample);
-  DropoutForward(ctx, x.View(0, per_sample), p_, DropoutKey{state_->seed, state_->step, site_}, state_->first_sample,
-                 y_view, keep_view);
-  if (!keep_mask) keep_ = Tensor();
-  return y;
-}
-
-Tensor DropoutSite::Backward(ExecutionContext& ctx, const Tensor& dy) {
-  if (!keep_.defined()) return dy;
-  Tensor dx = Like(dy);
-  DropoutBackward(ctx, dy, keep_, p_, dx);
-  keep_ = Tensor();
-  return dx;
-}
-
 Tensor ModuleContainer::ForwardImpl(ExecutionContext&, const Tensor&) {
   LOG(FATAL) << "a container module is run by its parent";
   return Tensor();
@@ -87,7 +59,7 @@ Tensor ModuleContainer::BackwardImpl(ExecutionContext&, const Tensor&) {
 
 // ---------------------------------------------------------- embeddings
 
-BertEmbeddings::BertEmbeddings(const BertConfig& config, const BertStepState* state)
+BertEmbeddings::BertEmbeddings(const BertConfig& config, const StepState* state)
     : state_(state), dropout_(state, 0) {
   word_ = AddChild<EmbeddingLayer>("word_embeddings", config.vocab_size, config.hidden, config.initializer_range,
                                    config.pad_token_id);
@@ -122,7 +94,7 @@ void BertEmbeddings::Backward(ExecutionContext& ctx, const Tensor& dy, Tensor ti
 
 // ----------------------------------------------------------- attention
 
-BertSelfAttention::BertSelfAttention(const BertConfig& config, const BertStepState* state, int64_t site)
+BertSelfAttention::BertSelfAttention(const BertConfig& config, const StepState* state, int64_t site)
     : state_(state), heads_(config.heads), head_dim_(config.hidden / config.heads), dropout_(state, site) {
   CHECK_EQ(config.hidden % config.heads, 0) << "hidden " << config.hidden << " is not a multiple of " << config.heads
                                             << " heads";
@@ -192,7 +164,7 @@ Tensor BertSelfAttention::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) 
   return dx;
 }
 
-BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& config, const BertStepState* state, int64_t site)
+BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& config, const StepState* state, int64_t site)
     : dropout_(state, site) {
   dense_ = AddChild<LinearLayer>("dense", in, config.hidden, true, config.initializer_range);
   layer_norm_ = AddChild<LayerNormLayer>("LayerNorm", config.hidden, config.layer_norm_eps);
@@ -207,7 +179,7 @@ Tensor BertResidualOutput::Backward(ExecutionContext& ctx, const Tensor& dy, Ten
   return dense_->Backward(ctx, dropout_.Backward(ctx, *d_residual));
 }
 
-BertAttention::BertAttention(const BertConfig& config, const BertStepState* state, int64_t first_site) {
+BertAttention::BertAttention(const BertConfig& config, const StepState* state, int64_t first_site) {
   self_ = AddChild<BertSelfAttention>("self", config, state, first_site);
   output_ = AddChild<BertResidualOutput>("output", config.hidden, config, state, first_site + 1);
 }
@@ -237,7 +209,7 @@ class BertIntermediate : public ModuleContainer {
 
 }  // namespace
 
-BertLayer::BertLayer(const BertConfig& config, const BertStepState* state, int64_t index) {
+BertLayer::BertLayer(const BertConfig& config, const StepState* state, int64_t index) {
   // Dropout sites: 0 is the embeddings'; three per layer after it.
   const int64_t site = 1 + 3 * index;
   attention_ = AddChild<BertAttention>("attention", config, state, site);
@@ -307,7 +279,7 @@ namespace {
 
 class BertEncoder : public ModuleContainer {
  public:
-  BertEncoder(const BertConfig& config, const BertStepState* state) {
+  BertEncoder(const BertConfig& config, const StepState* state) {
     layers = AddChild<Sequential>("layer");
     for (int64_t i = 0; i < config.layers; ++i) layers->Append<BertLayer>(config, state, i);
   }
@@ -316,7 +288,7 @@ class BertEncoder : public ModuleContainer {
 
 }  // namespace
 
-BertModel::BertModel(const BertConfig& config, const BertStepState* state) {
+BertModel::BertModel(const BertConfig& config, const StepState* state) {
   embeddings_ = AddChild<BertEmbeddings>("embeddings", config, state);
   layers_ = AddChild<BertEncoder>("encoder", config, state)->layers;
   pooler_ = AddChild<BertPooler>("pooler", config);

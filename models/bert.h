@@ -12,6 +12,7 @@
 #include <string>
 
 #include "runtime/layers/classification_loss.h"
+#include "runtime/layers/dropout_site.h"
 #include "runtime/layers/linear_layer.h"
 #include "runtime/layers/loss_module.h"
 #include "runtime/layers/sequential.h"
@@ -45,35 +46,6 @@ struct BertConfig {
 // InvalidArgument naming them.
 StatusOr<BertConfig> BertConfigFor(const std::string& name);
 
-// What every layer of one forward pass reads besides its input.
-struct BertStepState {
-  // i64 [N, T], 1 attend, 0 padding; undefined: attend everywhere. Held
-  // until the next forward (checkpointed layers recompute in backward).
-  Tensor attention_mask;
-  int64_t batch = 0, seq = 0;
-  int64_t step = 0, first_sample = 0;
-  uint64_t seed = 0;
-  float dropout = 0.0f;  // the probability, 0 outside training
-};
-
-// One dropout site: a mask drawn from the step state (never a parameter).
-class DropoutSite {
- public:
-  DropoutSite(const BertStepState* state, int64_t site) : state_(state), site_(site) {}
-  // x's leading dimension, or its rows' sample-major order, gives each
-  // element's sample: x holds state->batch samples.
-  // Without `keep_mask` (a forward whose backward recomputes), nothing is
-  // kept.
-  Tensor Forward(ExecutionContext& ctx, const Tensor& x, bool keep_mask = true);
-  Tensor Backward(ExecutionContext& ctx, const Tensor& dy);
-
- private:
-  const BertStepState* state_;
-  int64_t site_;
-  float p_ = 0.0f;
-  Tensor keep_;
-};
-
 // A module that only holds children, for Hugging Face's names; its parent
 // runs them.
 class ModuleContainer : public Layer {
@@ -84,7 +56,7 @@ class ModuleContainer : public Layer {
 
 class BertEmbeddings : public ModuleContainer {
  public:
-  BertEmbeddings(const BertConfig& config, const BertStepState* state);
+  BertEmbeddings(const BertConfig& config, const StepState* state);
   // ids and token types i64 [N, T] (types may be null: all 0).
   Tensor Forward(ExecutionContext& ctx, const Tensor& ids, const Tensor* token_types);
   // `tied_word_gradient` ([V, H]) is added to the word embeddings' gradient.
@@ -92,7 +64,7 @@ class BertEmbeddings : public ModuleContainer {
   EmbeddingLayer* word_embeddings() { return word_; }
 
  private:
-  const BertStepState* state_;
+  const StepState* state_;
   EmbeddingLayer *word_, *position_, *token_type_;
   LayerNormLayer* layer_norm_;
   DropoutSite dropout_;
@@ -101,14 +73,14 @@ class BertEmbeddings : public ModuleContainer {
 
 class BertSelfAttention : public Layer {
  public:
-  BertSelfAttention(const BertConfig& config, const BertStepState* state, int64_t site);
+  BertSelfAttention(const BertConfig& config, const StepState* state, int64_t site);
 
  protected:
   Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
   Tensor BackwardImpl(ExecutionContext& ctx, const Tensor& dy) override;
 
  private:
-  const BertStepState* state_;
+  const StepState* state_;
   int64_t heads_, head_dim_;
   LinearLayer *query_, *key_, *value_;
   DropoutSite dropout_;
@@ -119,7 +91,7 @@ class BertSelfAttention : public Layer {
 // BertOutput.
 class BertResidualOutput : public ModuleContainer {
  public:
-  BertResidualOutput(int64_t in, const BertConfig& config, const BertStepState* state, int64_t site);
+  BertResidualOutput(int64_t in, const BertConfig& config, const StepState* state, int64_t site);
   Tensor Forward(ExecutionContext& ctx, const Tensor& x, const Tensor& residual);
   // Returns the gradient of x; *d_residual gets the residual's.
   Tensor Backward(ExecutionContext& ctx, const Tensor& dy, Tensor* d_residual);
@@ -132,7 +104,7 @@ class BertResidualOutput : public ModuleContainer {
 
 class BertAttention : public Layer {
  public:
-  BertAttention(const BertConfig& config, const BertStepState* state, int64_t first_site);
+  BertAttention(const BertConfig& config, const StepState* state, int64_t first_site);
 
  protected:
   Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
@@ -145,7 +117,7 @@ class BertAttention : public Layer {
 
 class BertLayer : public Layer {
  public:
-  BertLayer(const BertConfig& config, const BertStepState* state, int64_t index);
+  BertLayer(const BertConfig& config, const StepState* state, int64_t index);
 
  protected:
   Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& x) override;
@@ -175,7 +147,7 @@ class BertPooler : public ModuleContainer {
 
 class BertModel : public ModuleContainer {
  public:
-  BertModel(const BertConfig& config, const BertStepState* state);
+  BertModel(const BertConfig& config, const StepState* state);
   BertEmbeddings* embeddings() { return embeddings_; }
   Sequential* encoder_layers() { return layers_; }
   BertPooler* pooler() { return pooler_; }
@@ -232,7 +204,7 @@ class BertLossModule : public LossModule {
                        Tensor tied_word_gradient);
 
   BertConfig config_;
-  BertStepState state_;
+  StepState state_;
   BertModel* bert_;
 };
 

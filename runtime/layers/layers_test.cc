@@ -12,6 +12,7 @@
 #include "runtime/layers/batch_norm_layer.h"
 #include "runtime/layers/classification_loss.h"
 #include "runtime/layers/conv2d_layer.h"
+#include "runtime/layers/dropout_site.h"
 #include "runtime/layers/linear_layer.h"
 #include "runtime/layers/model.h"
 #include "runtime/layers/sequential.h"
@@ -281,6 +282,47 @@ TEST(LayersTest, LowPrecisionCopyRearrangesFourDimensionalWeights) {
   model->RefreshLowPrecision(ctx);
   for (const Parameter* p : model->parameters()) expect_copy_of(*p);
   EXPECT_DEATH(model->RefreshLowPrecision(ctx, offset + 1, 4), "cover rearranged weights whole");
+}
+
+TEST(DropoutSiteTest, MaskFollowsTheGlobalSampleAndBackwardReusesIt) {
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  StepState state;
+  state.batch = 4;
+  state.step = 3;
+  state.seed = 11;
+  state.dropout = 0.5f;
+  std::vector<float> ones(4 * 6, 1.0f);
+  const Tensor x = Tensor::FromVector<float>(ones, {4, 6});
+  DropoutSite whole(&state, /*site=*/2);
+  const Tensor y = whole.Forward(ctx, x);
+  int kept = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const float v = y.data<float>()[i];
+    EXPECT_TRUE(v == 0.0f || v == 2.0f) << v;  // dropped, or scaled by 1 / (1 - p)
+    kept += v != 0.0f;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, 24);
+  // The same samples split in two micro-batches draw the same masks.
+  StepState half = state;
+  half.batch = 2;
+  DropoutSite part(&half, 2);
+  for (int64_t first : {0, 2}) {
+    half.first_sample = first;
+    const Tensor yp = part.Forward(ctx, x.View(first * 6, {2, 6}));
+    for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(yp.data<float>()[i], y.data<float>()[first * 6 + i]);
+  }
+  // Backward: the forward's mask and scale.
+  const Tensor dy = Tensor::FromVector<float>(std::vector<float>(24, 3.0f), {4, 6});
+  const Tensor dx = whole.Backward(ctx, dy);
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(dx.data<float>()[i], y.data<float>()[i] * 3.0f);
+  // Another site or step draws another mask; p = 0 passes x through.
+  DropoutSite other(&state, 3);
+  const Tensor yo = other.Forward(ctx, x);
+  EXPECT_NE(std::vector<float>(yo.data<float>(), yo.data<float>() + 24),
+            std::vector<float>(y.data<float>(), y.data<float>() + 24));
+  state.dropout = 0.0f;
+  EXPECT_EQ(whole.Forward(ctx, x).raw_data(), x.raw_data());
 }
 
 }  // namespace
