@@ -11,7 +11,7 @@ set -u
 source tests/lib.sh
 export PATH="/usr/bin:/bin:$PATH" DDP_SELFTEST_PYTHON=/usr/bin/python3
 
-bash tools/bundle/pack.sh "$tmp/bundle" launch/ddp_train tests/gpu_tests tools/gpu_info tools/make_image_dataset \
+bash tools/gpu/bundle/pack.sh "$tmp/bundle" launch/ddp_train tests/gpu_tests tools/gpu_info tools/make_image_dataset \
   tools/compare_weights tools/make_image_folder tools/tokenize_text > "$tmp/pack.log" 2>&1 ||
   { cat "$tmp/pack.log"; echo "FAIL: the bundle does not pack"; exit 1; }
 

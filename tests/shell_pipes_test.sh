@@ -2,7 +2,7 @@
 # No shell script of the project pipes into a reader that may stop before
 # its writer is done: `| grep -q`, `| grep -m N`, `| head`. Under
 # `set -o pipefail` the writer then dies of SIGPIPE and the pipeline fails
-# at random (tools/gpu_bundle.sh failed 25 times in 200 that way). Capture
+# at random (tools/gpu/gpu_bundle.sh failed 25 times in 200 that way). Capture
 # the output first: grep -q PATTERN <<< "$(command)".
 set -u
 early='\|[[:space:]]*(grep[[:space:]]+(-[[:alnum:]]*[qm]|--quiet|--max-count)|head([[:space:]]|$))'
@@ -15,8 +15,8 @@ for good in 'grep -q libcudart <<< "$(ldd "$p")"' 'a | grep -c b' 'a | sed -n 1p
 done
 
 found=0
-scripts=(.ci/run tests/*.sh tools/*.sh tools/bench/*.sh tools/bundle/*.sh tools/ddp_sbatch tools/scaling/*.sh
-         tools/scaling/scaling_validation tools/scaling/scaling_validation_table)
+scripts=(.ci/run tests/*.sh tools/*.sh tools/bench/*.sh tools/ci/*.sh tools/gpu/*.sh tools/gpu/bundle/*.sh tools/ddp_sbatch
+         tools/scaling/*.sh tools/scaling/scaling_validation tools/scaling/scaling_validation_table)
 for f in "${scripts[@]}"; do
   [ "$f" = tests/shell_pipes_test.sh ] && continue  # its own examples
   [ -f "$f" ] || { echo "FAIL: $f is missing from the test's data"; exit 1; }

@@ -25,7 +25,7 @@ packages=(
   gnuplot-nox                                       # tools/scaling/scaling_study's plot
   iproute2                                          # shaped-link test hosts (ip netns, tc tbf)
   procps                                            # pgrep, ps, pkill: the preemption and Slurm tests
-  xz-utils                                          # tools/gpu_bundle.sh packs with tar -J
+  xz-utils                                          # tools/gpu/gpu_bundle.sh packs with tar -J
   libgoogle-glog-dev libgflags-dev libgtest-dev nlohmann-json3-dev
 )
 for arg in "$@"; do

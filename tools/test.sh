@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 bash tools/install_deps.sh || exit 1
 bazel test --keep_going //... "$@"
 status=$?
-python3 tools/summarize_tests.py $(bazel query 'tests(//...)' 2>/dev/null)
+python3 tools/ci/summarize_tests.py $(bazel query 'tests(//...)' 2>/dev/null)
 exit "$status"

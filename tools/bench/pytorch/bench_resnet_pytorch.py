@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch eager's ResNet training throughput: the peer that tools/bench/bench_resnet.sh
-(CPU) and the self-test's benchmarks (tools/bundle/selftest.py, GPU, and its
+(CPU) and the self-test's benchmarks (tools/gpu/bundle/selftest.py, GPU, and its
 CPU rehearsal) measure ddp_train against, on the same model, batch and
 precision in the same run.
 

@@ -9,13 +9,13 @@
 # line and exit status 3, and its CPU rehearsal of the tiers that need no
 # PyTorch must pass.
 #
-#   tools/check_gpu_bundle.sh
+#   tools/gpu/check_gpu_bundle.sh
 #
 # Needs root, and the Debian mirror the first time (debootstrap), so it runs
 # outside CI's network-less phase; the minimal root is cached in
 # /var/tmp/ddp-root-cache and copied fresh for every check.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 [ "$(id -u)" -eq 0 ] || { echo "check_gpu_bundle.sh: needs root (chroot, mounts)" >&2; exit 1; }
 cache=/var/tmp/ddp-root-cache/bookworm-python3
 if [ ! -x "$cache/bin/sh" ]; then
@@ -34,7 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cp -a "$cache" "$root"
-bash tools/gpu_bundle.sh "$work/ddp_bundle"
+bash tools/gpu/gpu_bundle.sh "$work/ddp_bundle"
 tar -C "$root/opt" -xJf "$work/ddp_bundle.tar.xz"
 cuda_lib=$(dirname "$(readlink -f /usr/local/cuda/lib64/libcudnn.so.9)")
 mkdir -p "$root/opt/cuda-libs"

@@ -3,7 +3,7 @@
 # with no case and a missing one each count as that target failing, and
 # failed cases are named.
 set -u
-script="$PWD/tools/summarize_tests.py"
+script="$PWD/tools/ci/summarize_tests.py"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 cd "$tmp" || exit 1
 mkdir -p bazel-testlogs/a/bad bazel-testlogs/a/failing bazel-testlogs/a/empty bazel-testlogs/a/good

@@ -1,4 +1,4 @@
-"""The self-test's harness (tools/bundle/selftest.py runs the tiers): running
+"""The self-test's harness (tools/gpu/bundle/selftest.py runs the tiers): running
 commands under a shared budget, the checks a tier is made of, and the
 report, rewritten after every tier so a run cut short still says what it
 found. The GPU run and its CPU rehearsal share every line of it.

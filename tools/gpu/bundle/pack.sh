@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # Packs the self-test bundle's directory from programs already built
-# (tools/gpu_bundle.sh builds them first, then packs and compresses; the
+# (tools/gpu/gpu_bundle.sh builds them first, then packs and compresses; the
 # rehearsal test packs from its runfiles). Run from anywhere; repository
 # files are taken relative to this script.
 #
-#   tools/bundle/pack.sh OUT PROGRAM...
+#   tools/gpu/bundle/pack.sh OUT PROGRAM...
 #
 # OUT gets bin/ (wrappers), libexec/ (the stripped programs), lib/ (every
 # shared library they need but the NVIDIA driver and the large CUDA
 # libraries, glibc and its loader included), Open MPI's relocated runtime,
-# selftest.sh, env.sh and tools/ (see tools/gpu_bundle.sh).
+# selftest.sh, env.sh and tools/ (see tools/gpu/gpu_bundle.sh).
 set -euo pipefail
-[ $# -ge 2 ] || { echo "usage: tools/bundle/pack.sh OUT PROGRAM..." >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: tools/gpu/bundle/pack.sh OUT PROGRAM..." >&2; exit 2; }
 out=$(realpath -m "$1")
 shift
 programs=()
 for p in "$@"; do programs+=("$(realpath "$p")"); done
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 repo=$(pwd)
 
 rm -rf "$out"
@@ -73,7 +73,7 @@ find "$out/lib" -maxdepth 1 -name '*.so*' -type f -exec strip --strip-unneeded {
 # Wrappers: every program runs through the bundled loader with the bundle's
 # library path (env.sh), so it needs nothing from the host but the kernel,
 # the NVIDIA driver and the CUDA libraries env.sh finds.
-install -m 644 tools/bundle/env.sh "$out/env.sh"
+install -m 644 tools/gpu/bundle/env.sh "$out/env.sh"
 for name in $(for p in "${programs[@]}"; do basename "$p"; done) orterun orted; do
   cat > "$out/bin/$name" <<EOF
 #!/bin/sh
@@ -86,8 +86,8 @@ done
 ln -s orterun "$out/bin/mpirun"
 ln -s orterun "$out/bin/mpiexec"
 
-install -m 755 tools/bundle/selftest.sh "$out/selftest.sh"
-install -m 644 tools/bundle/selftest.py tools/bundle/selftest_harness.py tests/compare_losses.py \
+install -m 755 tools/gpu/bundle/selftest.sh "$out/selftest.sh"
+install -m 644 tools/gpu/bundle/selftest.py tools/gpu/bundle/selftest_harness.py tests/compare_losses.py \
   tools/bench/pytorch/bench_resnet_pytorch.py tools/bench/pytorch/bench_bert_pytorch.py \
   tools/check_bert_interop.py tools/check_tokenizer.py tests/golden/bert_state_dict_manifest.json "$out/tools/"
 # The commit, marked -dirty when the tree had changes; "unknown" outside git.

@@ -2,7 +2,7 @@
 """The GPU self-test: every GPU check of ddp_train in one run, in tiers
 ordered by what they prove (correctness first, speed last), each with its
 own time limit inside one budget, writing report.json and report.md after
-every tier (tools/bundle/selftest_harness.py).
+every tier (tools/gpu/bundle/selftest_harness.py).
 
   selftest.sh [OUT_DIR]                 the GPU run (default ./selftest-out)
   selftest.sh --rehearse OUT_DIR        every tier on CPU ranks, on any machine

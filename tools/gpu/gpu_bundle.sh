@@ -3,7 +3,7 @@
 # machine with an NVIDIA driver, whatever its distribution, and its packed
 # form DIR.tar.xz (at most 40 MiB, so it travels where uploads are capped at 64 MiB).
 #
-#   tools/gpu_bundle.sh DIR
+#   tools/gpu/gpu_bundle.sh DIR
 #
 # DIR holds:
 #   bin/       wrappers: ddp_train, gpu_tests, gpu_info, make_image_dataset,
@@ -18,16 +18,16 @@
 #              Open MPI's components and help files, relocated (OPAL_PREFIX)
 #   selftest.sh, env.sh, tools/  the self-test (tools/selftest.py) and what it runs
 #
-# tools/bundle/pack.sh makes the directory from the built programs; this
+# tools/gpu/bundle/pack.sh makes the directory from the built programs; this
 # script builds them, packs, and compresses.
 #
 # At run time env.sh finds cuDNN, cuBLASLt and NCCL in $DDP_CUDA_LIBS, a
 # pip-installed PyTorch's nvidia/*/lib folders (python3), or the CUDA
 # toolkit, and the driver's libcuda.so.1 where the host's loader finds it.
 set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: tools/gpu_bundle.sh DIR" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: tools/gpu/gpu_bundle.sh DIR" >&2; exit 2; }
 out=$(realpath -m "$1")
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 targets=(//launch:ddp_train //tests:gpu_tests //tools:gpu_info //tools:make_image_dataset //tools:compare_weights
          //tools:make_image_folder //tools:tokenize_text)
@@ -39,7 +39,7 @@ for p in bazel-bin/launch/ddp_train bazel-bin/tests/gpu_tests; do
   grep -q libcudart <<< "$(ldd "$p")" || { echo "gpu_bundle.sh: $p was built without CUDA (no nvcc?)" >&2; exit 1; }
 done
 
-bash tools/bundle/pack.sh "$out" "${programs[@]}"
+bash tools/gpu/bundle/pack.sh "$out" "${programs[@]}"
 
 tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
 size=$(stat -c %s "$out.tar.xz")

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The GPU self-test's entry point (tools/bundle/selftest.py holds the tiers,
+# The GPU self-test's entry point (tools/gpu/bundle/selftest.py holds the tiers,
 # their checks and the report; run it with no argument for its usage):
 #
 #   selftest.sh [OUT_DIR]                  on a machine with an NVIDIA GPU

@@ -7,13 +7,13 @@
 # second's closing line says "0 failed". A program the tests call that
 # tools/install_deps.sh does not install fails here first.
 #
-#   tools/check_fresh_debian.sh [--keep]     (--keep: leave the root in /var/tmp for a look)
+#   tools/ci/check_fresh_debian.sh [--keep]     (--keep: leave the root in /var/tmp for a look)
 #
 # Needs root (chroot, mounts) and the Debian mirror (debootstrap, apt); the
 # minimal root is cached in /var/tmp/ddp-root-cache and copied fresh every
 # time. Long: the build and every test from nothing, about as long as CI.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 [ "$(id -u)" -eq 0 ] || { echo "check_fresh_debian.sh: needs root (chroot, mounts)" >&2; exit 1; }
 keep=0
 [ "${1:-}" = "--keep" ] && keep=1
