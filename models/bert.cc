@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "runtime/ops/attention.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/loss.h"
@@ -95,7 +96,7 @@ void BertEmbeddings::Backward(ExecutionContext& ctx, const Tensor& dy, Tensor ti
 // ----------------------------------------------------------- attention
 
 BertSelfAttention::BertSelfAttention(const BertConfig& config, const StepState* state, int64_t site)
-    : state_(state), heads_(config.heads), head_dim_(config.hidden / config.heads), dropout_(state, site) {
+    : state_(state), heads_(config.heads), head_dim_(config.hidden / config.heads), site_(site) {
   CHECK_EQ(config.hidden % config.heads, 0) << "hidden " << config.hidden << " is not a multiple of " << config.heads
                                             << " heads";
   query_ = AddChild<LinearLayer>("query", config.hidden, config.hidden, true, config.initializer_range);
@@ -114,45 +115,28 @@ Tensor BertSelfAttention::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   const Tensor q = split(query_->Forward(ctx, x));
   const Tensor k = split(key_->Forward(ctx, x));
   const Tensor v = split(value_->Forward(ctx, x));
-  Tensor scores = Tensor::Empty({n * heads_, t, t}, DType::kF32, device);
-  BatchedGemm(ctx, false, true, 1.0f / std::sqrt(static_cast<float>(head_dim_)), q, k, 0.0f, scores);
-  Tensor probs = Tensor::Empty({n * heads_, t, t}, DType::kF32, device);
-  Tensor probs_view = probs.View(0, {n, heads_, t, t});
-  MaskedSoftmaxForward(ctx, scores.View(0, {n, heads_, t, t}),
-                       state_->attention_mask.defined() ? &state_->attention_mask : nullptr, probs_view);
-  const Tensor dropped = dropout_.Forward(ctx, probs, keeps_for_backward());
   Tensor context = Tensor::Empty({n * heads_, t, head_dim_}, DType::kF32, device);
-  BatchedGemm(ctx, false, false, 1.0f, dropped, v, 0.0f, context);
+  AttentionForward(ctx, q, k, v, n, state_->attention_mask.defined() ? &state_->attention_mask : nullptr,
+                   state_->dropout, DropoutKey{state_->seed, state_->step, site_}, state_->first_sample, context,
+                   keeps_for_backward() ? &saved_ : nullptr);
   Tensor out = Tensor::Empty(x.shape(), DType::kF32, device);
   MergeHeads(ctx, context, heads_, out);
   if (keeps_for_backward()) {
     q_ = q;
     k_ = k;
     v_ = v;
-    probs_ = probs;
-    dropped_ = dropped;
   }
   return out;
 }
 
 Tensor BertSelfAttention::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(q_.defined()) << "attention Backward without a training Forward";
-  const Device device = dy.device();
   Tensor dcontext = Like(q_);
   SplitHeads(ctx, dy, heads_, dcontext);
-  Tensor ddropped = Like(probs_);
-  BatchedGemm(ctx, false, true, 1.0f, dcontext, v_, 0.0f, ddropped);
-  Tensor dv = Like(v_);
-  BatchedGemm(ctx, true, false, 1.0f, dropped_, dcontext, 0.0f, dv);
-  const Tensor dprobs = dropout_.Backward(ctx, ddropped);
-  Tensor dscores = Like(probs_);
-  SoftmaxBackward(ctx, probs_, dprobs, dscores);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  Tensor dq = Like(q_), dk = Like(k_);
-  BatchedGemm(ctx, false, false, scale, dscores, k_, 0.0f, dq);
-  BatchedGemm(ctx, true, false, scale, dscores, q_, 0.0f, dk);
+  Tensor dq = Like(q_), dk = Like(k_), dv = Like(v_);
+  AttentionBackward(ctx, q_, k_, v_, saved_, dcontext, dq, dk, dv);
   auto merge = [&](const Tensor& split) {
-    Tensor rows = Tensor::Empty(dy.shape(), DType::kF32, device);
+    Tensor rows = Tensor::Empty(dy.shape(), DType::kF32, dy.device());
     MergeHeads(ctx, split, heads_, rows);
     return rows;
   };
@@ -160,7 +144,8 @@ Tensor BertSelfAttention::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) 
   Tensor dx = value_->Backward(ctx, merge(dv));
   dx = Added(ctx, dx, key_->Backward(ctx, merge(dk)));
   dx = Added(ctx, dx, query_->Backward(ctx, merge(dq)));
-  q_ = k_ = v_ = probs_ = dropped_ = Tensor();
+  q_ = k_ = v_ = Tensor();
+  saved_ = AttentionSaved();
   return dx;
 }
 

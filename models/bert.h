@@ -17,6 +17,7 @@
 #include "runtime/layers/loss_module.h"
 #include "runtime/layers/sequential.h"
 #include "runtime/layers/transformer_layers.h"
+#include "runtime/ops/attention.h"
 #include "runtime/status.h"
 
 namespace ddp {
@@ -82,9 +83,10 @@ class BertSelfAttention : public Layer {
  private:
   const StepState* state_;
   int64_t heads_, head_dim_;
+  int64_t site_;  // the attention probabilities' dropout site
   LinearLayer *query_, *key_, *value_;
-  DropoutSite dropout_;
-  Tensor q_, k_, v_, probs_, dropped_;  // [N * heads, T, d] and [N * heads, T, T]
+  Tensor q_, k_, v_;     // [N * heads, T, d]
+  AttentionSaved saved_;  // the probabilities and their dropout (runtime/ops/attention.h)
 };
 
 // dense -> dropout -> LayerNorm(+ the residual): BertSelfOutput and

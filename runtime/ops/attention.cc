@@ -1,0 +1,62 @@
+#include "runtime/ops/attention.h"
+
+#include <cmath>
+
+#include <glog/logging.h>
+
+#include "runtime/ops/linear.h"
+
+namespace ddp {
+namespace {
+
+Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), DType::kF32, t.device()); }
+
+float Scale(const Tensor& q) { return 1.0f / std::sqrt(static_cast<float>(q.dim(2))); }
+
+}  // namespace
+
+void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t samples,
+                      const Tensor* key_mask, float p, const DropoutKey& key, int64_t first_sample, Tensor& context,
+                      AttentionSaved* saved) {
+  CHECK(q.ndim() == 3 && k.shape() == q.shape() && v.shape() == q.shape() && context.shape() == q.shape())
+      << "attention: q " << q.DebugString() << ", k " << k.DebugString() << ", v " << v.DebugString()
+      << ", context " << context.DebugString();
+  const int64_t bh = q.dim(0), t = q.dim(1);
+  CHECK(samples > 0 && bh % samples == 0) << "attention: " << bh << " rows of heads over " << samples << " samples";
+  CHECK(key_mask == nullptr || key_mask->shape() == (Shape{samples, t}))
+      << "attention key mask " << key_mask->DebugString() << " for " << samples << " samples of " << t;
+  Tensor scores = Tensor::Empty({bh, t, t}, DType::kF32, q.device());
+  BatchedGemm(ctx, false, true, Scale(q), q, k, 0.0f, scores);
+  Tensor probs = Like(scores);
+  Tensor probs_view = probs.View(0, {samples, bh / samples, t, t});
+  MaskedSoftmaxForward(ctx, scores.View(0, {samples, bh / samples, t, t}), key_mask, probs_view);
+  Tensor dropped = probs, keep;
+  if (p > 0.0f) {
+    dropped = Like(probs);
+    keep = Tensor::Empty(probs.shape(), DType::kU8, probs.device());
+    const Shape per_sample = {samples, probs.numel() / samples};
+    Tensor dropped_view = dropped.View(0, per_sample), keep_view = keep.View(0, per_sample);
+    DropoutForward(ctx, probs.View(0, per_sample), p, key, first_sample, dropped_view, keep_view);
+  }
+  BatchedGemm(ctx, false, false, 1.0f, dropped, v, 0.0f, context);
+  if (saved != nullptr) *saved = {probs, dropped, keep, p};
+}
+
+void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionSaved& saved, const Tensor& dcontext, Tensor& dq, Tensor& dk, Tensor& dv) {
+  CHECK(saved.probs.defined()) << "attention backward without a saved forward";
+  Tensor ddropped = Like(saved.probs);
+  BatchedGemm(ctx, false, true, 1.0f, dcontext, v, 0.0f, ddropped);
+  BatchedGemm(ctx, true, false, 1.0f, saved.dropped, dcontext, 0.0f, dv);
+  Tensor dprobs = ddropped;
+  if (saved.keep.defined()) {
+    dprobs = Like(ddropped);
+    DropoutBackward(ctx, ddropped, saved.keep, saved.p, dprobs);
+  }
+  Tensor dscores = Like(saved.probs);
+  SoftmaxBackward(ctx, saved.probs, dprobs, dscores);
+  BatchedGemm(ctx, false, false, Scale(q), dscores, k, 0.0f, dq);
+  BatchedGemm(ctx, true, false, Scale(q), dscores, q, 0.0f, dk);
+}
+
+}  // namespace ddp
