@@ -2,21 +2,18 @@
 // figures, how the run ended, and the memory measured from the parts.
 #include "launch/run_summary.h"
 
+#include "launch/small_runs.h"
+
 #include <gtest/gtest.h>
 
 namespace ddp {
 namespace {
 
 TEST(RunSummaryTest, FromOneRanksParts) {
-  TrainOptions o;
-  o.model = "resnet18";
-  o.image_size = 32;
-  o.num_classes = 10;
+  TrainOptions o = SmallResNet18Run();
   o.batch_size = 4;
   o.steps = 6;
-  o.data = "synthetic";
   o.device = "cpu";
-  o.optimizer = "sgd";
   ExecutionContext ctx = ExecutionContext::Cpu(1);
   ProgressPrinter progress(0, false);
   TrainComponents parts;

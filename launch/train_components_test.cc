@@ -3,21 +3,19 @@
 // the loader threads), and refusals before anything trains.
 #include "launch/train_components.h"
 
+#include "launch/small_runs.h"
+
 #include <gtest/gtest.h>
 
 namespace ddp {
 namespace {
 
 TrainOptions Small() {
-  TrainOptions o;
-  o.model = "resnet18";
-  o.image_size = 32;
-  o.num_classes = 10;
+  TrainOptions o = SmallResNet18Run();
   o.batch_size = 4;
   o.accumulation_steps = 2;
   o.steps = 7;
-  o.data = "synthetic";
-  o.optimizer = "sgd";
+  o.threads = 1;
   o.lr = 0.0;  // the linear scaling rule
   return o;
 }
