@@ -1,5 +1,5 @@
 // bert-tiny against an independent PyTorch float64 implementation
-// (tools/make_bert_golden.py made tests/golden/bert_golden.json): from the
+// (tests/golden/make_bert_golden.py made tests/golden/bert_golden.json): from the
 // same start on the same batch (padding, both token types, ignored MLM
 // labels), the MLM + NSP loss of 3 AdamW steps and of 3 LAMB steps within
 // 1e-6 relative (the bar is 1e-4; measured: 5e-9), and parameters

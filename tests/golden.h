@@ -1,5 +1,5 @@
 // The golden files of the tests against PyTorch (tests/golden/, written by
-// tools/make_*_golden.py through tools/golden_io.py's write_golden).
+// tests/golden/make_*_golden.py through tests/golden/golden_io.py's write_golden).
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // ddp_train against PyTorch: ResNet-18 and ResNet-50 from the same start on
 // the same batch follow PyTorch's float64 per-step losses (and parameters
 // after 4 SGD steps with momentum), also with gradient accumulation, label
-// smoothing, clipping, Nesterov and BN/bias excluded from weight decay. tools/make_resnet_golden.py made the
+// smoothing, clipping, Nesterov and BN/bias excluded from weight decay. tests/golden/make_resnet_golden.py made the
 // golden file; the start is rebuilt here from the shared portable generator.
 #include <cmath>
 #include <cstdlib>

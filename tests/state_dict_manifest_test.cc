@@ -1,5 +1,5 @@
 // Every ResNet's state dict has exactly torchvision's entries, in order, with
-// the same dtypes and shapes (tools/make_resnet_manifest.py read them from
+// the same dtypes and shapes (tests/golden/make_resnet_manifest.py read them from
 // torchvision), so torch's load_state_dict(strict=True) accepts ddp_train's
 // saved weights, and ddp_train's strict loader accepts torch's.
 #include <fstream>

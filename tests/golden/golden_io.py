@@ -8,7 +8,7 @@ The scripts run from anywhere (their own folder is on sys.path).
 import json
 import os
 
-GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
+GOLDEN_DIR = os.path.dirname(os.path.abspath(__file__))  # tests/golden/, this file's own folder
 
 
 def write_golden(name, data, **dump_options):

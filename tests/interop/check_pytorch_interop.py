@@ -8,7 +8,7 @@
    it again: the parameters come back unchanged, num_batches_tracked + 1.
 
 Needs Debian's python3-torch; run after building //launch:ddp_train:
-  /usr/bin/python3 tools/check_pytorch_interop.py [--model resnet18]
+  /usr/bin/python3 tests/interop/check_pytorch_interop.py [--model resnet18]
 """
 import argparse
 import json

@@ -9,7 +9,7 @@ module structure as written out in make_bert_golden.py (embeddings, encoder
 layers, pooler, cls.predictions with the decoder tied to the word
 embeddings and to cls.predictions.bias, cls.seq_relationship). The file
 records which.
-  python3 tools/make_bert_manifest.py [--out FILE]
+  python3 tests/golden/make_bert_manifest.py [--out FILE]
 """
 import argparse
 import json
@@ -41,7 +41,7 @@ def from_transformers(layers, hidden, heads, intermediate):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden",
+    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                  "bert_state_dict_manifest.json"))
     args = p.parse_args()
     try:

@@ -11,7 +11,7 @@ PyTorch's default bound, BN as torchvision initializes it. Training is plain
 SGD with momentum, lr 0.02, on one repeated batch.
 
 Run with Debian's python3 (python3-torch, python3-torchvision):
-  /usr/bin/python3 tools/make_resnet_golden.py
+  /usr/bin/python3 tests/golden/make_resnet_golden.py
 """
 import math
 

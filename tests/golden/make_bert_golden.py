@@ -14,7 +14,7 @@ token id 0), both token types, ignored MLM labels (-100) and both NSP
 labels.
 
 Run with Debian's python3 (python3-torch):
-  /usr/bin/python3 tools/make_bert_golden.py
+  /usr/bin/python3 tests/golden/make_bert_golden.py
 """
 import math
 import os

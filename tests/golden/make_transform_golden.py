@@ -9,7 +9,7 @@ to these, within PIL's rounding.
 
 The image: pixel (x, y) channel c is (7x + 13y + 50c + (x*y) % 17) % 256.
 
-Run with Debian's python3: /usr/bin/python3 tools/make_transform_golden.py
+Run with Debian's python3: /usr/bin/python3 tests/golden/make_transform_golden.py
 """
 import numpy as np
 from PIL import Image

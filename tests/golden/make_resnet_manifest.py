@@ -4,7 +4,7 @@ of every state_dict entry of torchvision's ResNets, in order. The state-dict
 test holds ddp_train's models to it, so torch's load_state_dict(strict=True)
 accepts what ddp_train saves and ddp_train accepts what torch saves.
 
-Run with Debian's python3: /usr/bin/python3 tools/make_resnet_manifest.py
+Run with Debian's python3: /usr/bin/python3 tests/golden/make_resnet_manifest.py
 """
 import torchvision
 

@@ -8,7 +8,7 @@ by dtype alignment (largest first) then name, an 8-byte little-endian header
 length, a JSON header with "__metadata__", padded with spaces to a multiple of
 8 bytes, then each tensor's little-endian bytes.
 
-Run with Debian's python3 (python3-torch): /usr/bin/python3 tools/make_safetensors_golden.py
+Run with Debian's python3 (python3-torch): /usr/bin/python3 tests/golden/make_safetensors_golden.py
 """
 import json
 import os
@@ -43,7 +43,7 @@ def save_file(tensors, path, metadata):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.path.dirname(__file__), "..", "runtime", "testdata", "pytorch_golden.safetensors")
+        os.path.dirname(__file__), "..", "..", "runtime", "testdata", "pytorch_golden.safetensors")
     bn = torch.nn.BatchNorm2d(2)
     bn.num_batches_tracked.fill_(42)
     tensors = {
