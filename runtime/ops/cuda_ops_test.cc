@@ -20,6 +20,7 @@
 #include "runtime/ops/loss.h"
 #include "runtime/ops/pooling.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/attention.h"
 #include "runtime/ops/transformer.h"
 #include "runtime/testing/op_cases.h"
 #include "runtime/testing/tensor_testing.h"
@@ -527,6 +528,36 @@ TEST_F(CudaOpsTest, NaNPropagatesAsOnCpu) {
 // BERT's ops at bert-base's widths and at odd sizes: the embedding
 // gradient and dropout bit for bit (the same additions in the same order;
 // the same Philox draws), the rest within float rounding of the CPU's.
+TEST_F(CudaOpsTest, AttentionMatchesCpu) {
+  ExecutionContext gpu = Gpu();
+  std::mt19937_64 rng(23);
+  const int64_t samples = 3, heads = 4, t = 33, d = 16;
+  const Shape shape = {samples * heads, t, d};
+  const Tensor q = Random(shape, rng), k = Random(shape, rng), v = Random(shape, rng);
+  std::vector<int64_t> mask(samples * t, 1);
+  mask[t - 1] = mask[2 * t - 2] = 0;  // padded keys in two samples
+  const Tensor key_mask = Tensor::FromVector<int64_t>(mask, {samples, t}), gmask = OnGpu(key_mask);
+  for (const float p : {0.0f, 0.1f}) {
+    SCOPED_TRACE("dropout " + std::to_string(p));
+    const DropoutKey key{5, 9, 2};
+    Tensor context = Tensor::Empty(shape, DType::kF32), gcontext = Tensor::Empty(shape, DType::kF32, Device::Cuda(0));
+    AttentionSaved saved, gsaved;
+    AttentionForward(cpu_, q, k, v, samples, &key_mask, p, key, 6, context, &saved);
+    AttentionForward(gpu, OnGpu(q), OnGpu(k), OnGpu(v), samples, &gmask, p, key, 6, gcontext, &gsaved);
+    EXPECT_TRUE(Near(gcontext, context, 1e-5)) << "forward";
+    if (p > 0.0f) EXPECT_TRUE(BitwiseEqual(gsaved.keep, saved.keep)) << "the same dropout mask";
+    const Tensor dcontext = Random(shape, rng);
+    Tensor dq = Tensor::Empty(shape, DType::kF32), dk = Tensor::Empty(shape, DType::kF32),
+           dv = Tensor::Empty(shape, DType::kF32);
+    Tensor gdq = OnGpu(dq), gdk = OnGpu(dk), gdv = OnGpu(dv);
+    AttentionBackward(cpu_, q, k, v, saved, dcontext, dq, dk, dv);
+    AttentionBackward(gpu, OnGpu(q), OnGpu(k), OnGpu(v), gsaved, OnGpu(dcontext), gdq, gdk, gdv);
+    EXPECT_TRUE(Near(gdq, dq, 1e-4)) << "dq";
+    EXPECT_TRUE(Near(gdk, dk, 1e-4)) << "dk";
+    EXPECT_TRUE(Near(gdv, dv, 1e-4)) << "dv";
+  }
+}
+
 TEST_F(CudaOpsTest, TransformerOpsMatchCpu) {
   ExecutionContext gpu = Gpu();
   std::mt19937_64 rng(21);
