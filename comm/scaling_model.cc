@@ -162,7 +162,7 @@ const std::vector<Link>& LinkPresets() {
        "this project's comm_bench on 2 CPU ranks of a 2-core box (docs/comm_bench.md: 64 MiB all-reduce at 2.28 GB/s "
        "bus bandwidth; small messages about 20 us a hop)",
        "CPU ranks on one box, Open MPI's shared memory: the cores that compute also copy and sum, so compute "
-       "slows while a collective is in flight (compute_slowdown, measured by tools/scaling_validation)"},
+       "slows while a collective is in flight (compute_slowdown, measured by tools/scaling/scaling_validation)"},
   };
   return presets;
 }

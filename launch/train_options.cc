@@ -94,7 +94,7 @@ DEFINE_string(profile_file, "",
 DEFINE_string(contention_probe, "",
               "measure how CPU ranks' compute and collectives slow each other, and write it there (JSON, rank 0): "
               "every rank trains alone while the ranks all-reduce --contention-probe-mb, or a quarter of it, back to back "
-              "beside the backward of every other step (tools/scaling_validation's input to the scaling model)");
+              "beside the backward of every other step (tools/scaling/scaling_validation's input to the scaling model)");
 DEFINE_double(contention_probe_mb, 16.0,
               "the larger all-reduce --contention-probe runs, in MiB (alternate loaded steps run a quarter of it)");
 DEFINE_string(timeline, "", "Chrome trace-event JSON of the steps in --timeline-steps, every rank's, written by rank 0");

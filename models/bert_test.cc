@@ -302,7 +302,7 @@ TEST(BertTest, CountsMaskedTokensAndPairs) {
 
 // The state dict's names, order and shapes are Hugging Face's
 // BertForPreTraining.state_dict(), tied decoder included
-// (tools/make_bert_manifest.py wrote the manifest).
+// (tests/golden/make_bert_manifest.py wrote the manifest).
 TEST(BertTest, StateDictMatchesTheHuggingFaceManifest) {
   std::ifstream in("tests/golden/bert_state_dict_manifest.json");
   ASSERT_TRUE(in) << "tests/golden/bert_state_dict_manifest.json missing";

@@ -77,7 +77,7 @@ TEST(SafetensorsTest, HeaderIsPaddedToEightBytes) {
 }
 
 TEST(SafetensorsTest, ReadsAFileWrittenByPyTorchTooling) {
-  // tools/make_safetensors_golden.py wrote this with torch tensors.
+  // tests/golden/make_safetensors_golden.py wrote this with torch tensors.
   StatusOr<SafetensorsContents> read = ReadSafetensors("runtime/testdata/pytorch_golden.safetensors");
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   const SafetensorsContents& c = *read;

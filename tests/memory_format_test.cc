@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "launch/small_runs.h"
 #include "launch/trainer.h"
 #include "runtime/ops/conv2d.h"
 
@@ -25,21 +26,10 @@ struct TrainRun {
 
 TrainRun Train(const std::string& precision, const std::string& format) {
   const char* dir = std::getenv("TEST_TMPDIR");
-  TrainOptions o;
-  o.model = "resnet18";
-  o.batch_size = 8;
-  o.steps = 4;
-  o.image_size = 32;
-  o.num_classes = 10;
-  o.optimizer = "sgd";
   // At 0.05 the fourth step's loss falls from 2.4 to 0.8, and bf16 runs
-  // that differ only in rounding land up to 2.5% apart there; 0.02 keeps
-  // the comparison about the kernels.
-  o.lr = o.schedule.base_lr = 0.02;
-  o.momentum = 0.9;
-  o.zero_init_residual = true;
-  o.threads = 2;
-  o.data = "synthetic";
+  // that differ only in rounding land up to 2.5% apart there; the small
+  // run's 0.02 keeps the comparison about the kernels.
+  TrainOptions o = SmallResNet18Run();
   o.precision = precision;
   o.memory_format = format;
   o.metrics_file = std::string(dir ? dir : "/tmp") + "/memory_format_" + precision + "_" + format + ".jsonl";

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "launch/small_runs.h"
 #include "launch/trainer.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/data/synthetic_images.h"
@@ -89,21 +90,9 @@ RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
 }
 
 TrainOptions ResNet18() {
-  TrainOptions o;
-  o.model = "resnet18";
-  o.batch_size = 8;
-  o.steps = 4;
+  TrainOptions o = SmallResNet18Run();
   o.image_size = 64;
-  o.num_classes = 10;
-  o.optimizer = "sgd";
-  o.lr = 0.02;
-  o.momentum = 0.9;
-  o.zero_init_residual = true;
-  o.data = "synthetic";
-  o.threads = 2;
   o.deterministic = true;
-  o.precision = "fp32";
-  o.schedule.base_lr = o.lr;
   return o;
 }
 

@@ -1,5 +1,5 @@
 // The training and evaluation transforms against torchvision on PIL
-// (tests/golden/image_transforms.json, from tools/make_transform_golden.py),
+// (tests/golden/image_transforms.json, from tests/golden/make_transform_golden.py),
 // torchvision's crop-box arithmetic worked by hand from scripted draws, and
 // the properties of seeded draws.
 #include "runtime/data/image_transforms.h"

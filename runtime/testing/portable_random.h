@@ -1,6 +1,6 @@
 // Counter-based random values that Python (NumPy) computes bit for bit too:
 // golden tests build identical starting weights and batches on both sides
-// without shipping them. tools/make_resnet_golden.py holds the twin.
+// without shipping them. tests/golden/make_resnet_golden.py holds the twin.
 //
 //   stream(name) = FNV-1a 64 of the name's bytes
 //   bits(stream, i) = splitmix64(splitmix64(stream) + i)
