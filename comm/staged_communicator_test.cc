@@ -8,6 +8,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/staged_communicator.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/testing/gpu_testing.h"
 #include "runtime/testing/tensor_testing.h"
 
 namespace ddp {
@@ -16,7 +17,7 @@ namespace {
 
 
 TEST(StagedCommunicatorTest, CollectivesOnDeviceTensorsAreExact) {
-  if (cuda::DeviceCount() == 0) GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
+  DDP_SKIP_WITHOUT_GPU();
   cuda::SetDevice(0);
   void* compute = cuda::CreateStream();
   cuda::SetCurrentStream(0, compute);

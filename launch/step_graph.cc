@@ -23,6 +23,9 @@ StatusOr<std::unique_ptr<StepGraph>> StepGraph::Create(StepGraphOptions options,
     return Unimplemented("--cuda-graphs with --model " + model_name +
                          ": its loss is read on the host within the step; use eager steps");
   }
+  if (const std::string blocker = model->CaptureBlocker(); !blocker.empty()) {
+    return Unimplemented("--cuda-graphs with --model " + model_name + ": " + blocker);
+  }
   std::unique_ptr<StepGraph> graph(new StepGraph(options, ctx, model, reducer, comm));
   for (int64_t micro = 0; micro < options.accumulation_steps; ++micro) {
     graph->inputs_.push_back(AllocateBatch(data, batch_size, ctx.device()));

@@ -230,20 +230,22 @@ BertPooler::BertPooler(const BertConfig& config) {
 }
 
 Tensor BertPooler::Forward(ExecutionContext& ctx, const Tensor& hidden, int64_t batch, int64_t seq) {
-  // Each sequence's first token ([CLS]): rows 0, seq, 2 seq, ...
-  std::vector<int64_t> rows(static_cast<size_t>(batch));
-  for (int64_t n = 0; n < batch; ++n) rows[n] = n * seq;
-  const Tensor first_rows = Tensor::FromVector<int64_t>(rows, {batch}).To(hidden.device());
+  // Each sequence's first token ([CLS]): rows 0, seq, 2 seq, ... The index
+  // is made once per shape, so a step copies nothing from the host (which a
+  // captured CUDA graph could not replay).
+  if (!first_rows_.defined() || first_rows_.dim(0) != batch || hidden_rows_ != batch * seq ||
+      first_rows_.device() != hidden.device()) {
+    std::vector<int64_t> rows(static_cast<size_t>(batch));
+    for (int64_t n = 0; n < batch; ++n) rows[n] = n * seq;
+    first_rows_ = Tensor::FromVector<int64_t>(rows, {batch}).To(hidden.device());
+    hidden_rows_ = batch * seq;
+  }
   Tensor first = Tensor::Empty({batch, hidden.dim(1)}, DType::kF32, hidden.device());
-  GatherRows(ctx, hidden, first_rows, first);
+  GatherRows(ctx, hidden, first_rows_, first);
   const Tensor dense = dense_->Forward(ctx, first);
   Tensor pooled = Like(dense);
   TanhForward(ctx, dense, pooled);
-  if (keeps_for_backward()) {
-    pooled_ = pooled;
-    first_rows_ = first_rows;
-    hidden_rows_ = batch * seq;
-  }
+  if (keeps_for_backward()) pooled_ = pooled;
   return pooled;
 }
 
@@ -254,7 +256,7 @@ Tensor BertPooler::Backward(ExecutionContext& ctx, const Tensor& dpooled) {
   const Tensor dfirst = dense_->Backward(ctx, ddense);
   Tensor dhidden = Tensor::Empty({hidden_rows_, dfirst.dim(1)}, DType::kF32, dpooled.device());
   ScatterAddRows(ctx, first_rows_, dfirst, dhidden);
-  pooled_ = first_rows_ = Tensor();
+  pooled_ = Tensor();
   return dhidden;
 }
 
@@ -386,6 +388,12 @@ void BertLossModule::BackwardEncoder(ExecutionContext& ctx, const Tensor& dhidde
   bert_->embeddings()->Backward(ctx, dembedded, std::move(tied_word_gradient));
 }
 
+std::string BertLossModule::CaptureBlocker() const {
+  if (config_.dropout == 0.0f) return "";
+  return "its dropout masks are keyed by the step and the batch's first sample on the host, which a captured graph "
+         "would freeze; use eager steps, or --dropout 0";
+}
+
 std::string BertLossModule::CanonicalStateName(const std::string& name) const {
   if (name == "bert.embeddings.position_ids") return "";
   auto ends_with = [&](const std::string& suffix) {
@@ -486,15 +494,31 @@ BertForSequenceClassification::BertForSequenceClassification(const BertConfig& c
   classifier_ = AddChild<LinearLayer>("classifier", config.hidden, classes, true, config.initializer_range);
 }
 
-LossResult BertForSequenceClassification::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
+Tensor BertForSequenceClassification::Logits(ExecutionContext& ctx, const Batch& batch) {
   Tensor hidden, pooled;
   Encode(ctx, batch, &hidden, &pooled);
   const Tensor logits = classifier_->Forward(ctx, dropout_.Forward(ctx, pooled));
   const Tensor& labels = batch.Get("labels");
   CHECK(labels.dtype() == DType::kI64 && labels.shape() == Shape{state_.batch})
       << "sequence classification labels must be i64 [" << state_.batch << "], got " << labels.DebugString();
-  // Image classification's loss: cross-entropy, top-1 accuracy in evaluation.
+  return logits;
+}
+
+// The loss is image classification's: cross-entropy, and top-1 accuracy in
+// evaluation.
+LossResult BertForSequenceClassification::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
+  const Tensor logits = Logits(ctx, batch);
   return loss_.Forward(ctx, logits, batch, training());
+}
+
+void BertForSequenceClassification::ForwardLossToDevice(ExecutionContext& ctx, const Batch& batch, Tensor& stats) {
+  CHECK(training()) << "BertForSequenceClassification: the device-side loss is a training step's";
+  const Tensor logits = Logits(ctx, batch);
+  loss_.ForwardToDevice(ctx, logits, batch, stats);
+}
+
+LossResult BertForSequenceClassification::ReadLoss(ExecutionContext& ctx, const Tensor& stats, const Batch& batch) {
+  return loss_.Read(ctx, stats, batch);
 }
 
 void BertForSequenceClassification::BackwardLoss(ExecutionContext& ctx, double loss_grad) {

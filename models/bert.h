@@ -143,8 +143,8 @@ class BertPooler : public ModuleContainer {
  private:
   LinearLayer* dense_;
   Tensor pooled_;
-  Tensor first_rows_;          // each sequence's first row of the hidden states
-  int64_t hidden_rows_ = 0;    // batch x seq
+  Tensor first_rows_;          // i64 [batch]: each sequence's first row of the hidden states
+  int64_t hidden_rows_ = 0;    // batch x seq, for first_rows_
 };
 
 class BertModel : public ModuleContainer {
@@ -193,6 +193,9 @@ class BertLossModule : public LossModule {
   // Older files spell LayerNorm's weight and bias gamma and beta, and carry
   // the bert.embeddings.position_ids buffer.
   std::string CanonicalStateName(const std::string& name) const override;
+  // Training-mode dropout keys its masks by the step and the batch's first
+  // sample, which a captured graph would freeze.
+  std::string CaptureBlocker() const override;
 
  protected:
   explicit BertLossModule(const BertConfig& config);
@@ -242,9 +245,17 @@ class BertForSequenceClassification : public BertLossModule {
   // labels. Counts: "accuracy".
   LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch) override;
   void BackwardLoss(ExecutionContext& ctx, double loss_grad) override;
+  // The loss with its figures left on the device (a CUDA graph's step):
+  // classification_loss's device-side path.
+  int64_t loss_stats_size() const override { return loss_.stats_size(); }
+  void ForwardLossToDevice(ExecutionContext& ctx, const Batch& batch, Tensor& stats) override;
+  LossResult ReadLoss(ExecutionContext& ctx, const Tensor& stats, const Batch& batch) override;
   LoadPolicy PolicyOnLoad(const std::string& name) const override;
 
  private:
+  // Encoder, pooler, dropout and classifier: logits [N, classes].
+  Tensor Logits(ExecutionContext& ctx, const Batch& batch);
+
   LinearLayer* classifier_;
   DropoutSite dropout_;
   SoftmaxClassificationLoss loss_{/*label_smoothing=*/0.0};

@@ -187,6 +187,47 @@ TEST(BertTest, ClassifierGradientsMatchFiniteDifferences) {
                  ClassificationBatch());
 }
 
+// classification_loss's device-side path (a CUDA graph's step): the loss
+// left in a statistics tensor and read later equals the host loss, and the
+// backward that follows gives the same gradients, bit for bit, dropout on.
+TEST(BertTest, ClassifierDeviceSideLossEqualsTheHostLoss) {
+  BertConfig c = Small();
+  c.dropout = 0.2f;
+  Model host("bert", BuildBertForSequenceClassification(c, 3), 7);
+  Model device("bert", BuildBertForSequenceClassification(c, 3), 7);
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  const Batch batch = ClassificationBatch();
+  const double want = host.ForwardLoss(ctx, batch).loss;
+  host.BackwardLoss(ctx, 0.5, /*accumulate=*/false);
+
+  ASSERT_EQ(device.loss_stats_size(), 3);
+  Tensor stats = Tensor::Zeros({3}, DType::kF64);
+  device.ForwardLossToDevice(ctx, batch, stats);
+  EXPECT_EQ(device.ReadLoss(ctx, stats, batch).loss, want);
+  EXPECT_GT(want, 0.0);
+  device.BackwardLoss(ctx, 0.5, /*accumulate=*/false);
+  const Tensor& a = host.flat_gradients();
+  const Tensor& b = device.flat_gradients();
+  ASSERT_EQ(a.numel(), b.numel());
+  EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0);
+  double norm = 0.0;
+  for (int64_t i = 0; i < a.numel(); ++i) norm += std::abs(a.data<float>()[i]);
+  EXPECT_GT(norm, 0.0);
+}
+
+// A captured step would replay its first masks: dropout blocks capture,
+// naming the flag; without dropout nothing does.
+TEST(BertTest, DropoutBlocksGraphCapture) {
+  BertConfig c = Small();
+  Model plain("bert", BuildBertForSequenceClassification(c, 3), 7);
+  EXPECT_EQ(plain.CaptureBlocker(), "");
+  c.dropout = 0.1f;
+  Model with_dropout("bert", BuildBertForSequenceClassification(c, 3), 7);
+  EXPECT_NE(with_dropout.CaptureBlocker().find("dropout masks are keyed by the step"), std::string::npos);
+  EXPECT_NE(with_dropout.CaptureBlocker().find("--dropout 0"), std::string::npos);
+  EXPECT_EQ(MakeModel(Small())->loss_stats_size(), 0);  // pretraining reads its loss on the host
+}
+
 TEST(BertTest, ClassifierFineTunesFromPretrainingWeights) {
   std::unique_ptr<Model> pretrained = MakeModel(Small(), 1);
   const auto file = Copies(pretrained->StateDict());

@@ -26,6 +26,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/data/synthetic_images.h"
 #include "runtime/safetensors.h"
+#include "runtime/testing/gpu_testing.h"
 
 namespace ddp {
 namespace {
@@ -99,9 +100,7 @@ TrainOptions ResNet18() {
 class ResNetCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::DeviceCount() == 0) {
-      GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
-    }
+    DDP_SKIP_WITHOUT_GPU();
   }
 };
 

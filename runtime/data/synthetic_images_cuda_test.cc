@@ -7,14 +7,13 @@
 
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/data/synthetic_images.h"
+#include "runtime/testing/gpu_testing.h"
 
 namespace ddp {
 namespace {
 
 TEST(SyntheticImagesCudaTest, DeviceSamplesEqualHostSamples) {
-  if (cuda::DeviceCount() == 0) {
-    GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
-  }
+  DDP_SKIP_WITHOUT_GPU();
   cuda::SetDevice(0);
   SyntheticImagesConfig config;
   config.channels = 3;

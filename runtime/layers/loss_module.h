@@ -72,6 +72,10 @@ class LossModule : public Layer {
     LOG(FATAL) << "this model's loss runs on the host";
     return LossResult();
   }
+  // Why a training step of this module, as now configured, cannot be
+  // captured once and replayed ("" when it can): a kernel argument that
+  // changes from step to step.
+  virtual std::string CaptureBlocker() const { return ""; }
 
  protected:
   Tensor ForwardImpl(ExecutionContext&, const Tensor&) override {

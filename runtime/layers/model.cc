@@ -153,6 +153,10 @@ void Model::ForwardLossToDevice(ExecutionContext& ctx, const Batch& batch, Tenso
   output_loss_->ForwardToDevice(ctx, output, batch, stats);
 }
 
+std::string Model::CaptureBlocker() const {
+  return loss_module_ != nullptr ? loss_module_->CaptureBlocker() : "";
+}
+
 LossResult Model::ReadLoss(ExecutionContext& ctx, const Tensor& stats, const Batch& batch) {
   CHECK(loss_stats_size() > 0) << name_ << "'s loss runs on the host";
   if (loss_module_ != nullptr) return loss_module_->ReadLoss(ctx, stats, batch);

@@ -53,6 +53,9 @@ class Model {
   int64_t loss_stats_size() const;
   void ForwardLossToDevice(ExecutionContext& ctx, const Batch& batch, Tensor& stats);
   LossResult ReadLoss(ExecutionContext& ctx, const Tensor& stats, const Batch& batch);
+  // Why a training step cannot be captured into a graph and replayed, or ""
+  // (LossModule::CaptureBlocker; an image classifier's step always can).
+  std::string CaptureBlocker() const;
   void SetTraining(bool training) { root_->SetTraining(training); }
   // Installs (or with null, removes) the hook fired as each gradient is final.
   void SetGradientReadyHook(GradientReadyHook* hook) { backward_state_.hook = hook; }

@@ -15,6 +15,7 @@
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/pooling.h"
+#include "runtime/testing/gpu_testing.h"
 #include "runtime/testing/gradient_checker.h"
 #include "runtime/testing/op_cases.h"
 #include "runtime/testing/tensor_testing.h"
@@ -37,9 +38,7 @@ double Round16(double v, DType dtype) {
 class CudaLowPrecisionTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    if (cuda::DeviceCount() == 0) {
-      GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
-    }
+    DDP_SKIP_WITHOUT_GPU();
     cuda::SetDevice(0);
   }
   DType low() const { return GetParam(); }

@@ -22,6 +22,7 @@
 #include "runtime/ops/reduce.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/transformer.h"
+#include "runtime/testing/gpu_testing.h"
 #include "runtime/testing/op_cases.h"
 #include "runtime/testing/tensor_testing.h"
 
@@ -78,9 +79,7 @@ Tensor Random(const Shape& shape, std::mt19937_64& rng, double lo = -1.0, double
 class CudaOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::DeviceCount() == 0) {
-      GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
-    }
+    DDP_SKIP_WITHOUT_GPU();
     cuda::SetDevice(0);
   }
   ExecutionContext Gpu(bool tf32 = false, bool deterministic = false) {

@@ -7,6 +7,7 @@
 
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/testing/gpu_testing.h"
 #include "runtime/testing/gradient_checker.h"
 #include "runtime/testing/tensor_testing.h"
 
@@ -20,9 +21,7 @@ using testing::ToF32Tensor;
 class ElementwiseCudaTest : public ::testing::TestWithParam<int64_t> {
  protected:
   void SetUp() override {
-    if (cuda::DeviceCount() == 0) {
-      GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
-    }
+    DDP_SKIP_WITHOUT_GPU();
     cuda::SetDevice(0);
   }
 

@@ -12,6 +12,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/optim/cuda/optimizer_kernels.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/testing/gpu_testing.h"
 #include "runtime/testing/tensor_testing.h"
 
 namespace ddp {
@@ -76,9 +77,7 @@ void Compare(const Factory& make) {
 class OptimizerCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::DeviceCount() == 0) {
-      GTEST_SKIP() << (cuda::BuiltWithCuda() ? "no CUDA device visible" : "built without CUDA");
-    }
+    DDP_SKIP_WITHOUT_GPU();
     cuda::SetDevice(0);
   }
 };

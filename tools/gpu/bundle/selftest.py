@@ -48,7 +48,8 @@ class Device:
         self.exact = [] if rehearsal else ["--deterministic"]
         # A case that skips for want of a GPU compared nothing: on a GPU
         # machine that is a failure; in the rehearsal, the expected outcome.
-        self.vacuous_skips = [] if rehearsal else ["no CUDA device visible", "built without CUDA"]
+        self.vacuous_skips = [] if rehearsal else [
+            "no CUDA device visible", "built without CUDA", "CUDA cannot start"]
 
     def size(self, gpu, cpu):
         return cpu if self.cpu else gpu
