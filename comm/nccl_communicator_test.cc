@@ -10,6 +10,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/testing/gpu_testing.h"
 #include "runtime/testing/tensor_testing.h"
 
 #ifdef DDP_HAVE_CUDA
@@ -51,13 +52,10 @@ TEST(NcclCommunicatorTest, CreateFailingOnOneRankFailsEveryRankWithoutHanging) {
 
 TEST(NcclCommunicatorTest, CollectivesAreExactOnDeviceAndHostTensors) {
   [[maybe_unused]] const int rank = Rank(), world = World();
-  if (cuda::DeviceCount() < world) {
-    GTEST_SKIP() << (cuda::BuiltWithCuda() ? "fewer GPUs than ranks" : "built without CUDA");
-  }
+  DDP_SKIP_WITHOUT_GPUS(world);
 #ifdef DDP_HAVE_CUDA
-  cuda::SetDevice(rank);
-  void* compute = cuda::CreateStream();
-  cuda::SetCurrentStream(rank, compute);
+  testing::ComputeStream stream(rank);
+  void* compute = stream.get();
   StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(MPI_COMM_WORLD, rank, compute);
   ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   NcclCommunicator& c = **comm;
@@ -119,8 +117,6 @@ TEST(NcclCommunicatorTest, CollectivesAreExactOnDeviceAndHostTensors) {
   ASSERT_TRUE(c.Synchronize().ok());
   cuda::Synchronize(compute);
   comm->reset();
-  cuda::SetCurrentStream(rank, nullptr);
-  cuda::DestroyStream(compute);
 #endif
 }
 
@@ -131,16 +127,13 @@ TEST(NcclCommunicatorTest, CollectivesAreExactOnDeviceAndHostTensors) {
 // and every later call fails at once with the same reason.
 TEST(NcclCommunicatorTest, StuckCollectiveTimesOutAndAbortsTheCommunicator) {
   [[maybe_unused]] const int rank = Rank(), world = World();
-  if (cuda::DeviceCount() < world) {
-    GTEST_SKIP() << (cuda::BuiltWithCuda() ? "fewer GPUs than ranks" : "built without CUDA");
-  }
+  DDP_SKIP_WITHOUT_GPUS(world);
 #ifdef DDP_HAVE_CUDA
   const char* before = std::getenv("DDP_NCCL_TIMEOUT_S");
   const std::string saved = before != nullptr ? before : "";
   setenv("DDP_NCCL_TIMEOUT_S", "1", /*overwrite=*/1);
-  cuda::SetDevice(rank);
-  void* compute = cuda::CreateStream();
-  cuda::SetCurrentStream(rank, compute);
+  testing::ComputeStream stream(rank);
+  void* compute = stream.get();
   StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(MPI_COMM_WORLD, rank, compute);
   ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   NcclCommunicator& c = **comm;
@@ -163,9 +156,6 @@ TEST(NcclCommunicatorTest, StuckCollectiveTimesOutAndAbortsTheCommunicator) {
   // Released before the compute stream is waited for: the wait watchdog
   // would end the process on the aborted communicator's status.
   comm->reset();
-  cuda::Synchronize(compute);
-  cuda::SetCurrentStream(rank, nullptr);
-  cuda::DestroyStream(compute);
   if (before != nullptr) {
     setenv("DDP_NCCL_TIMEOUT_S", saved.c_str(), 1);
   } else {

@@ -18,9 +18,8 @@ namespace {
 
 TEST(StagedCommunicatorTest, CollectivesOnDeviceTensorsAreExact) {
   DDP_SKIP_WITHOUT_GPU();
-  cuda::SetDevice(0);
-  void* compute = cuda::CreateStream();
-  cuda::SetCurrentStream(0, compute);
+  testing::ComputeStream stream(0);
+  void* compute = stream.get();
   {
     StagedCommunicator c(std::make_unique<MpiCommunicator>(MPI_COMM_WORLD), 0, compute);
     const int rank = c.rank(), world = c.world_size();
@@ -56,8 +55,6 @@ TEST(StagedCommunicatorTest, CollectivesOnDeviceTensorsAreExact) {
     EXPECT_EQ(scalar.data<double>()[0], world);
     cuda::Synchronize(compute);
   }
-  cuda::SetCurrentStream(0, nullptr);
-  cuda::DestroyStream(compute);
 }
 
 }  // namespace

@@ -24,20 +24,9 @@ class StepGraphTest : public ::testing::Test {
  protected:
   void SetUp() override {
     DDP_SKIP_WITHOUT_GPU();
-    cuda::SetDevice(0);
-    stream_ = cuda::CreateStream();
-    cuda::SetCurrentStream(0, stream_);
-    ctx_ = std::make_unique<ExecutionContext>(ExecutionContext::Cuda(0, stream_));
+    stream_ = std::make_unique<testing::ComputeStream>(0);
+    ctx_ = std::make_unique<ExecutionContext>(ExecutionContext::Cuda(0, stream_->get()));
     ctx_->set_deterministic(true);
-  }
-  void TearDown() override {
-    if (stream_ == nullptr) return;
-    cuda::Synchronize(stream_);
-    model_.reset();
-    data_.reset();
-    ctx_.reset();
-    cuda::SetCurrentStream(0, nullptr);
-    cuda::DestroyStream(stream_);
   }
 
   void Build(const ModelOptions& m) {
@@ -91,7 +80,7 @@ class StepGraphTest : public ::testing::Test {
   }
 
   static constexpr int64_t kBatch = 4;
-  void* stream_ = nullptr;
+  std::unique_ptr<testing::ComputeStream> stream_;  // released last
   std::unique_ptr<ExecutionContext> ctx_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<BatchSource> data_;

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,16 +54,15 @@ std::string FileBytes(const std::string& path) {
 
 RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
   options.metrics_file = TempPath("resnet_cuda_" + tag + ".jsonl");
-  void* stream = nullptr;
+  std::optional<testing::ComputeStream> stream;
   if (gpu) {
     options.gpu = 0;
-    cuda::SetDevice(0);
-    stream = cuda::CreateStream();
-    cuda::SetCurrentStream(0, stream);
+    stream.emplace(0);
   }
   RunResult result;
   {
-    StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(options, nullptr, RankInfo(), stream);
+    StatusOr<std::unique_ptr<Trainer>> trainer =
+        Trainer::Create(options, nullptr, RankInfo(), stream ? stream->get() : nullptr);
     CHECK(trainer.ok()) << trainer.status().ToString();
     StatusOr<TrainResult> r = (*trainer)->Run();
     CHECK(r.ok()) << r.status().ToString();
@@ -70,11 +70,7 @@ RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
     result.skipped_steps = r->skipped_steps;
     result.compute_dtype = r->compute_dtype;
   }
-  if (gpu) {
-    cuda::Synchronize(stream);
-    cuda::SetCurrentStream(0, nullptr);
-    cuda::DestroyStream(stream);
-  }
+  stream.reset();
   std::ifstream in(options.metrics_file);
   std::string line;
   while (std::getline(in, line)) {
