@@ -12,6 +12,18 @@
 
 namespace ddp {
 
+// How gradients are bucketed and sent: what DDP's Reducer, ZeRO's
+// ZeroReducer and the trainer's GradientSync share (each options struct
+// extends it).
+struct BucketOptions {
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool overlap = true;  // false: reduce only after backward (--nooverlap, for measuring)
+  // kF32: none; kBF16 or kF16 halve the bytes on the wire
+  // (--grad-compression).
+  DType wire_dtype = DType::kF32;
+};
+
 struct BucketPlan {
   std::vector<Parameter*> params;  // in backward order
   int64_t offset = 0, numel = 0;   // range in the flat parameter space

@@ -24,12 +24,7 @@
 
 namespace ddp {
 
-struct ReducerOptions {
-  double bucket_mb = 25.0;
-  double first_bucket_mb = 1.0;
-  bool overlap = true;  // false: reduce only after backward (for measuring)
-  // kF32: none; kBF16 or kF16 halve the bytes on the wire.
-  DType wire_dtype = DType::kF32;
+struct ReducerOptions : BucketOptions {
   // The caller already divided its gradients by the world size (by scaling
   // the loss gradient), so buckets are summed: PyTorch DDP's pre-division,
   // without a pass over every bucket after it arrives.

@@ -45,15 +45,11 @@
 
 namespace ddp {
 
-struct ZeroOptions {
+// Gradients on the wire (wire_dtype): f32, or bf16/f16: each bucket is
+// rounded into a 16-bit buffer, reduce-scattered there, and this rank's
+// block widened back into f32.
+struct ZeroOptions : BucketOptions {
   int stage = 1;  // 1 or 2
-  double bucket_mb = 25.0;
-  double first_bucket_mb = 1.0;
-  bool overlap = true;
-  // Gradients on the wire: f32, or bf16/f16 (--grad-compression): each
-  // bucket is rounded into a 16-bit buffer, reduce-scattered there, and this
-  // rank's block widened back into f32.
-  DType wire_dtype = DType::kF32;
   // Parameters on the gather: f32, or the model's low-precision dtype (see
   // above; the model must keep that copy).
   DType gather_dtype = DType::kF32;

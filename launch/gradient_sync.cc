@@ -13,11 +13,8 @@ GradientSync::GradientSync(Communicator* comm, Model* model, const GradientSyncO
     // ZeRO: gradients move into padded bucket buffers, and the optimizer
     // sees only this rank's pieces.
     ZeroOptions zero;
+    static_cast<BucketOptions&>(zero) = options_;  // the bucketing, as given
     zero.stage = options_.zero_stage;
-    zero.bucket_mb = options_.bucket_mb;
-    zero.first_bucket_mb = options_.first_bucket_mb;
-    zero.overlap = options_.overlap;
-    zero.wire_dtype = options_.wire_dtype;
     zero.gather_dtype = options_.gather_dtype;
     zero.ctx = ctx;
     zero_ = std::make_unique<ZeroReducer>(comm_, model_, zero);
@@ -26,10 +23,7 @@ GradientSync::GradientSync(Communicator* comm, Model* model, const GradientSyncO
   for (Parameter* p : model_->parameters()) grads_.push_back(p->grad);
   if (comm_ != nullptr) {
     ReducerOptions reducer;
-    reducer.bucket_mb = options_.bucket_mb;
-    reducer.first_bucket_mb = options_.first_bucket_mb;
-    reducer.overlap = options_.overlap;
-    reducer.wire_dtype = options_.wire_dtype;
+    static_cast<BucketOptions&>(reducer) = options_;
     reducer.gradients_prescaled = true;  // the step divides the loss gradient by the world size
     reducer.ctx = ctx;
     reducer_ = std::make_unique<Reducer>(comm_, model_, reducer);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/buckets.h"
 #include "comm/communicator.h"
 #include "comm/reducer.h"
 #include "comm/zero_reducer.h"
@@ -21,11 +22,8 @@
 
 namespace ddp {
 
-struct GradientSyncOptions {
+struct GradientSyncOptions : BucketOptions {
   int zero_stage = 0;  // 0: plain DDP; 1 or 2: ZeRO (with a communicator)
-  double bucket_mb = 25.0, first_bucket_mb = 1.0;
-  bool overlap = true;               // false: reduce only after backward (--nooverlap)
-  DType wire_dtype = DType::kF32;    // --grad-compression
   DType gather_dtype = DType::kF32;  // ZeRO's parameter all-gather: f32, or the model's 16-bit copy
 };
 
