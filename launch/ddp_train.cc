@@ -1,7 +1,6 @@
 // ddp_train: data-parallel training of ResNet and BERT. One rank
 // per process, under mpirun, srun --mpi=pmix, or alone. See DESIGN.md for
 // the command-line contract.
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -28,12 +27,12 @@
 #include "launch/flag_help.h"
 #include "launch/peer_access.h"
 #include "launch/preemption.h"
+#include "launch/rank_device.h"
 #include "launch/train_options.h"
 #include "launch/trainer.h"
 #include "launch/version.h"
 #include "models/registry.h"
 #include "runtime/allocator.h"
-#include "runtime/ops/conv2d.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/durable_files.h"
 #include "runtime/tensor.h"
@@ -173,42 +172,6 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--activation-checkpointing", o.activation_checkpointing ? "true" : "false"}};
 }
 
-// NCCL's peer-to-peer on this node (launch/peer_access.h): where NCCL will
-// join two or more of the node's GPUs, its local rank 0 probes them in a
-// child process, before this process starts CUDA (a child of a CUDA process
-// cannot use it), and every local rank takes that rank's finding.
-StatusOr<PeerAccessDecision> DecideNodePeerAccess(const MpiRuntime& mpi, const TrainOptions& o) {
-  const RankInfo& ranks = mpi.info();
-  PeerAccessDecision decision;
-  if (o.device == "cpu" || o.comm == "mpi" || ranks.local_size < 2 || !cuda::BuiltWithCuda()) return decision;
-  // CUDA's start on 8 GPUs, then a few ms a copy; within the watchdog's
-  // timeout, as the node's other ranks wait for the finding meanwhile.
-  double deadline_s = 20.0;
-  if (o.comm_timeout_s > 0.0) deadline_s = std::min(deadline_s, 0.75 * o.comm_timeout_s);
-  const std::string mine = ranks.local_rank == 0 ? EncodePeerTopology(ProbePeerTopology(deadline_s)) : "";
-  ASSIGN_OR_RETURN(std::vector<std::string> node, AllGatherStrings(mpi.node(), mine, "the GPU peer-access probe"));
-  ASSIGN_OR_RETURN(PeerTopology topology, DecodePeerTopology(node.at(0)));
-  decision = DecidePeerAccess(topology, NcclP2pSettingsFromEnvironment());
-  if (decision.set_p2p_disable) setenv("NCCL_P2P_DISABLE", "1", /*overwrite=*/1);
-  if (ranks.local_rank == 0 && decision.state != "not applicable") {
-    std::printf("ddp_train: %sGPU peer access: %s\n",
-                ranks.world_size > ranks.local_size ? ("rank " + std::to_string(ranks.rank) + ": ").c_str() : "",
-                decision.reason.c_str());
-    std::fflush(stdout);
-  }
-  return decision;
-}
-
-// Why peer access was not probed, once the device is known.
-void ExplainNotApplicable(const DeviceChoice& device, int visible_gpus, const RankInfo& ranks, const TrainOptions& o,
-                          PeerAccessDecision* decision) {
-  if (decision->state != "not applicable" || !decision->reason.empty() || !device.cuda) return;
-  decision->reason = visible_gpus <= 1         ? "single GPU: not applicable"
-                     : ranks.local_size < 2    ? "one rank on this node: not applicable"
-                     : o.comm == "mpi"         ? "--comm mpi: NCCL does not join the GPUs"
-                                               : "not applicable";
-}
-
 // The flags left after gflags (none is expected), --config, then the
 // options' own checks; and the test hooks of the environment.
 StatusOr<TrainOptions> ParseOptions(int argc, char** argv, FaultInjection* faults) {
@@ -251,37 +214,151 @@ void StartWatchdog(double timeout_s) {
   });
 }
 
-int Main(int argc, char** argv) {
-  const char* usage = "mpirun -np N ddp_train --model resnet50 [--batch-size 8 --steps 100 ...]";
-  gflags::SetUsageMessage(usage);
-  gflags::ParseCommandLineNonHelpFlags(&argc, &argv, true);
-  // --help: ddp_train's own flags by group (gflags' and glog's behind
-  // --helpfull); --version: what this binary was built with.
+// --help: ddp_train's own flags by group (gflags' and glog's behind
+// --helpfull); --version: what this binary was built with. True when one
+// was asked for and printed.
+bool PrintedHelpOrVersion(const char* usage) {
   std::string asked;
   if (gflags::GetCommandLineOption("help", &asked) && asked == "true") {
     std::fputs(GroupedHelp(std::string("ddp_train: data-parallel training of ResNet and BERT.\n\n  ") + usage,
                            {"launch/train_options.cc"})
                    .c_str(),
                stdout);
-    return 0;
+    return true;
   }
   if (gflags::GetCommandLineOption("version", &asked) && asked == "true") {
     for (const std::string& line : VersionLines()) std::printf("%s\n", line.c_str());
-    return 0;
+    return true;
   }
+  return false;
+}
+
+// The process on its device: fatal lines and out-of-memory context, the
+// GPU made current with one compute stream (kernels, allocations and
+// copies all follow it; null on CPU ranks), the memory cap, and NCCL's own
+// wait watchdog (ncclCommAbort past DDP_NCCL_TIMEOUT_S), which takes
+// --comm-timeout-s unless that variable says otherwise.
+void* BindDevice(const DeviceChoice& device, TrainOptions* options) {
+  void* stream = nullptr;
+  SetFatalErrorHandler(&FatalOnThisRank);
+  SetOutOfMemoryContext("training " + options->model + " at --batch-size " + std::to_string(options->batch_size));
+  SetActivationBatchSize(options->batch_size);
+  if (device.cuda) {
+    cuda::SetDevice(device.gpu);
+    options->gpu = device.gpu;
+    stream = cuda::CreateStream();
+    cuda::SetCurrentStream(device.gpu, stream);
+  }
+  GetAllocator(device.cuda ? Device::Cuda(device.gpu) : Device::Cpu())->set_limit_bytes(options->device_memory_limit);
+  if (options->comm_timeout_s > 0.0) {
+    setenv("DDP_NCCL_TIMEOUT_S", std::to_string(options->comm_timeout_s).c_str(), /*overwrite=*/0);
+  }
+  return stream;
+}
+
+// --contention-probe: every rank trains alone, as a job of one rank, while
+// the probe's communicator spans the ranks.
+Status CheckContentionProbe(const TrainOptions& options, const RankInfo& ranks, const DeviceChoice& device) {
+  if (ranks.world_size < 2) {
+    return InvalidArgument("--contention-probe measures ranks against each other: run 2 ranks or more");
+  }
+  if (device.cuda) {
+    return InvalidArgument("--contention-probe measures CPU ranks, whose collectives share the cores that compute: "
+                           "add --device cpu");
+  }
+  return Status::Ok();
+}
+
+// The probe's figures: rank 0 writes them to --contention-probe's file and
+// prints them in one line; a failed write is agreed on.
+Status FinishContentionProbe(ContentionProbe& probe, const TrainOptions& options, const RankInfo& ranks,
+                             MPI_Comm world) {
+  StatusOr<ContentionResult> measured = probe.Finish();
+  if (!measured.ok()) return measured.status();
+  Status written;
+  if (ranks.rank == 0) {
+    written = ReplaceFileAtomically(options.contention_probe, ContentionResultJson(*measured, options.model));
+    const ContentionLoad &large = measured->large, &small = measured->small;
+    const Contention& fitted = measured->fitted;
+    std::printf("ddp_train: contention probe, %d ranks: backward %.1f ms alone, %.1f ms beside all-reduces of "
+                "%.2f MiB (%.1f started in it), %.1f ms beside %.2f MiB ones (%.1f); the all-reduces %.1f and "
+                "%.1f ms alone, %.1f and %.1f ms beside backward. Fitted: compute %+.1f%% and %.2f ms a "
+                "collective, collectives %+.1f%% and %.2f ms each\n",
+                measured->ranks, measured->compute_quiet_s * 1e3, large.backward_s * 1e3, large.bytes / 1048576.0,
+                large.collectives, small.backward_s * 1e3, small.bytes / 1048576.0, small.collectives,
+                large.collective_quiet_s * 1e3, small.collective_quiet_s * 1e3, large.collective_loaded_s * 1e3,
+                small.collective_loaded_s * 1e3, fitted.compute_slowdown * 100.0,
+                fitted.compute_per_collective_s * 1e3, fitted.comm_slowdown * 100.0,
+                fitted.comm_per_collective_s * 1e3);
+    std::fflush(stdout);
+  }
+  return AgreeOnStatus(world,
+                       written.ok() ? written : Status(written.code(), "--contention-probe " + written.message()));
+}
+
+// A run stopped by SIGUSR1/SIGTERM at a step boundary: rank 0 says where
+// and how to continue.
+void ReportPreemption(const TrainResult& result, const TrainOptions& options, const RankInfo& ranks) {
+  if (ranks.rank != 0) return;
+  std::printf("ddp_train: stopped after step %lld on %s%s; exit %d\n",
+              static_cast<long long>(result.preempted_at_step),
+              result.preemption_signal != 0 ? PreemptionSignalName(result.preemption_signal) : "another rank's signal",
+              options.checkpoint_dir.empty()
+                  ? " (no --checkpoint-dir: nothing saved)"
+                  : ("; checkpoint in " + options.checkpoint_dir + "/" + CheckpointName(result.preempted_at_step) +
+                     ", continue with --resume")
+                        .c_str(),
+              kPreemptedExitCode);
+  std::fflush(stdout);
+}
+
+// Rank-agreed facts of the built trainer: under --epochs each node counts
+// its own copy of the data file's samples, and each rank read
+// --checkpoint-dir's `latest` itself.
+Status CheckTrainerAgrees(const Trainer& trainer, MPI_Comm world) {
+  return CheckRanksAgree(world, {{"the parameter count", std::to_string(trainer.num_parameters())},
+                                 {"the training data's sample count", std::to_string(trainer.dataset_size())},
+                                 {"the step resumed from", std::to_string(trainer.start_step())}});
+}
+
+// From here a SIGUSR1 or SIGTERM stops every rank at a step boundary; past
+// the grace, or at a second signal, the job ends at once.
+void InstallPreemption(const RankInfo& ranks, double grace_s) {
+  const std::string line_prefix =
+      ranks.world_size > 1 ? "ddp_train: rank " + std::to_string(ranks.rank) + ": error: " : "ddp_train: error: ";
+  InstallPreemptionHandlers(line_prefix, grace_s, [line_prefix](const std::string& line) {
+    std::fprintf(stderr, "%s%s\n", line_prefix.c_str(), line.c_str());
+    std::fflush(nullptr);
+    AbortJob();
+  });
+}
+
+// Up to MPI: flags, logging, the options (parsed before MPI starts, for
+// --comm-timeout-s; a fault in them is agreed on once MPI is up) and the
+// watchdog. Returns an exit code when the process is done already
+// (--help, --version, --check-flags), else -1.
+int StartProcess(int* argc, char*** argv, FaultInjection* faults, StatusOr<TrainOptions>* options) {
+  const char* usage = "mpirun -np N ddp_train --model resnet50 [--batch-size 8 --steps 100 ...]";
+  gflags::SetUsageMessage(usage);
+  gflags::ParseCommandLineNonHelpFlags(argc, argv, true);
+  if (PrintedHelpOrVersion(usage)) return 0;
   gflags::HandleCommandLineHelpFlags();  // --helpfull, --helpon=FILE, ...
-  if (FLAGS_check_flags) return CheckFlagsOnly(argc, argv);
+  if (FLAGS_check_flags) return CheckFlagsOnly(*argc, *argv);
   FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
+  google::InitGoogleLogging((*argv)[0]);
   // Open MPI's hwloc prints "failed to find sysfs cpu topology" lines
   // where /sys is missing (some containers): noise before ddp_train's own
   // line. Hidden unless the user asked for them.
   setenv("HWLOC_HIDE_ERRORS", "1", /*overwrite=*/0);
-  // Parsed before MPI starts, for --comm-timeout-s; a fault in the flags is
-  // agreed on once MPI is up.
+  *options = ParseOptions(*argc, *argv, faults);
+  StartWatchdog(options->ok() ? (*options)->comm_timeout_s : TrainOptions().comm_timeout_s);
+  return -1;
+}
+
+int Main(int argc, char** argv) {
   FaultInjection faults;
-  StatusOr<TrainOptions> options = ParseOptions(argc, argv, &faults);
-  StartWatchdog(options.ok() ? options->comm_timeout_s : TrainOptions().comm_timeout_s);
+  StatusOr<TrainOptions> options = InvalidArgument("unparsed");
+  if (const int done = StartProcess(&argc, &argv, &faults, &options); done >= 0) return done;
   StatusOr<std::unique_ptr<MpiRuntime>> mpi = MpiRuntime::Init(&argc, &argv);
   if (!mpi.ok()) return Fail(RankInfo(), mpi.status());
   const RankInfo ranks = (*mpi)->info();
@@ -296,100 +373,29 @@ int Main(int argc, char** argv) {
 
   if (Status s = AgreeOnStatus(world, options.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, SharedSettings(*options)); !s.ok()) return Fail(ranks, s);
-
-  StatusOr<PeerAccessDecision> peer_access = DecideNodePeerAccess(**mpi, *options);
+  StatusOr<PeerAccessDecision> peer_access = DecideNodePeerAccess(ranks, (*mpi)->node(), *options);
   if (Status s = AgreeOnStatus(world, peer_access.status()); !s.ok()) return Fail(ranks, s);
-  // One GPU per rank by local rank, among those CUDA_VISIBLE_DEVICES shows.
-  DeviceRequest request;
-  request.flag = options->device;
-  request.local_rank = ranks.local_rank;
-  request.local_size = ranks.local_size;
-  if (options->device != "cpu") {
-    const cuda::DeviceQuery gpus = cuda::QueryDevices();
-    request.visible_gpus = gpus.count;
-    request.cuda_error = gpus.error;
-  }
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (visible != nullptr) request.cuda_visible_devices = visible;
-  request.cuda_training = cuda::BuiltWithCuda();
-  StatusOr<DeviceChoice> device = ChooseDevice(request);
-  if (Status s = AgreeOnStatus(world, device.status()); !s.ok()) return Fail(ranks, s);
-  if (Status s = CheckRanksAgree(world, {{"the device kind", device->cuda ? "cuda" : "cpu"}}); !s.ok()) {
-    return Fail(ranks, s);
-  }
-  if (Status s = AgreeOnStatus(world, CheckPrecision(options->precision, *device)); !s.ok()) return Fail(ranks, s);
-  if (options->precision == "bf16" && !device->cuda) {
-    // bf16 where oneDNN runs it natively; elsewhere it would be slower than
-    // f32, so the job trains in f32 (and sends f32 gradients unless asked
-    // otherwise). Decided alike on every rank, or refused.
-    const bool native = CpuHasFastBf16();
-    if (Status s = CheckRanksAgree(world, {{"the CPU's AVX-512 BF16 support (for --precision bf16)",
-                                            native ? "yes" : "no"}});
-        !s.ok()) {
-      return Fail(ranks, s);
-    }
-    if (!native) FallBackFromCpuBf16(&*options, ranks.rank == 0);
-  }
   // --comm nccl asked for by name uses NCCL even for one rank (a smoke test
   // of the data plane); otherwise one rank needs no communicator.
   const bool nccl_requested = options->comm == "nccl";
-  StatusOr<std::string> comm_kind = ChooseComm(options->comm, *device);
-  if (Status s = AgreeOnStatus(world, comm_kind.status()); !s.ok()) return Fail(ranks, s);
-  if (Status s = CheckRanksAgree(world, {{"--comm", *comm_kind}}); !s.ok()) return Fail(ranks, s);
-  options->comm = *comm_kind;
-  if (Status s = AgreeOnStatus(world, CheckCudaGraphs(options->cuda_graphs, *device, options->comm, ranks.world_size,
-                                                      options->zero_stage));
-      !s.ok()) {
-    return Fail(ranks, s);
-  }
-  // Ranks of this node that would share one physical GPU (each shown one
-  // GPU, but the same one): NCCL refuses that, MPI staging does not.
-  StatusOr<std::vector<std::string>> node_gpus =
-      AllGatherStrings((*mpi)->node(), device->cuda ? cuda::DeviceUuid(device->gpu) : std::string(), "the GPUs' UUIDs");
-  Status shared = node_gpus.ok() ? CheckGpusNotShared(*node_gpus, options->comm == "nccl") : node_gpus.status();
-  if (Status s = AgreeOnStatus(world, shared); !s.ok()) return Fail(ranks, s);
-  options->device = device->description;
-  // One compute stream per rank, the device's current stream: kernels,
-  // allocations and copies all follow it.
-  void* stream = nullptr;
-  SetFatalErrorHandler(&FatalOnThisRank);
-  SetOutOfMemoryContext("training " + options->model + " at --batch-size " + std::to_string(options->batch_size));
-  SetActivationBatchSize(options->batch_size);
-  if (device->cuda) {
-    cuda::SetDevice(device->gpu);
-    options->gpu = device->gpu;
-    stream = cuda::CreateStream();
-    cuda::SetCurrentStream(device->gpu, stream);
-  }
-  GetAllocator(device->cuda ? Device::Cuda(device->gpu) : Device::Cpu())->set_limit_bytes(options->device_memory_limit);
-
-  // NCCL's own wait watchdog (ncclCommAbort past DDP_NCCL_TIMEOUT_S) takes
-  // --comm-timeout-s unless that variable says otherwise.
-  if (options->comm_timeout_s > 0.0) {
-    setenv("DDP_NCCL_TIMEOUT_S", std::to_string(options->comm_timeout_s).c_str(), /*overwrite=*/0);
-  }
-  // --contention-probe: every rank trains alone, as a job of one rank,
-  // while the probe's communicator spans the ranks.
-  const bool probing = !options->contention_probe.empty();
-  if (probing) {
-    Status s;
-    if (ranks.world_size < 2) {
-      s = InvalidArgument("--contention-probe measures ranks against each other: run 2 ranks or more");
-    } else if (device->cuda) {
-      s = InvalidArgument("--contention-probe measures CPU ranks, whose collectives share the cores that compute: "
-                          "add --device cpu");
+  DeviceChoice device;
+  int visible_gpus = 0;
+  if (Status s = SettleDevice(ranks, world, (*mpi)->node(), &*options, &device, &visible_gpus); !s.ok()) return Fail(ranks, s);
+  void* stream = BindDevice(device, &*options);
+  if (!options->contention_probe.empty()) {
+    if (Status s = AgreeOnStatus(world, CheckContentionProbe(*options, ranks, device)); !s.ok()) {
+      return Fail(ranks, s);
     }
-    if (s = AgreeOnStatus(world, s); !s.ok()) return Fail(ranks, s);
   }
   std::unique_ptr<Communicator> comm;
-  if (ranks.world_size > 1 || (device->cuda && nccl_requested)) {
+  if (ranks.world_size > 1 || (device.cuda && nccl_requested)) {
     StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(*options, world, stream);
     if (Status s = AgreeOnStatus(world, made.status()); !s.ok()) return Fail(ranks, s);
     comm = std::move(*made);
   }
   std::unique_ptr<ContentionProbe> probe;
   RankInfo trainer_ranks = ranks;
-  if (probing) {
+  if (!options->contention_probe.empty()) {
     // Loads of the asked size and a quarter of it (a fixed cost a
     // collective, told from a slowdown per byte).
     const int64_t bytes = static_cast<int64_t>(options->contention_probe_mb * (1 << 20)) / 4 * 4;
@@ -398,72 +404,22 @@ int Main(int argc, char** argv) {
     trainer_ranks.world_size = 1;  // threads still divide the node's cores by local_size
   }
   StatusOr<std::unique_ptr<Trainer>> trainer =
-      Trainer::Create(*options, probing ? nullptr : comm.get(), trainer_ranks, stream, faults);
+      Trainer::Create(*options, probe ? nullptr : comm.get(), trainer_ranks, stream, faults);
   if (Status s = AgreeOnStatus(world, trainer.status()); !s.ok()) return Fail(ranks, s);
-  // Under --epochs each node counts its own copy of the data file's samples.
-  if (Status s = CheckRanksAgree(world, {{"the parameter count", std::to_string((*trainer)->num_parameters())},
-                                         {"the training data's sample count",
-                                          std::to_string((*trainer)->dataset_size())},
-                                         // Each rank read --checkpoint-dir's `latest` itself.
-                                         {"the step resumed from", std::to_string((*trainer)->start_step())}});
-      !s.ok()) {
-    return Fail(ranks, s);
-  }
-  ExplainNotApplicable(*device, request.visible_gpus, ranks, *options, &*peer_access);
+  if (Status s = CheckTrainerAgrees(**trainer, world); !s.ok()) return Fail(ranks, s);
+  ExplainNotApplicable(device, visible_gpus, ranks, *options, &*peer_access);
   (*trainer)->RecordPeerAccess(*peer_access);
   if (Status s = (*trainer)->BroadcastInitialState(); !s.ok()) return Fail(ranks, s);
   if (probe) (*trainer)->set_contention_probe(probe.get());
-  // From here a SIGUSR1 or SIGTERM stops every rank at a step boundary.
-  const std::string line_prefix =
-      ranks.world_size > 1 ? "ddp_train: rank " + std::to_string(ranks.rank) + ": error: " : "ddp_train: error: ";
-  InstallPreemptionHandlers(line_prefix, options->preemption_grace_s, [line_prefix](const std::string& line) {
-    std::fprintf(stderr, "%s%s\n", line_prefix.c_str(), line.c_str());
-    std::fflush(nullptr);
-    AbortJob();
-  });
+  InstallPreemption(ranks, options->preemption_grace_s);
   StatusOr<TrainResult> result = (*trainer)->Run();
   if (!result.ok()) return Fail(ranks, result.status());
-  if (device->cuda) cuda::Synchronize(stream);
+  if (device.cuda) cuda::Synchronize(stream);
   if (probe) {
-    StatusOr<ContentionResult> measured = probe->Finish();
-    if (!measured.ok()) return Fail(ranks, measured.status());
-    Status written;
-    if (ranks.rank == 0) {
-      written = ReplaceFileAtomically(options->contention_probe, ContentionResultJson(*measured, options->model));
-      const ContentionLoad &large = measured->large, &small = measured->small;
-      const Contention& fitted = measured->fitted;
-      std::printf("ddp_train: contention probe, %d ranks: backward %.1f ms alone, %.1f ms beside all-reduces of "
-                  "%.2f MiB (%.1f started in it), %.1f ms beside %.2f MiB ones (%.1f); the all-reduces %.1f and "
-                  "%.1f ms alone, %.1f and %.1f ms beside backward. Fitted: compute %+.1f%% and %.2f ms a "
-                  "collective, collectives %+.1f%% and %.2f ms each\n",
-                  measured->ranks, measured->compute_quiet_s * 1e3, large.backward_s * 1e3, large.bytes / 1048576.0,
-                  large.collectives, small.backward_s * 1e3, small.bytes / 1048576.0, small.collectives,
-                  large.collective_quiet_s * 1e3, small.collective_quiet_s * 1e3, large.collective_loaded_s * 1e3,
-                  small.collective_loaded_s * 1e3, fitted.compute_slowdown * 100.0,
-                  fitted.compute_per_collective_s * 1e3, fitted.comm_slowdown * 100.0,
-                  fitted.comm_per_collective_s * 1e3);
-      std::fflush(stdout);
-    }
-    if (Status s = AgreeOnStatus(world, written.ok() ? written
-                                                      : Status(written.code(), "--contention-probe " + written.message()));
-        !s.ok()) {
-      return Fail(ranks, s);
-    }
+    if (Status s = FinishContentionProbe(*probe, *options, ranks, world); !s.ok()) return Fail(ranks, s);
   }
   if (result->preempted_at_step >= 0) {
-    if (ranks.rank == 0) {
-      std::printf("ddp_train: stopped after step %lld on %s%s; exit %d\n",
-                  static_cast<long long>(result->preempted_at_step),
-                  result->preemption_signal != 0 ? PreemptionSignalName(result->preemption_signal)
-                                                 : "another rank's signal",
-                  options->checkpoint_dir.empty()
-                      ? " (no --checkpoint-dir: nothing saved)"
-                      : ("; checkpoint in " + options->checkpoint_dir + "/" +
-                         CheckpointName(result->preempted_at_step) + ", continue with --resume")
-                            .c_str(),
-                  kPreemptedExitCode);
-      std::fflush(stdout);
-    }
+    ReportPreemption(*result, *options, ranks);
     return kPreemptedExitCode;
   }
   faults.AtEnd(ranks.rank);
