@@ -22,6 +22,7 @@
 #include "comm/nccl_communicator.h"
 #endif
 #include "comm/watchdog.h"
+#include "launch/config_file.h"
 #include "launch/device_binding.h"
 #include "launch/fault_injection.h"
 #include "launch/flag_help.h"

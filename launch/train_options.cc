@@ -5,16 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include <gflags/gflags.h>
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/text_format.h>
-
-#include "launch/train_config.pb.h"
 #include "runtime/byte_size.h"
-#include "runtime/durable_files.h"
 
 DEFINE_bool(check_flags, false,
             "parse and check the flags (and --config), print the first fault in one line, and exit (1, or 0 when "
@@ -139,66 +133,7 @@ std::string Num(double v) {
   return os.str();
 }
 
-class ConfigErrors : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
-    if (first.empty()) first = "line " + std::to_string(line + 1) + ": " + message;
-  }
-  std::string first;
-};
-
-std::string FieldValue(const google::protobuf::Message& m, const google::protobuf::FieldDescriptor* f) {
-  const google::protobuf::Reflection* r = m.GetReflection();
-  using F = google::protobuf::FieldDescriptor;
-  switch (f->cpp_type()) {
-    case F::CPPTYPE_STRING: return r->GetString(m, f);
-    case F::CPPTYPE_BOOL: return r->GetBool(m, f) ? "true" : "false";
-    case F::CPPTYPE_INT32: return std::to_string(r->GetInt32(m, f));
-    case F::CPPTYPE_INT64: return std::to_string(r->GetInt64(m, f));
-    case F::CPPTYPE_UINT32: return std::to_string(r->GetUInt32(m, f));
-    case F::CPPTYPE_UINT64: return std::to_string(r->GetUInt64(m, f));
-    case F::CPPTYPE_DOUBLE: {
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), "%.17g", r->GetDouble(m, f));
-      return buf;
-    }
-    default: break;
-  }
-  LOG(FATAL) << "TrainConfig field " << f->name() << " has an unhandled type";
-}
-
 }  // namespace
-
-Status ApplyConfigFile() {
-  if (FLAGS_config.empty()) return Status::Ok();
-  const std::string where = "--config " + FLAGS_config;
-  StatusOr<std::string> read = ReadWholeFile(FLAGS_config);  // a regular file, read up to its size
-  if (!read.ok()) {
-    return Status(read.status().code(), read.status().code() == StatusCode::kNotFound
-                                            ? where + ": cannot open"
-                                            : "--config " + read.status().message());
-  }
-  std::istringstream text(*read);
-  TrainConfig config;
-  google::protobuf::TextFormat::Parser parser;
-  ConfigErrors errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text.str(), &config)) return InvalidArgument(where + ": " + errors.first);
-  std::vector<const google::protobuf::FieldDescriptor*> fields;
-  config.GetReflection()->ListFields(config, &fields);
-  for (const auto* field : fields) {
-    gflags::CommandLineFlagInfo info;
-    if (!gflags::GetCommandLineFlagInfo(field->name().c_str(), &info)) {
-      return Unimplemented(where + ": '" + field->name() + "' is not supported by this build of ddp_train");
-    }
-    if (!info.is_default) continue;  // the command line wins
-    const std::string value = FieldValue(config, field);
-    if (gflags::SetCommandLineOption(field->name().c_str(), value.c_str()).empty()) {
-      return InvalidArgument(where + ": bad value '" + value + "' for " + field->name());
-    }
-  }
-  return Status::Ok();
-}
 
 std::string LossScaleName(const LossScalerOptions& options) {
   switch (options.mode) {
@@ -215,12 +150,17 @@ DType ComputeDType(const std::string& precision) {
   return DType::kF32;
 }
 
-StatusOr<TrainOptions> ReadTrainOptions() {
-  TrainOptions o;
-  auto positive = [](int64_t v, const char* flag) -> Status {
-    if (v <= 0) return InvalidArgument(std::string(flag) + " must be positive, got " + std::to_string(v));
-    return Status::Ok();
-  };
+namespace {
+
+// A flag's value must be positive.
+Status Positive(int64_t v, const char* flag) {
+  if (v <= 0) return InvalidArgument(std::string(flag) + " must be positive, got " + std::to_string(v));
+  return Status::Ok();
+}
+
+// What runs and how long: the model, the device and its precision, the batch, the steps, the threads.
+Status ReadRunFlags(TrainOptions* options) {
+  TrainOptions& o = *options;
   o.model = FLAGS_model;
   if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
     return InvalidArgument("--device '" + FLAGS_device + "' is unknown; use auto, cpu or cuda");
@@ -261,9 +201,9 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--comm '" + FLAGS_comm + "' is unknown; use auto, nccl or mpi");
   }
   o.comm = FLAGS_comm;
-  RETURN_IF_ERROR(positive(FLAGS_batch_size, "--batch-size"));
+  RETURN_IF_ERROR(Positive(FLAGS_batch_size, "--batch-size"));
   o.batch_size = FLAGS_batch_size;
-  RETURN_IF_ERROR(positive(FLAGS_accumulation_steps, "--accumulation-steps"));
+  RETURN_IF_ERROR(Positive(FLAGS_accumulation_steps, "--accumulation-steps"));
   o.accumulation_steps = FLAGS_accumulation_steps;
   if (FLAGS_steps < 0) return InvalidArgument("--steps must be positive, got " + std::to_string(FLAGS_steps));
   if (FLAGS_epochs < 0) return InvalidArgument("--epochs must be positive, got " + std::to_string(FLAGS_epochs));
@@ -280,7 +220,12 @@ StatusOr<TrainOptions> ReadTrainOptions() {
                            std::to_string(cores) + " cores of this machine");
   }
   o.threads = FLAGS_threads;
+  return Status::Ok();
+}
 
+// The optimizer and its learning-rate schedule; the loss's label smoothing and clipping.
+Status ReadOptimizerFlags(TrainOptions* options) {
+  TrainOptions& o = *options;
   if (FLAGS_optimizer != "sgd" && FLAGS_optimizer != "adamw" && FLAGS_optimizer != "lamb") {
     return InvalidArgument("--optimizer '" + FLAGS_optimizer + "' is unknown; use sgd, adamw or lamb");
   }
@@ -314,13 +259,18 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.label_smoothing = FLAGS_label_smoothing;
   if (!(FLAGS_clip_grad_norm >= 0.0)) return InvalidArgument("--clip-grad-norm must be non-negative");
   o.clip_grad_norm = FLAGS_clip_grad_norm;
+  return Status::Ok();
+}
 
+// The data, its transforms and held-out set; the models' shape flags (classes, sequence length, dropout, task).
+Status ReadDataFlags(TrainOptions* options) {
+  TrainOptions& o = *options;
   o.data = FLAGS_data;
   o.eval_data = FLAGS_eval_data;
   if (FLAGS_eval_every < 0) return InvalidArgument("--eval-every must be non-negative");
   o.eval_every = FLAGS_eval_every;
   o.shuffle = FLAGS_shuffle;
-  RETURN_IF_ERROR(positive(FLAGS_image_size, "--image-size"));
+  RETURN_IF_ERROR(Positive(FLAGS_image_size, "--image-size"));
   if (FLAGS_image_size < 32) {
     return InvalidArgument("--image-size must be at least 32 for ResNet, got " + std::to_string(FLAGS_image_size));
   }
@@ -372,6 +322,12 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.task = FLAGS_task;
   o.activation_checkpointing = FLAGS_activation_checkpointing;
   o.zero_init_residual = FLAGS_zero_init_residual;
+  return Status::Ok();
+}
+
+// Files the run reads and writes, observability and checkpoints.
+Status ReadFileFlags(TrainOptions* options) {
+  TrainOptions& o = *options;
   o.config = FLAGS_config;
   o.load_weights = FLAGS_load_weights;
   o.save_weights = FLAGS_save_weights;
@@ -430,7 +386,12 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   o.checkpoint_every = FLAGS_checkpoint_every;
   o.checkpoint_keep = FLAGS_checkpoint_keep;
   o.resume = FLAGS_resume;
+  return Status::Ok();
+}
 
+// Gradient buckets, the collectives' timeout, preemption, ZeRO and gradient compression.
+Status ReadDistributedFlags(TrainOptions* options) {
+  TrainOptions& o = *options;
   if (FLAGS_bucket_mb == "auto") {
     // The choice trades bucket latency against what backward hides; without
     // overlap nothing is hidden and the size hardly matters.
@@ -482,7 +443,18 @@ StatusOr<TrainOptions> ReadTrainOptions() {
     return InvalidArgument("--grad-compression '" + FLAGS_grad_compression +
                            "' is unknown; use auto, none, fp16 or bf16");
   }
+  return Status::Ok();
+}
 
+}  // namespace
+
+StatusOr<TrainOptions> ReadTrainOptions() {
+  TrainOptions o;
+  RETURN_IF_ERROR(ReadRunFlags(&o));
+  RETURN_IF_ERROR(ReadOptimizerFlags(&o));
+  RETURN_IF_ERROR(ReadDataFlags(&o));
+  RETURN_IF_ERROR(ReadFileFlags(&o));
+  RETURN_IF_ERROR(ReadDistributedFlags(&o));
   return o;
 }
 

@@ -114,9 +114,6 @@ std::string LossScaleName(const LossScalerOptions& options);
 // --precision: bf16 or f16 for bf16/fp16, f32 otherwise.
 DType ComputeDType(const std::string& precision);
 
-// Applies --config (a TrainConfig in protobuf text format): each field it
-// sets becomes the flag of that name, unless the command line set the flag.
-Status ApplyConfigFile();
 // Reads and checks every flag.
 StatusOr<TrainOptions> ReadTrainOptions();
 
