@@ -381,7 +381,9 @@ int Main(int argc, char** argv) {
   const bool nccl_requested = options->comm == "nccl";
   DeviceChoice device;
   int visible_gpus = 0;
-  if (Status s = SettleDevice(ranks, world, (*mpi)->node(), &*options, &device, &visible_gpus); !s.ok()) return Fail(ranks, s);
+  if (Status s = SettleDevice(ranks, world, (*mpi)->node(), &*options, &device, &visible_gpus); !s.ok()) {
+    return Fail(ranks, s);
+  }
   void* stream = BindDevice(device, &*options);
   if (!options->contention_probe.empty()) {
     if (Status s = AgreeOnStatus(world, CheckContentionProbe(*options, ranks, device)); !s.ok()) {

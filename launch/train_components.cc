@@ -38,6 +38,10 @@ class Builder {
 
  private:
   Status SetupTraining(int64_t dataset_size);
+  Status PlanSteps(int64_t dataset_size);
+  Status BuildModel();
+  Status BuildOptimizer();
+  Status BuildInput();
   // --bucket-mb auto: sets options_.bucket_mb, the same on every rank.
   Status ChooseBucketSize();
   void StartGpuHealth();
@@ -141,6 +145,15 @@ Status Builder::Setup() {
 }
 
 Status Builder::SetupTraining(int64_t dataset_size) {
+  RETURN_IF_ERROR(PlanSteps(dataset_size));
+  RETURN_IF_ERROR(BuildModel());
+  RETURN_IF_ERROR(BuildOptimizer());
+  return BuildInput();
+}
+
+// The sampler over `dataset_size` samples, the run's length in steps and the
+// learning rate the global batch gives.
+Status Builder::PlanSteps(int64_t dataset_size) {
   {
     int64_t global = 0;
     if (__builtin_mul_overflow(options_.batch_size, options_.accumulation_steps, &global) ||
@@ -185,7 +198,12 @@ Status Builder::SetupTraining(int64_t dataset_size) {
   options_.schedule.total_steps = total_steps_;
   if (options_.lr <= 0.0) options_.lr = DefaultLearningRate(options_.model, sampler_->global_batch());
   options_.schedule.base_lr = options_.lr;
+  return Status::Ok();
+}
 
+// The precision, the model in it (resumed, or from --load-weights) on this
+// rank's device.
+Status Builder::BuildModel() {
   if (ComputeDType(options_.precision) == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
     FallBackFromCpuBf16(&options_, is_root());  // ddp_train has done this already, alike on every rank
   }
@@ -221,7 +239,12 @@ Status Builder::SetupTraining(int64_t dataset_size) {
   }
   if (on_gpu()) model_->MoveTo(ctx_.device());
   precision_->Apply(*model_, ctx_);
+  return Status::Ok();
+}
 
+// Gradient sync (the bucket size chosen first under --bucket-mb auto), the
+// optimizer over what it hands out, and the checkpoints' resume of both.
+Status Builder::BuildOptimizer() {
   auto weight_decay = [&](const Parameter& p) {
     return options_.decay_bn_bias || !p.is_bias_or_norm ? static_cast<float>(options_.weight_decay) : 0.0f;
   };
@@ -254,6 +277,12 @@ Status Builder::SetupTraining(int64_t dataset_size) {
                           std::move(places), sampler_->global_batch(), options_.bucket_mb, options_.first_bucket_mb});
     RETURN_IF_ERROR(checkpoints_->ResumeOptimizer());
   }
+  return Status::Ok();
+}
+
+// What the step reads and writes: the metrics file, the step profiler, the
+// input pipeline and the CUDA graph.
+Status Builder::BuildInput() {
   // A resumed run continues the metrics of the run it resumes.
   if (!options_.metrics_file.empty() && is_root()) {
     RETURN_IF_ERROR(resumed() ? metrics_.OpenResumed(options_.metrics_file, start_step_)
@@ -284,7 +313,6 @@ Status Builder::SetupTraining(int64_t dataset_size) {
   }
   return Status::Ok();
 }
-
 Status Builder::ChooseBucketSize() {
   if (!distributed()) {
     if (is_root()) std::printf("ddp_train: --bucket-mb auto: one rank, no gradient buckets to size\n");
