@@ -29,23 +29,20 @@ void SumSixteenBit(void* in, void* inout, int* len, MPI_Datatype*) {
   for (int i = 0; i < *len; ++i) b[i] = FromFloat(ToFloat(a[i]) + ToFloat(b[i]));
 }
 
-MPI_Op Bf16SumOp() {
+// The sum of a 16-bit type, made once per type (commutative), summed in
+// f32.
+template <typename T, float (*ToFloat)(T), T (*FromFloat)(float)>
+MPI_Op SixteenBitSumOp() {
   static MPI_Op op = [] {
     MPI_Op created;
-    CHECK_EQ(MPI_Op_create(&SumSixteenBit<BFloat16, BFloat16ToFloat, FloatToBFloat16>, 1, &created), MPI_SUCCESS);
+    CHECK_EQ(MPI_Op_create(&SumSixteenBit<T, ToFloat, FromFloat>, 1, &created), MPI_SUCCESS);
     return created;
   }();
   return op;
 }
 
-MPI_Op F16SumOp() {
-  static MPI_Op op = [] {
-    MPI_Op created;
-    CHECK_EQ(MPI_Op_create(&SumSixteenBit<Half, HalfToFloat, FloatToHalf>, 1, &created), MPI_SUCCESS);
-    return created;
-  }();
-  return op;
-}
+MPI_Op Bf16SumOp() { return SixteenBitSumOp<BFloat16, BFloat16ToFloat, FloatToBFloat16>(); }
+MPI_Op F16SumOp() { return SixteenBitSumOp<Half, HalfToFloat, FloatToHalf>(); }
 
 struct MpiType {
   MPI_Datatype type;

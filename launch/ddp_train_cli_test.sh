@@ -107,25 +107,25 @@ expect_error "--data 'imagenet' is not synthetic, tensors:FILE or imagefolder:DI
 expect_error "--data 'tokens:x.tokens': tokens:PATH is for BERT models, not image models" --data tokens:x.tokens
 expect_error "outside [0, 5) for --num-classes 5" "${small[@]}" --num-classes 5 --data "tensors:$tmp/train.safetensors"
 expect_error "fewer than one global batch of 32" "${small[@]}" --batch-size 32 --data "tensors:$tmp/train.safetensors"
-/usr/bin/python3 - "$tmp/f32labels.safetensors" <<'PY'
+# write_images FILE CHANNELS LABEL_DTYPE: two 32x32 zero images and labels,
+# a safetensors file of the given image channels and label dtype.
+write_images() {
+  /usr/bin/python3 - "$@" <<'PY'
 import json, struct, sys
-header = {"images": {"dtype": "F32", "shape": [2, 3, 32, 32], "data_offsets": [0, 24576]},
-          "labels": {"dtype": "F32", "shape": [2], "data_offsets": [24576, 24584]}}
+path, channels, label_dtype = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+images = 2 * channels * 32 * 32 * 4
+end = images + 2 * {"F32": 4, "I64": 8}[label_dtype]
+header = {"images": {"dtype": "F32", "shape": [2, channels, 32, 32], "data_offsets": [0, images]},
+          "labels": {"dtype": label_dtype, "shape": [2], "data_offsets": [images, end]}}
 text = json.dumps(header).encode()
 text += b" " * (-len(text) % 8)
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<Q", len(text)) + text + bytes(24584))
+with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + bytes(end))
 PY
+}
+write_images "$tmp/f32labels.safetensors" 3 F32
 expect_error "tensor 'labels' must be i64 [2], got f32[2]" "${small[@]}" --data "tensors:$tmp/f32labels.safetensors"
-/usr/bin/python3 - "$tmp/gray.safetensors" <<'PY'
-import json, struct, sys
-header = {"images": {"dtype": "F32", "shape": [2, 1, 32, 32], "data_offsets": [0, 8192]},
-          "labels": {"dtype": "I64", "shape": [2], "data_offsets": [8192, 8208]}}
-text = json.dumps(header).encode()
-text += b" " * (-len(text) % 8)
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<Q", len(text)) + text + bytes(8208))
-PY
+write_images "$tmp/gray.safetensors" 1 I64
 expect_error "tensor 'images' must be f32 [N, 3, H, H] with N > 0, got f32[2, 1, 32, 32]" "${small[@]}" --data "tensors:$tmp/gray.safetensors"
 
 # Weights files.

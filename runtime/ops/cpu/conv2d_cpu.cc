@@ -115,11 +115,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
   if (bias) args[DNNL_ARG_BIAS] = UserMemory(*bias, g.bias, Tag::x);
-  DnnlCheck("convolution_forward", [&] {
-    e.primitive.execute(DnnlStream(), args);
-    FromPrimitiveLayout(dst, user_dst);
-    DnnlStream().wait();
-  });
+  Execute("convolution_forward", e.primitive, args, dst, user_dst);
 }
 
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
@@ -141,12 +137,9 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
   dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 0, UserMemory(dy, g.dst, g.user_tag), e.pd.diff_dst_desc());
   dnnl::memory weights = ToPrimitiveLayout(ctx, 1, UserMemory(w, g.weights, g.weights_tag), e.pd.weights_desc());
   dnnl::memory diff_src = OutputInPrimitiveLayout(ctx, 2, user_dx, e.pd.diff_src_desc());
-  DnnlCheck("convolution_backward_data", [&] {
-    e.primitive.execute(DnnlStream(),
-                        {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, diff_src}});
-    FromPrimitiveLayout(diff_src, user_dx);
-    DnnlStream().wait();
-  });
+  Execute("convolution_backward_data", e.primitive,
+          {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, diff_src}}, diff_src,
+          user_dx);
 }
 
 void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
@@ -179,11 +172,7 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_weights}};
   if (with_bias) args[DNNL_ARG_DIFF_BIAS] = UserMemory(*dbias, g.bias, Tag::x);
-  DnnlCheck("convolution_backward_weights", [&] {
-    e.primitive.execute(DnnlStream(), args);
-    FromPrimitiveLayout(diff_weights, user_dw);
-    DnnlStream().wait();
-  });
+  Execute("convolution_backward_weights", e.primitive, args, diff_weights, user_dw);
 }
 
 }  // namespace ddp::cpu

@@ -67,4 +67,13 @@ void FromPrimitiveLayout(dnnl::memory produced, dnnl::memory user) {
   DnnlCheck("reorder", [&] { dnnl::reorder(produced, user).execute(DnnlStream(), produced, user); });
 }
 
+void Execute(const char* what, const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args,
+             const dnnl::memory& produced, const dnnl::memory& user) {
+  DnnlCheck(what, [&] {
+    primitive.execute(DnnlStream(), args);
+    if (produced) FromPrimitiveLayout(produced, user);
+    DnnlStream().wait();
+  });
+}
+
 }  // namespace ddp::cpu

@@ -59,4 +59,10 @@ PrimitiveCache& GetPrimitiveCache();
 // Runs a oneDNN call, turning its exception into a fatal error naming `what`.
 void DnnlCheck(const char* what, const std::function<void()>& call);
 
+// Runs `primitive` on `args` to completion (checked, naming `what`); an
+// output made in the primitive's own layout (`produced`, from
+// OutputInPrimitiveLayout) is reordered back into `user` first.
+void Execute(const char* what, const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args,
+             const dnnl::memory& produced = dnnl::memory(), const dnnl::memory& user = dnnl::memory());
+
 }  // namespace ddp::cpu

@@ -58,10 +58,7 @@ void MatmulBf16(bool transpose_a, bool transpose_b, const Tensor& a16, const Ten
       {DNNL_ARG_WEIGHTS, dnnl::memory(b_desc, DnnlEngine(), b16.raw_data())},
       {DNNL_ARG_DST, dnnl::memory(c_desc, DnnlEngine(), c.raw_data())}};
   if (bias) args[DNNL_ARG_BIAS] = dnnl::memory(bias_desc, DnnlEngine(), bias->raw_data());
-  DnnlCheck("matmul", [&] {
-    e.primitive.execute(DnnlStream(), args);
-    DnnlStream().wait();
-  });
+  Execute("matmul", e.primitive, args);
 }
 
 void BroadcastRows(const float* row, int64_t rows, int64_t cols, float* out) {
