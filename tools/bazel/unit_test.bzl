@@ -19,3 +19,36 @@ def unit_test(name, deps = [], srcs = None, size = "small", **kwargs):
         deps = deps + ["@system//:gtest_main"],
         **kwargs
     )
+
+def gpu_test(name, deps = [], size = "small"):
+    """GPU test cases, each skipping without a GPU (DDP_SKIP_WITHOUT_GPU).
+
+    The cases are a library, `<name without _test>_cases`, linked both into
+    the unit_test `name` (tag gpu) and into //tests:gpu_tests, the self-test
+    bundle's one binary, which lists it.
+
+    Args:
+      name: the test's name, ending in _test; its source is `<name>.cc`.
+      deps: what the cases use; googletest, the CUDA runtime's wrapper and
+        runtime/testing:gpu_testing are added.
+      size: the test's size.
+    """
+    cases = name[:-len("_test")] + "_cases"
+    native.cc_library(
+        name = cases,
+        testonly = 1,
+        srcs = [name + ".cc"],
+        alwayslink = 1,
+        deps = deps + [
+            "//runtime/cuda:cuda_device",
+            "//runtime/testing:gpu_testing",
+            "@system//:gtest",
+        ],
+    )
+    unit_test(
+        name = name,
+        size = size,
+        srcs = [],
+        tags = ["gpu"],
+        deps = [":" + cases],
+    )
