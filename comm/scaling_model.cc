@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -468,23 +469,13 @@ std::string DescribeCase(const ClusterShape& shape) {
   return line;
 }
 
-Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const PredictOptions& options) {
-  const double scale = options.compute_scale;
-  Prediction out;
-  out.ranks = shape.ranks();
-  const double one_rank_step = profile.step_s * scale;
-  const double forward = profile.forward_s * scale, other = profile.other_s * scale;
-  const double last_backward = profile.last_backward_s * scale;
-  const double earlier_backward = std::max(0.0, profile.backward_s - profile.last_backward_s) * scale;
-  out.compute_s = one_rank_step;
-  const double per_rank_samples = static_cast<double>(profile.samples_per_step) / profile.world_size;
-  if (out.ranks == 1) {
-    out.step_s = one_rank_step;
-    out.samples_per_s = per_rank_samples / out.step_s;
-    return out;
-  }
-  // Buckets, with the reducer's layout rule; each ready with its latest
-  // parameter.
+namespace {
+
+// The reducer's buckets over the profile's parameters (its layout rule, in
+// backward order): each ready with its latest parameter, its bytes as on
+// the wire.
+std::vector<BucketPrediction> PredictedBuckets(const StepProfile& profile, const PredictOptions& options) {
+  std::vector<BucketPrediction> buckets;
   std::vector<int64_t> sizes;
   for (const ParamTiming& p : profile.params) sizes.push_back(p.bytes);
   size_t next = 0;
@@ -493,24 +484,26 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
     int64_t bytes = 0;
     for (size_t k = 0; k < count; ++k, ++next) {
       bytes += profile.params[next].bytes;
-      b.ready_s = std::max(b.ready_s, profile.params[next].ready_s * scale);
+      b.ready_s = std::max(b.ready_s, profile.params[next].ready_s * options.compute_scale);
     }
     b.bytes = static_cast<int64_t>(std::llround(static_cast<double>(bytes) * options.wire_scale));
-    out.buckets.push_back(b);
+    buckets.push_back(b);
   }
-  const bool zero = options.zero_stage >= 1;
-  auto duration = [&](int64_t bytes) {
-    return zero ? ReduceScatterSeconds(bytes, shape) : AllReduceSeconds(bytes, shape);
-  };
-  // Backward and the collectives on one wall clock. On CPU ranks a
-  // collective that starts while compute runs first waits its fixed cost
-  // (its thread waiting for the core, as we read it), compute running at
-  // full speed meanwhile and set back by compute's own fixed cost; then,
-  // while it moves bytes beside compute, compute runs 1/(1+s) as fast and
-  // the collective 1/(1+c). Event by event: compute reaches the next
-  // bucket's ready point (or the end of backward), or the collective in
-  // flight ends its fixed cost or finishes.
-  const Contention k = ContentionOf(shape);
+  return buckets;
+}
+
+// Backward and the collectives on one wall clock. On CPU ranks a
+// collective that starts while compute runs first waits its fixed cost
+// (its thread waiting for the core, as we read it), compute running at
+// full speed meanwhile and set back by compute's own fixed cost; then,
+// while it moves bytes beside compute, compute runs 1/(1+s) as fast and
+// the collective 1/(1+c). Event by event: compute reaches the next
+// bucket's ready point (or the end of backward), or the collective in
+// flight ends its fixed cost or finishes. Sets each bucket's ready, start
+// and end times, adds each collective's seconds to `comm_s`, and returns
+// when compute finished backward.
+double RunBackward(std::vector<BucketPrediction>& buckets, double last_backward, bool overlap, const Contention& k,
+                   const std::function<double(int64_t)>& duration, double* comm_s) {
   const double s = k.compute_slowdown, c = k.comm_slowdown;
   double wall = 0.0, done = 0.0;  // done: backward's compute so far, in profiled seconds
   double backward_wall = last_backward;  // when compute finished backward
@@ -518,16 +511,16 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
   double left = 0.0;        // the collective in flight: profiled seconds of its bytes still to move
   double fixed_left = 0.0;  // and wall seconds of its fixed cost still to wait
   bool in_flight = false;
-  const size_t n = out.buckets.size();
-  auto ready_at = [&](size_t b) { return options.overlap ? out.buckets[b].ready_s : last_backward; };
+  const size_t n = buckets.size();
+  auto ready_at = [&](size_t b) { return overlap ? buckets[b].ready_s : last_backward; };
   for (int guard = 0; guard < 6 * static_cast<int>(n) + 8; ++guard) {
     const bool computing = done < last_backward;
-    while (ready < n && done >= ready_at(ready)) out.buckets[ready++].ready_s = wall;
+    while (ready < n && done >= ready_at(ready)) buckets[ready++].ready_s = wall;
     if (!in_flight && next_comm < ready) {
-      BucketPrediction& b = out.buckets[next_comm];
+      BucketPrediction& b = buckets[next_comm];
       b.start_s = wall;
       left = duration(b.bytes);
-      out.comm_s += left;
+      *comm_s += left;
       in_flight = true;
       fixed_left = 0.0;
       if (computing) {
@@ -553,11 +546,39 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
     } else if (in_flight) {
       left -= dt * comm_rate;
       if (left <= 1e-15) {
-        out.buckets[next_comm++].end_s = wall;
+        buckets[next_comm++].end_s = wall;
         in_flight = false;
       }
     }
   }
+  return backward_wall;
+}
+
+}  // namespace
+
+Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const PredictOptions& options) {
+  const double scale = options.compute_scale;
+  Prediction out;
+  out.ranks = shape.ranks();
+  const double one_rank_step = profile.step_s * scale;
+  const double forward = profile.forward_s * scale, other = profile.other_s * scale;
+  const double last_backward = profile.last_backward_s * scale;
+  const double earlier_backward = std::max(0.0, profile.backward_s - profile.last_backward_s) * scale;
+  out.compute_s = one_rank_step;
+  const double per_rank_samples = static_cast<double>(profile.samples_per_step) / profile.world_size;
+  if (out.ranks == 1) {
+    out.step_s = one_rank_step;
+    out.samples_per_s = per_rank_samples / out.step_s;
+    return out;
+  }
+  out.buckets = PredictedBuckets(profile, options);
+  const bool zero = options.zero_stage >= 1;
+  auto duration = [&](int64_t bytes) {
+    return zero ? ReduceScatterSeconds(bytes, shape) : AllReduceSeconds(bytes, shape);
+  };
+  const double backward_wall =
+      RunBackward(out.buckets, last_backward, options.overlap, ContentionOf(shape), duration, &out.comm_s);
+  const size_t n = out.buckets.size();
   const double comm_free = n > 0 ? out.buckets[n - 1].end_s : 0.0;
   double step = forward + earlier_backward + std::max(backward_wall, comm_free) + other;
   // The step's own small all-reduce (loss, agreements).
