@@ -9,6 +9,8 @@
 #include <gflags/gflags.h>
 #include <gtest/gtest.h>
 
+#include "runtime/testing/temp_path.h"
+
 DECLARE_string(config);
 DECLARE_string(model);
 DECLARE_int64(batch_size);
@@ -19,8 +21,7 @@ namespace ddp {
 namespace {
 
 std::string Write(const std::string& name, const std::string& text) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  const std::string path = testing::TempPath(name);
   std::ofstream(path) << text;
   return path;
 }

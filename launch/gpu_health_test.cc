@@ -12,14 +12,14 @@
 #include <gtest/gtest.h>
 
 #include "runtime/durable_files.h"
+#include "runtime/testing/temp_path.h"
 
 namespace ddp {
 namespace {
 
 std::string FakeSysfs(const std::string& name, const std::string& address, const std::string& speed,
                       const std::string& max_speed, const std::string& width, const std::string& max_width) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string root = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  const std::string root = testing::TempPath(name);
   const std::string dir = root + "/bus/pci/devices/" + address;
   EXPECT_TRUE(MakeDirectories(dir).ok());
   for (const auto& [file, value] : {std::pair<std::string, std::string>{"current_link_speed", speed},

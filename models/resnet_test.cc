@@ -10,6 +10,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/testing/gradient_checker.h"
 #include "runtime/testing/reference_ops.h"
+#include "runtime/testing/temp_path.h"
 #include "runtime/testing/tensor_testing.h"
 
 namespace ddp {
@@ -242,8 +243,7 @@ TEST(ResNetTest, WholeModelRoundTripsThroughSafetensors) {
   std::mt19937_64 rng(5);
   Tensor x = testing::ToF32Tensor(testing::RandomValues(2 * 3 * 32 * 32, rng), {2, 3, 32, 32});
   a->Forward(ctx, x);
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/resnet18.safetensors";
+  const std::string path = testing::TempPath("resnet18.safetensors");
   std::vector<NamedTensor> named;
   for (auto& [name, t] : a->StateDict()) named.push_back({name, t});
   ASSERT_TRUE(WriteSafetensors(path, named).ok());

@@ -8,13 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/testing/temp_path.h"
+
 namespace ddp {
 namespace {
-
-std::string TempDir(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 
 TEST(DurableFilesTest, Crc32IsZlibs) {
   const std::string check = "123456789";
@@ -26,8 +23,8 @@ TEST(DurableFilesTest, Crc32IsZlibs) {
 }
 
 TEST(DurableFilesTest, WritesReadsReplacesListsAndRemoves) {
-  const std::string root = TempDir("durable/a/b");
-  ASSERT_TRUE(RemoveTree(TempDir("durable")).ok());
+  const std::string root = testing::TempPath("durable/a/b");
+  ASSERT_TRUE(RemoveTree(testing::TempPath("durable")).ok());
   ASSERT_TRUE(MakeDirectories(root).ok());
   ASSERT_TRUE(MakeDirectories(root).ok());  // idempotent
   const std::string bytes("payload\0with nul", 16);
@@ -47,7 +44,7 @@ TEST(DurableFilesTest, WritesReadsReplacesListsAndRemoves) {
   EXPECT_EQ(ListDirectory(root), (std::vector<std::string>{"d", "f", "latest"}));
   EXPECT_EQ(*ReadWholeFile(root + "/d/x"), "x");
 
-  ASSERT_TRUE(RemoveTree(TempDir("durable")).ok());
+  ASSERT_TRUE(RemoveTree(testing::TempPath("durable")).ok());
   EXPECT_FALSE(PathExists(root));
   EXPECT_TRUE(ListDirectory(root).empty());
   EXPECT_EQ(ReadWholeFile(root + "/f").status().code(), StatusCode::kNotFound);
@@ -57,7 +54,7 @@ TEST(DurableFilesTest, ErrorsNameThePath) {
   const Status s = WriteFileDurably("/nonexistent_dir_ddp/x", "x");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/nonexistent_dir_ddp/x"), std::string::npos) << s.message();
-  const std::string file = TempDir("durable_file");
+  const std::string file = testing::TempPath("durable_file");
   ASSERT_TRUE(WriteFileDurably(file, "x").ok());
   const Status d = MakeDirectories(file + "/sub");
   EXPECT_FALSE(d.ok());

@@ -6,14 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "runtime/durable_files.h"
+#include "runtime/testing/temp_path.h"
 
 namespace ddp {
 namespace {
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
 
 std::string Read(const std::string& path) {
   StatusOr<std::string> text = ReadWholeFile(path);
@@ -22,7 +18,7 @@ std::string Read(const std::string& path) {
 }
 
 TEST(MetricsWriterTest, OpenTruncatesAndWriteAppendsWholeLines) {
-  const std::string path = TempPath("fresh.jsonl");
+  const std::string path = testing::TempPath("fresh.jsonl");
   ASSERT_TRUE(WriteFileDurably(path, "old\n").ok());
   MetricsWriter metrics;
   ASSERT_TRUE(metrics.Open(path).ok());
@@ -32,7 +28,7 @@ TEST(MetricsWriterTest, OpenTruncatesAndWriteAppendsWholeLines) {
 }
 
 TEST(MetricsWriterTest, ResumedRunKeepsStepsUpToItsCheckpointAndDropsWhatItRepeats) {
-  const std::string path = TempPath("resumed.jsonl");
+  const std::string path = testing::TempPath("resumed.jsonl");
   // A first attempt preempted after step 3 (its summary written), resumed
   // from a checkpoint of step 2 by a second attempt that crashed at step 4
   // mid-line; now resumed again from step 2.
@@ -57,7 +53,7 @@ TEST(MetricsWriterTest, ResumedRunKeepsStepsUpToItsCheckpointAndDropsWhatItRepea
 }
 
 TEST(MetricsWriterTest, ResumedRunWithoutAFileStartsOne) {
-  const std::string path = TempPath("new_on_resume.jsonl");
+  const std::string path = testing::TempPath("new_on_resume.jsonl");
   MetricsWriter metrics;
   ASSERT_TRUE(metrics.OpenResumed(path, 5).ok());
   ASSERT_TRUE(metrics.Write({{"step", 6}}).ok());

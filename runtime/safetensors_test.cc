@@ -7,13 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/testing/temp_path.h"
+
 namespace ddp {
 namespace {
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 
 // A file built by hand: header JSON, then `data` bytes.
 std::string RawFile(const std::string& header, const std::string& data) {
@@ -53,7 +50,7 @@ void ExpectSameTensors(const std::vector<NamedTensor>& expected, const Safetenso
 }
 
 TEST(SafetensorsTest, RoundTripsEveryDtypeThroughAFile) {
-  const std::string path = TempPath("round_trip.safetensors");
+  const std::string path = testing::TempPath("round_trip.safetensors");
   const std::vector<NamedTensor> tensors = EveryDtype();
   ASSERT_TRUE(WriteSafetensors(path, tensors, {{"format", "pt"}}).ok());
   StatusOr<SafetensorsContents> read = ReadSafetensors(path);
@@ -174,14 +171,14 @@ TEST(SafetensorsErrorTest, MalformedHeaders) {
 }
 
 TEST(SafetensorsErrorTest, MissingFileNamesThePath) {
-  StatusOr<SafetensorsContents> r = ReadSafetensors(TempPath("does_not_exist.safetensors"));
+  StatusOr<SafetensorsContents> r = ReadSafetensors(testing::TempPath("does_not_exist.safetensors"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
   EXPECT_NE(r.status().message().find("does_not_exist.safetensors: cannot open"), std::string::npos);
 }
 
 TEST(SafetensorsWriteTest, RejectsBadTensorListsAndKeepsTheOldFile) {
-  const std::string path = TempPath("keep.safetensors");
+  const std::string path = testing::TempPath("keep.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {{"x", Tensor::FromVector<float>({1}, {1})}}).ok());
   Status dup = WriteSafetensors(path, {{"y", Tensor::FromVector<float>({2}, {1})},
                                        {"y", Tensor::FromVector<float>({3}, {1})}});

@@ -12,14 +12,10 @@
 #include "runtime/crc32c.h"
 #include "runtime/durable_files.h"
 #include "runtime/tensorboard_event.pb.h"
+#include "runtime/testing/temp_path.h"
 
 namespace ddp {
 namespace {
-
-std::string TempDir(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
 
 TEST(Crc32cTest, KnownAnswers) {
   const std::vector<uint8_t> zeros(32, 0), ones(32, 0xFF);
@@ -37,7 +33,7 @@ TEST(Crc32cTest, KnownAnswers) {
 }
 
 TEST(TensorBoardTest, EventsReadBackWithTheirScalars) {
-  const std::string dir = TempDir("tb/run");  // created with its parent
+  const std::string dir = testing::TempPath("tb/run");  // created with its parent
   TensorBoardWriter writer;
   ASSERT_TRUE(writer.Open(dir).ok());
   EXPECT_NE(writer.path().find(dir + "/events.out.tfevents."), std::string::npos) << writer.path();
@@ -63,7 +59,7 @@ TEST(TensorBoardTest, EventsReadBackWithTheirScalars) {
 }
 
 TEST(TensorBoardTest, AFlippedByteOrATruncatedFileIsNamed) {
-  const std::string dir = TempDir("tb_bad");
+  const std::string dir = testing::TempPath("tb_bad");
   std::string path;
   {
     TensorBoardWriter writer;

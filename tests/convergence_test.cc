@@ -11,6 +11,7 @@
 #include "runtime/ops/conv2d.h"
 #include "runtime/data/synthetic_images.h"
 #include "runtime/safetensors.h"
+#include "runtime/testing/temp_path.h"
 
 namespace ddp {
 namespace {
@@ -24,8 +25,7 @@ std::string WriteSet(const std::string& name, int64_t first, int64_t count) {
   SyntheticImages data(config);
   Tensor images = Tensor::Empty({count, 3, 32, 32}, DType::kF32), labels = Tensor::Empty({count}, DType::kI64);
   data.FillRange(first, images, labels);
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  const std::string path = testing::TempPath(name);
   CHECK(WriteSafetensors(path, {{"images", images}, {"labels", labels}}).ok());
   return path;
 }

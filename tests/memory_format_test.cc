@@ -15,6 +15,7 @@
 #include "launch/small_runs.h"
 #include "launch/trainer.h"
 #include "runtime/ops/conv2d.h"
+#include "runtime/testing/temp_path.h"
 
 namespace ddp {
 namespace {
@@ -25,14 +26,13 @@ struct TrainRun {
 };
 
 TrainRun Train(const std::string& precision, const std::string& format) {
-  const char* dir = std::getenv("TEST_TMPDIR");
   // At 0.05 the fourth step's loss falls from 2.4 to 0.8, and bf16 runs
   // that differ only in rounding land up to 2.5% apart there; the small
   // run's 0.02 keeps the comparison about the kernels.
   TrainOptions o = SmallResNet18Run();
   o.precision = precision;
   o.memory_format = format;
-  o.metrics_file = std::string(dir ? dir : "/tmp") + "/memory_format_" + precision + "_" + format + ".jsonl";
+  o.metrics_file = testing::TempPath("memory_format_" + precision + "_" + format + ".jsonl");
   StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(o);
   CHECK(trainer.ok()) << trainer.status().ToString();
   StatusOr<TrainResult> result = (*trainer)->Run();

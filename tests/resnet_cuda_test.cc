@@ -28,14 +28,10 @@
 #include "runtime/data/synthetic_images.h"
 #include "runtime/safetensors.h"
 #include "runtime/testing/gpu_testing.h"
+#include "runtime/testing/temp_path.h"
 
 namespace ddp {
 namespace {
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 
 struct RunResult {
   std::vector<double> losses;
@@ -53,7 +49,7 @@ std::string FileBytes(const std::string& path) {
 }
 
 RunResult Train(TrainOptions options, bool gpu, const std::string& tag) {
-  options.metrics_file = TempPath("resnet_cuda_" + tag + ".jsonl");
+  options.metrics_file = testing::TempPath("resnet_cuda_" + tag + ".jsonl");
   std::optional<testing::ComputeStream> stream;
   if (gpu) {
     options.gpu = 0;
@@ -169,7 +165,7 @@ std::string WriteImages(const std::string& name, int64_t samples, int64_t first,
   Tensor images = Tensor::Empty({samples, 3, o.image_size, o.image_size}, DType::kF32);
   Tensor labels = Tensor::Empty({samples}, DType::kI64);
   data.FillRange(first, images, labels);
-  const std::string path = TempPath(name);
+  const std::string path = testing::TempPath(name);
   CHECK(WriteSafetensors(path, {{"images", images}, {"labels", labels}}).ok()) << path;
   return path;
 }
@@ -228,9 +224,9 @@ TEST_F(ResNetCudaTest, CudaGraphsLossesEqualEagerBitForBit) {
     // algorithm caches for it.
     TrainOptions graphs = o;
     graphs.cuda_graphs = true;
-    graphs.save_weights = TempPath("graphs_" + c.name + ".safetensors");
+    graphs.save_weights = testing::TempPath("graphs_" + c.name + ".safetensors");
     const RunResult graphed = Train(graphs, true, "graphs_" + c.name);
-    o.save_weights = TempPath("graphs_eager_" + c.name + ".safetensors");
+    o.save_weights = testing::TempPath("graphs_eager_" + c.name + ".safetensors");
     const RunResult eager = Train(o, true, "graphs_eager_" + c.name);
     EXPECT_EQ(graphed.losses, eager.losses) << "replayed steps differ from the eager run";
     EXPECT_EQ(graphed.eval_accuracy, eager.eval_accuracy);

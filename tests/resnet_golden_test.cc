@@ -14,6 +14,7 @@
 #include "models/registry.h"
 #include "runtime/safetensors.h"
 #include "runtime/testing/portable_random.h"
+#include "runtime/testing/temp_path.h"
 #include "tests/golden.h"
 
 namespace ddp {
@@ -25,11 +26,6 @@ using testing::PortableStream;
 using testing::PortableUniform;
 
 json Golden() { return testing::ReadGolden("resnet_golden.json"); }
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 
 Tensor PortableTensor(const std::string& stream_name, const Shape& shape, double scale) {
   Tensor t = Tensor::Empty(shape, DType::kF32);
@@ -77,7 +73,7 @@ TEST_P(ResNetGoldenTest, FollowsPyTorchLossesAndParameters) {
       weights.push_back({tensor_name, t});
     }
   }
-  const std::string weights_path = TempPath(case_name + "_start.safetensors");
+  const std::string weights_path = testing::TempPath(case_name + "_start.safetensors");
   ASSERT_TRUE(WriteSafetensors(weights_path, weights).ok());
   Tensor images = PortableTensor("images", {samples, 3, image, image}, 1.0);
   Tensor labels = Tensor::Empty({samples}, DType::kI64);
@@ -85,7 +81,7 @@ TEST_P(ResNetGoldenTest, FollowsPyTorchLossesAndParameters) {
   for (int64_t i = 0; i < samples; ++i) {
     labels.data<int64_t>()[i] = static_cast<int64_t>(PortableBits(label_stream, i) % static_cast<uint64_t>(classes));
   }
-  const std::string data_path = TempPath(case_name + "_batch.safetensors");
+  const std::string data_path = testing::TempPath(case_name + "_batch.safetensors");
   ASSERT_TRUE(WriteSafetensors(data_path, {{"images", images}, {"labels", labels}}).ok());
 
   TrainOptions o;
@@ -108,8 +104,8 @@ TEST_P(ResNetGoldenTest, FollowsPyTorchLossesAndParameters) {
   o.num_classes = classes;
   o.zero_init_residual = true;
   o.load_weights = weights_path;
-  o.save_weights = TempPath(case_name + "_end.safetensors");
-  o.metrics_file = TempPath(case_name + "_metrics.jsonl");
+  o.save_weights = testing::TempPath(case_name + "_end.safetensors");
+  o.metrics_file = testing::TempPath(case_name + "_metrics.jsonl");
   StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(o);
   ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
   ASSERT_TRUE((*trainer)->Run().ok());

@@ -16,13 +16,13 @@
 
 #include "runtime/data/image_dataset.h"
 #include "runtime/data/image_encode.h"
+#include "runtime/testing/temp_path.h"
 
 namespace ddp {
 namespace {
 
 std::string TempDir(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  const std::string path = testing::TempPath(name);
   std::system(("rm -rf '" + path + "' && mkdir -p '" + path + "'").c_str());
   return path;
 }

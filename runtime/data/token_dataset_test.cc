@@ -11,14 +11,10 @@
 #include <gtest/gtest.h>
 
 #include "runtime/safetensors.h"
+#include "runtime/testing/temp_path.h"
 
 namespace ddp {
 namespace {
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 
 TEST(SyntheticTokensTest, DeterministicAndShapedAsBertInputs) {
   TokenDataOptions options;
@@ -103,7 +99,7 @@ std::string OpenError(const std::string& path, int64_t max_positions = 512) {
 }
 
 TEST(TensorTokensTest, ReadsAFileAndRefusesBadTensorsByName) {
-  const std::string path = TempPath("tokens.safetensors");
+  const std::string path = testing::TempPath("tokens.safetensors");
   Tensor ids = Tensor::FromVector<int64_t>({101, 2000, 102, 0, 101, 3000, 4000, 102}, {2, 4});
   Tensor labels = Tensor::FromVector<int64_t>({-100, 2001, -100, -100, -100, -100, 4001, -100}, {2, 4});
   Tensor nsp = Tensor::FromVector<int64_t>({0, 1}, {2});

@@ -13,14 +13,10 @@
 #include <gtest/gtest.h>
 
 #include "runtime/durable_files.h"
+#include "runtime/testing/temp_path.h"
 
 namespace ddp {
 namespace {
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
 
 // Token ids that say where they came from: 1000 + 1000 d + 10 s + k for
 // token k of sentence s of document d (sentences of 3 to 7 tokens).
@@ -58,7 +54,7 @@ std::string Error(const std::string& spec) {
 }
 
 TEST(TokenShardsTest, SamplesAreBertPairsOfTheCorpusSentences) {
-  const std::string path = TempPath("pairs.tokens");
+  const std::string path = testing::TempPath("pairs.tokens");
   ASSERT_TRUE(WriteTokenShard(path, Corpus(4, 12)).ok());
   auto data = Open(path);
   ASSERT_NE(data, nullptr);
@@ -128,7 +124,7 @@ TEST(TokenShardsTest, SamplesAreBertPairsOfTheCorpusSentences) {
 }
 
 TEST(TokenShardsTest, DrawsAreKeyedBySeedEpochAndIndexAlone) {
-  const std::string path = TempPath("keyed.tokens");
+  const std::string path = testing::TempPath("keyed.tokens");
   ASSERT_TRUE(WriteTokenShard(path, Corpus(3, 20)).ok());
   auto data = Open(path);
   const std::vector<int64_t> some = {5, 2, 9};
@@ -147,7 +143,7 @@ TEST(TokenShardsTest, DrawsAreKeyedBySeedEpochAndIndexAlone) {
 TEST(TokenShardsTest, MasksAndPairsFollowBertsRates) {
   // Sequences of 128 over 25 documents of 60 sentences: most chunks hold
   // several sentences, so about half the pairs are NotNext.
-  const std::string path = TempPath("rates.tokens");
+  const std::string path = testing::TempPath("rates.tokens");
   TokenCorpus corpus = Corpus(25, 60);
   ASSERT_TRUE(WriteTokenShard(path, corpus).ok());
   auto data = Open(path, 128);
@@ -181,7 +177,7 @@ TEST(TokenShardsTest, MasksAndPairsFollowBertsRates) {
 }
 
 TEST(TokenShardsTest, DirectoriesAndListsJoinShardsInOrder) {
-  const std::string dir = TempPath("shard_dir");
+  const std::string dir = testing::TempPath("shard_dir");
   ASSERT_TRUE(MakeDirectories(dir).ok());
   ASSERT_TRUE(WriteTokenShard(dir + "/b.tokens", Corpus(2, 10)).ok());
   ASSERT_TRUE(WriteTokenShard(dir + "/a.tokens", Corpus(3, 10)).ok());
@@ -192,11 +188,11 @@ TEST(TokenShardsTest, DirectoriesAndListsJoinShardsInOrder) {
 }
 
 TEST(TokenShardsTest, BadShardsAreRefusedByName) {
-  const std::string good = TempPath("good.tokens");
+  const std::string good = testing::TempPath("good.tokens");
   ASSERT_TRUE(WriteTokenShard(good, Corpus(2, 5)).ok());
   const std::string bytes = ReadWholeFile(good).value();
   auto variant = [&](const std::string& name, std::string contents) {
-    const std::string path = TempPath(name);
+    const std::string path = testing::TempPath(name);
     EXPECT_TRUE(WriteFileDurably(path, contents).ok());
     return path;
   };
@@ -225,24 +221,24 @@ TEST(TokenShardsTest, BadShardsAreRefusedByName) {
   // A vocabulary larger than the model's.
   TokenCorpus big = Corpus(2, 5);
   big.vocab_size = 40000;
-  ASSERT_TRUE(WriteTokenShard(TempPath("big.tokens"), big).ok());
-  EXPECT_EQ(Error(TempPath("big.tokens")),
-            "--data " + TempPath("big.tokens") + ": its vocabulary of 40000 is larger than bert-base's 30522");
+  ASSERT_TRUE(WriteTokenShard(testing::TempPath("big.tokens"), big).ok());
+  EXPECT_EQ(Error(testing::TempPath("big.tokens")),
+            "--data " + testing::TempPath("big.tokens") + ": its vocabulary of 40000 is larger than bert-base's 30522");
   // Shards of different vocabularies.
   TokenCorpus other = Corpus(2, 5);
   other.special.mask = 104;
-  ASSERT_TRUE(WriteTokenShard(TempPath("other.tokens"), other).ok());
-  EXPECT_NE(Error(good + "," + TempPath("other.tokens")).find("its vocabulary size or special ids differ from"),
+  ASSERT_TRUE(WriteTokenShard(testing::TempPath("other.tokens"), other).ok());
+  EXPECT_NE(Error(good + "," + testing::TempPath("other.tokens")).find("its vocabulary size or special ids differ from"),
             std::string::npos);
-  EXPECT_EQ(Error(TempPath("none.tokens")),
-            "--data tokens:" + TempPath("none.tokens") + ": " + TempPath("none.tokens") + ": no such file or directory");
-  ASSERT_TRUE(MakeDirectories(TempPath("no_shards")).ok());
-  EXPECT_EQ(Error(TempPath("no_shards")), "--data tokens:" + TempPath("no_shards") + ": " + TempPath("no_shards") +
+  EXPECT_EQ(Error(testing::TempPath("none.tokens")),
+            "--data tokens:" + testing::TempPath("none.tokens") + ": " + testing::TempPath("none.tokens") + ": no such file or directory");
+  ASSERT_TRUE(MakeDirectories(testing::TempPath("no_shards")).ok());
+  EXPECT_EQ(Error(testing::TempPath("no_shards")), "--data tokens:" + testing::TempPath("no_shards") + ": " + testing::TempPath("no_shards") +
                                               ": a directory without *.tokens shards");
   // Writing refuses ids outside the vocabulary.
   TokenCorpus bad = Corpus(1, 2);
   bad.documents[0][0][0] = 30522;
-  EXPECT_NE(WriteTokenShard(TempPath("bad.tokens"), bad).message().find("id 30522 is outside the vocabulary"),
+  EXPECT_NE(WriteTokenShard(testing::TempPath("bad.tokens"), bad).message().find("id 30522 is outside the vocabulary"),
             std::string::npos);
 }
 
