@@ -5,17 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/data/data_spec.h"
+
 namespace ddp {
 namespace {
-
-// The path part of a --data or --eval-data spec ("" for synthetic).
-std::string DataPath(const std::string& spec) {
-  for (const char* prefix : {"tensors:", "imagefolder:", "tokens:"}) {
-    const std::string p = prefix;
-    if (spec.rfind(p, 0) == 0) return spec.substr(p.size());
-  }
-  return "";
-}
 
 std::string Parent(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -67,8 +60,8 @@ bool Same(const Identity& a, const Identity& b) {
 std::vector<PathUse> InputPaths(const TrainOptions& options) {
   std::vector<PathUse> inputs;
   auto data = [&](const char* flag, const std::string& spec) {
-    const std::string path = DataPath(spec);
-    if (!path.empty()) inputs.push_back({flag, path, spec.rfind("imagefolder:", 0) == 0});
+    const std::string path = SpecPath(spec);
+    if (!path.empty()) inputs.push_back({flag, path, !SpecPath(spec, "imagefolder:").empty()});
   };
   data("--data", options.data);
   data("--eval-data", options.eval_data);

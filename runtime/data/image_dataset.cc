@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "runtime/data/data_spec.h"
 #include "runtime/data/image_folder.h"
 #include "runtime/data/synthetic_images.h"
 #include "runtime/safetensors.h"
@@ -86,14 +87,12 @@ StatusOr<std::unique_ptr<ImageDataset>> OpenImageDataset(const std::string& flag
     config.seed = options.seed;
     return std::unique_ptr<ImageDataset>(std::make_unique<SyntheticImages>(config));
   }
-  const std::string prefix = "tensors:";
-  if (spec.rfind(prefix, 0) == 0 && spec.size() > prefix.size()) {
-    StatusOr<std::unique_ptr<ImageDataset>> opened = OpenTensors(spec.substr(prefix.size()), options);
+  if (const std::string file = SpecPath(spec, "tensors:"); !file.empty()) {
+    StatusOr<std::unique_ptr<ImageDataset>> opened = OpenTensors(file, options);
     if (!opened.ok()) return Status(opened.status().code(), flag + " " + opened.status().message());
     return opened;
   }
-  const std::string folder = "imagefolder:";
-  if (spec.rfind(folder, 0) == 0 && spec.size() > folder.size()) {
+  if (const std::string dir = SpecPath(spec, "imagefolder:"); !dir.empty()) {
     ImageFolderOptions o;
     o.image_size = options.image_size;
     o.train = options.train;
@@ -103,7 +102,7 @@ StatusOr<std::unique_ptr<ImageDataset>> OpenImageDataset(const std::string& flag
     o.seed = options.seed;
     o.loader_threads = options.loader_threads;
     o.expected_classes = options.expected_classes;
-    ASSIGN_OR_RETURN(std::unique_ptr<ImageFolderDataset> data, OpenImageFolder(flag, spec.substr(folder.size()), o));
+    ASSIGN_OR_RETURN(std::unique_ptr<ImageFolderDataset> data, OpenImageFolder(flag, dir, o));
     if (data->num_classes() != options.num_classes) {
       return InvalidArgument(flag + " " + spec + " has " + std::to_string(data->num_classes()) +
                              " class folders, --num-classes is " + std::to_string(options.num_classes) +

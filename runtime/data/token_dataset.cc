@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/data/data_spec.h"
 #include "runtime/data/sampler.h"
 #include "runtime/data/token_shards.h"
 #include "runtime/random.h"
@@ -240,19 +241,17 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenDataset(const std::string& flag
     }
     return std::unique_ptr<TokenDataset>(std::make_unique<SyntheticTokens>(options));
   }
-  const std::string prefix = "tensors:";
-  if (spec.rfind(prefix, 0) == 0 && spec.size() > prefix.size()) {
-    StatusOr<std::unique_ptr<TokenDataset>> opened = OpenTokenTensors(spec.substr(prefix.size()), options);
+  if (const std::string file = SpecPath(spec, "tensors:"); !file.empty()) {
+    StatusOr<std::unique_ptr<TokenDataset>> opened = OpenTokenTensors(file, options);
     if (!opened.ok()) return Status(opened.status().code(), flag + " " + opened.status().message());
     return opened;
   }
-  const std::string shards = "tokens:";
-  if (spec.rfind(shards, 0) == 0 && spec.size() > shards.size()) {
+  if (const std::string shards = SpecPath(spec, "tokens:"); !shards.empty()) {
     if (options.classes > 0) {
       return InvalidArgument(flag + " '" + spec + "': tokens:PATH is pretraining text; classification reads "
                              "tensors:FILE");
     }
-    return OpenTokenShards(flag, spec.substr(shards.size()), options);
+    return OpenTokenShards(flag, shards, options);
   }
   return InvalidArgument(flag + " '" + spec + "' is not synthetic, tensors:FILE or tokens:PATH");
 }
