@@ -66,41 +66,25 @@ dnnl::memory::desc Any(const Dims& dims, DataType type) { return {dims, type, Ta
 // The primitive's data (src, dst and their gradients) descriptor.
 dnnl::memory::desc Data(const ConvGeometry& g, const Dims& dims) { return {dims, g.data, g.primitive_tag}; }
 
-struct ForwardEntry {
-  dnnl::convolution_forward::primitive_desc pd;
-  dnnl::convolution_forward primitive;
-};
+using ForwardEntry = PrimitiveEntry<dnnl::convolution_forward>;
 
 ForwardEntry& GetForward(const ConvGeometry& g, bool with_bias) {
-  return GetPrimitiveCache().GetOrCreate<ForwardEntry>(
-      "conv_fwd" + g.key + (with_bias ? "+bias" : ""), [&] {
-        ForwardEntry e;
-        DnnlCheck("convolution_forward creation", [&] {
-          auto desc = with_bias
-                          ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                            Data(g, g.src), Any(g.weights, g.data),
-                                                            {g.bias, DataType::f32, Tag::x}, Data(g, g.dst),
-                                                            g.strides, g.dilates, g.pad_l, g.pad_r)
-                          : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                            Data(g, g.src), Any(g.weights, g.data),
-                                                            Data(g, g.dst), g.strides, g.dilates, g.pad_l,
-                                                            g.pad_r);
-          e.pd = dnnl::convolution_forward::primitive_desc(desc, DnnlEngine());
-          e.primitive = dnnl::convolution_forward(e.pd);
-        });
-        return e;
+  return CachedPrimitive<dnnl::convolution_forward>(
+      "conv_fwd" + g.key + (with_bias ? "+bias" : ""), "convolution_forward creation", [&] {
+        auto desc = with_bias
+                        ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                          Data(g, g.src), Any(g.weights, g.data),
+                                                          {g.bias, DataType::f32, Tag::x}, Data(g, g.dst), g.strides,
+                                                          g.dilates, g.pad_l, g.pad_r)
+                        : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                          Data(g, g.src), Any(g.weights, g.data), Data(g, g.dst),
+                                                          g.strides, g.dilates, g.pad_l, g.pad_r);
+        return dnnl::convolution_forward::primitive_desc(desc, DnnlEngine());
       });
 }
 
-struct BackwardDataEntry {
-  dnnl::convolution_backward_data::primitive_desc pd;
-  dnnl::convolution_backward_data primitive;
-};
-
-struct BackwardWeightsEntry {
-  dnnl::convolution_backward_weights::primitive_desc pd;
-  dnnl::convolution_backward_weights primitive;
-};
+using BackwardDataEntry = PrimitiveEntry<dnnl::convolution_backward_data>;
+using BackwardWeightsEntry = PrimitiveEntry<dnnl::convolution_backward_weights>;
 
 }  // namespace
 
@@ -121,18 +105,14 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                         Tensor& dx) {
   const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape(), dx.dtype(), dx.channels_last(), w.channels_last());
-  BackwardDataEntry& e = GetPrimitiveCache().GetOrCreate<BackwardDataEntry>("conv_bwd_data" + g.key, [&] {
-    const ForwardEntry& hint = GetForward(g, /*with_bias=*/false);
-    BackwardDataEntry entry;
-    DnnlCheck("convolution_backward_data creation", [&] {
-      dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, Data(g, g.src),
-                                                 Any(g.weights, g.data), Data(g, g.dst), g.strides, g.dilates,
-                                                 g.pad_l, g.pad_r);
-      entry.pd = dnnl::convolution_backward_data::primitive_desc(desc, DnnlEngine(), hint.pd);
-      entry.primitive = dnnl::convolution_backward_data(entry.pd);
-    });
-    return entry;
-  });
+  BackwardDataEntry& e = CachedPrimitive<dnnl::convolution_backward_data>(
+      "conv_bwd_data" + g.key, "convolution_backward_data creation", [&] {
+        const ForwardEntry& hint = GetForward(g, /*with_bias=*/false);
+        dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, Data(g, g.src),
+                                                   Any(g.weights, g.data), Data(g, g.dst), g.strides, g.dilates,
+                                                   g.pad_l, g.pad_r);
+        return dnnl::convolution_backward_data::primitive_desc(desc, DnnlEngine(), hint.pd);
+      });
   dnnl::memory user_dx = UserMemory(dx, g.src, g.user_tag);
   dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 0, UserMemory(dy, g.dst, g.user_tag), e.pd.diff_dst_desc());
   dnnl::memory weights = ToPrimitiveLayout(ctx, 1, UserMemory(w, g.weights, g.weights_tag), e.pd.weights_desc());
@@ -147,23 +127,18 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape(), x.dtype(), x.channels_last(), dw.channels_last());
   const bool with_bias = dbias != nullptr;
   const DataType diff_weights_type = DnnlType(dw.dtype());
-  BackwardWeightsEntry& e = GetPrimitiveCache().GetOrCreate<BackwardWeightsEntry>(
-      "conv_bwd_weights" + g.key + (with_bias ? "+bias" : "") + DTypeName(dw.dtype()), [&] {
+  BackwardWeightsEntry& e = CachedPrimitive<dnnl::convolution_backward_weights>(
+      "conv_bwd_weights" + g.key + (with_bias ? "+bias" : "") + DTypeName(dw.dtype()),
+      "convolution_backward_weights creation", [&] {
         const ForwardEntry& hint = GetForward(g, with_bias);
-        BackwardWeightsEntry entry;
-        DnnlCheck("convolution_backward_weights creation", [&] {
-          auto desc = with_bias ? dnnl::convolution_backward_weights::desc(
-                                      algorithm::convolution_direct, Data(g, g.src),
-                                      Any(g.weights, diff_weights_type), {g.bias, DataType::f32, Tag::x},
-                                      Data(g, g.dst), g.strides, g.dilates, g.pad_l, g.pad_r)
-                                : dnnl::convolution_backward_weights::desc(
-                                      algorithm::convolution_direct, Data(g, g.src),
-                                      Any(g.weights, diff_weights_type), Data(g, g.dst), g.strides, g.dilates,
-                                      g.pad_l, g.pad_r);
-          entry.pd = dnnl::convolution_backward_weights::primitive_desc(desc, DnnlEngine(), hint.pd);
-          entry.primitive = dnnl::convolution_backward_weights(entry.pd);
-        });
-        return entry;
+        auto desc = with_bias ? dnnl::convolution_backward_weights::desc(
+                                    algorithm::convolution_direct, Data(g, g.src), Any(g.weights, diff_weights_type),
+                                    {g.bias, DataType::f32, Tag::x}, Data(g, g.dst), g.strides, g.dilates, g.pad_l,
+                                    g.pad_r)
+                              : dnnl::convolution_backward_weights::desc(
+                                    algorithm::convolution_direct, Data(g, g.src), Any(g.weights, diff_weights_type),
+                                    Data(g, g.dst), g.strides, g.dilates, g.pad_l, g.pad_r);
+        return dnnl::convolution_backward_weights::primitive_desc(desc, DnnlEngine(), hint.pd);
       });
   dnnl::memory user_dw = UserMemory(dw, g.weights, g.weights_tag);
   dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, g.user_tag), e.pd.src_desc());

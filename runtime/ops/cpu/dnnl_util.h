@@ -59,6 +59,29 @@ PrimitiveCache& GetPrimitiveCache();
 // Runs a oneDNN call, turning its exception into a fatal error naming `what`.
 void DnnlCheck(const char* what, const std::function<void()>& call);
 
+// A primitive of type P (dnnl::matmul, dnnl::convolution_forward, ...) and
+// its descriptor, as cached.
+template <typename P>
+struct PrimitiveEntry {
+  typename P::primitive_desc pd;
+  P primitive;
+};
+
+// The primitive cached under `key`, made the first time from the
+// descriptor `make_pd` returns (checked, naming `what`).
+template <typename P>
+PrimitiveEntry<P>& CachedPrimitive(const std::string& key, const char* what,
+                                   const std::function<typename P::primitive_desc()>& make_pd) {
+  return GetPrimitiveCache().GetOrCreate<PrimitiveEntry<P>>(key, [&] {
+    PrimitiveEntry<P> entry;
+    DnnlCheck(what, [&] {
+      entry.pd = make_pd();
+      entry.primitive = P(entry.pd);
+    });
+    return entry;
+  });
+}
+
 // Runs `primitive` on `args` to completion (checked, naming `what`); an
 // output made in the primitive's own layout (`produced`, from
 // OutputInPrimitiveLayout) is reordered back into `user` first.

@@ -20,10 +20,7 @@ void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
 
 namespace {
 
-struct MatmulEntry {
-  dnnl::matmul::primitive_desc pd;
-  dnnl::matmul primitive;
-};
+using MatmulEntry = PrimitiveEntry<dnnl::matmul>;
 
 }  // namespace
 
@@ -43,15 +40,10 @@ void MatmulBf16(bool transpose_a, bool transpose_b, const Tensor& a16, const Ten
   const std::string key = "matmul_bf16 " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
                           (transpose_a ? "T" : "N") + (transpose_b ? "T" : "N") + (bias ? "+bias" : "") +
                           DTypeName(c.dtype());
-  MatmulEntry& e = GetPrimitiveCache().GetOrCreate<MatmulEntry>(key, [&] {
-    MatmulEntry entry;
-    DnnlCheck("matmul creation", [&] {
-      const dnnl::matmul::desc desc =
-          bias ? dnnl::matmul::desc(a_desc, b_desc, bias_desc, c_desc) : dnnl::matmul::desc(a_desc, b_desc, c_desc);
-      entry.pd = dnnl::matmul::primitive_desc(desc, DnnlEngine());
-      entry.primitive = dnnl::matmul(entry.pd);
-    });
-    return entry;
+  MatmulEntry& e = CachedPrimitive<dnnl::matmul>(key, "matmul creation", [&] {
+    const dnnl::matmul::desc desc =
+        bias ? dnnl::matmul::desc(a_desc, b_desc, bias_desc, c_desc) : dnnl::matmul::desc(a_desc, b_desc, c_desc);
+    return dnnl::matmul::primitive_desc(desc, DnnlEngine());
   });
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, dnnl::memory(a_desc, DnnlEngine(), a16.raw_data())},
