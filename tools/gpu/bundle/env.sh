@@ -28,9 +28,18 @@ for root in nvidia.__path__:
   DDP_BUNDLE_LIBRARY_PATH="$B/lib:$B/lib/x86_64-linux-gnu/openmpi/lib:$B/lib/x86_64-linux-gnu/pmix2/lib$cuda_dirs"
   export DDP_BUNDLE_LIBRARY_PATH
   # Open MPI and PMIx relocated to the bundle.
-  export OPAL_PREFIX="$B" PMIX_INSTALL_PREFIX="$B/lib/x86_64-linux-gnu/pmix2"
+  export OPAL_PREFIX="$B"
   export OMPI_MCA_mca_base_component_path="$B/lib/x86_64-linux-gnu/openmpi/lib/openmpi3"
-  export PMIX_MCA_mca_base_component_path="$B/lib/x86_64-linux-gnu/pmix2/lib/pmix"
+  # PMIx finds its plugins under its install directories, each relocated by
+  # its own variable: else it loads a host's PMIx plugins from the path
+  # compiled in (another version, built for another glibc).
+  ddp_pmix="$B/lib/x86_64-linux-gnu/pmix2"
+  export PMIX_MCA_mca_base_component_path="$ddp_pmix/lib/pmix"
+  export PMIX_PREFIX="$ddp_pmix" PMIX_EXEC_PREFIX="$ddp_pmix" PMIX_LIBDIR="$ddp_pmix/lib"
+  export PMIX_PKGLIBDIR="$ddp_pmix/lib/pmix" PMIX_DATADIR="$ddp_pmix/share" PMIX_PKGDATADIR="$ddp_pmix/share/pmix"
+  export PMIX_SYSCONFDIR="$ddp_pmix/etc"
+  # hwloc's plugins: the bundle's (PCI), not a host's.
+  export HWLOC_PLUGINS_PATH="$B/lib/x86_64-linux-gnu/hwloc"
   export OPAL_BINDIR="$B/bin" OPAL_LIBDIR="$B/lib/x86_64-linux-gnu/openmpi/lib"
   export OPAL_PKGDATADIR="$B/share/openmpi" OPAL_SYSCONFDIR="$B/etc/openmpi"
   export OPAL_PKGLIBDIR="$B/lib/x86_64-linux-gnu/openmpi/lib/openmpi3"

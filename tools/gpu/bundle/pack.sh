@@ -31,6 +31,10 @@ cp -a "$mpi_root" "$out/lib/x86_64-linux-gnu/openmpi"
 rm -rf "$out/lib/x86_64-linux-gnu/openmpi/include" "$out/lib/x86_64-linux-gnu/openmpi/lib/pkgconfig"
 rm -f "$out"/lib/x86_64-linux-gnu/openmpi/lib/*.a
 [ -d "$pmix_root" ] && cp -a "$pmix_root" "$out/lib/x86_64-linux-gnu/pmix2" && rm -rf "$out/lib/x86_64-linux-gnu/pmix2/include"
+# hwloc's PCI plugin (device locality); its other plugins pull in X11 and
+# ICU, and hwloc runs without them.
+hwloc_pci=/usr/lib/x86_64-linux-gnu/hwloc/hwloc_pci.so
+[ -e "$hwloc_pci" ] && mkdir -p "$out/lib/x86_64-linux-gnu/hwloc" && cp -L "$hwloc_pci" "$out/lib/x86_64-linux-gnu/hwloc/"
 mkdir -p "$out/share"
 cp -a /usr/share/openmpi "$out/share/openmpi"
 [ -d /usr/share/pmix ] && cp -a /usr/share/pmix "$out/share/pmix"
@@ -74,12 +78,19 @@ find "$out/lib" -maxdepth 1 -name '*.so*' -type f -exec strip --strip-unneeded {
 # library path (env.sh), so it needs nothing from the host but the kernel,
 # the NVIDIA driver and the CUDA libraries env.sh finds.
 install -m 644 tools/gpu/bundle/env.sh "$out/env.sh"
+# orterun started by an absolute path acts as if given --prefix: it would
+# put the bundle's lib/ (glibc among them) on the LD_LIBRARY_PATH of what it
+# starts, and a host's /bin/sh, which starts each wrapper, would then load
+# the bundled glibc and fail. --noprefix: the ranks get the environment as
+# env.sh made it.
 for name in $(for p in "${programs[@]}"; do basename "$p"; done) orterun orted; do
+  extra=""
+  [ "$name" = orterun ] && extra=" --noprefix"
   cat > "$out/bin/$name" <<EOF
 #!/bin/sh
 B=\$(cd "\$(dirname "\$0")/.." && pwd)
 . "\$B/env.sh"
-exec "\$B/lib/ld-linux-x86-64.so.2" --library-path "\$DDP_BUNDLE_LIBRARY_PATH" "\$B/libexec/$name" "\$@"
+exec "\$B/lib/ld-linux-x86-64.so.2" --library-path "\$DDP_BUNDLE_LIBRARY_PATH" "\$B/libexec/$name"$extra "\$@"
 EOF
   chmod 755 "$out/bin/$name"
 done
