@@ -2,14 +2,13 @@
 
 #include <cublasLt.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "runtime/ops/cuda/kernel_util.cuh"
 
@@ -76,6 +75,67 @@ int SplitK(const cublasLtMatmulAlgo_t& algo) {
   CUBLAS_CALL(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
                                                    &written));
   return splits;
+}
+
+// Up to 32 heuristic candidates for the matmul `d`, with operand alignments
+// {A, B, C, D} in bytes; `reductions` masks the split-K reduction schemes
+// allowed (CUBLASLT_REDUCTION_SCHEME_MASK: all).
+int Heuristic(const MatmulDescs& d, const std::array<uint32_t, 4>& alignment, uint32_t reductions,
+              cublasLtMatmulHeuristicResult_t* results, int requested) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CALL(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t max_workspace = kWorkspaceBytes;
+  CUBLAS_CALL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+                                                   sizeof(max_workspace)));
+  const cublasLtMatmulPreferenceAttributes_t attributes[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    CUBLAS_CALL(cublasLtMatmulPreferenceSetAttribute(pref, attributes[i], &alignment[i], sizeof(alignment[i])));
+  }
+  CUBLAS_CALL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                   sizeof(reductions)));
+  int returned = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(Handle(), d.op, d.a, d.b, d.d, d.d, pref, requested, results, &returned);
+  CUBLAS_CALL(cublasLtMatmulPreferenceDestroy(pref));
+  return status == CUBLAS_STATUS_SUCCESS ? returned : 0;  // none: the caller reports it, with the shape
+}
+
+// The heuristics' first usable algorithm. Split-K sums partial products in
+// an order that may vary, so `deterministic` asks for algorithms without a
+// split-K reduction; where the heuristics offer none (they may, for small
+// f32 GEMMs on Hopper), their best one is run unsplit, if cuBLASLt accepts it.
+Choice ChooseAlgo(const MatmulDescs& d, const std::array<uint32_t, 4>& alignment, bool deterministic) {
+  constexpr int kRequested = 32;
+  cublasLtMatmulHeuristicResult_t results[kRequested];
+  Choice choice;
+  int returned = Heuristic(d, alignment, deterministic ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_MASK,
+                           results, kRequested);
+  for (int i = 0; i < returned && !choice.found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || (deterministic && SplitK(results[i].algo) > 1)) continue;
+    choice.algo = results[i].algo;
+    choice.found = true;
+  }
+  if (choice.found || !deterministic) return choice;
+  returned = Heuristic(d, alignment, CUBLASLT_REDUCTION_SCHEME_MASK, results, kRequested);
+  for (int i = 0; i < returned && !choice.found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    cublasLtMatmulAlgo_t algo = results[i].algo;
+    const int one = 1;
+    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    CUBLAS_CALL(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one)));
+    CUBLAS_CALL(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+                                                     sizeof(none)));
+    cublasLtMatmulHeuristicResult_t check;
+    if (cublasLtMatmulAlgoCheck(Handle(), d.op, d.a, d.b, d.d, d.d, &algo, &check) != CUBLAS_STATUS_SUCCESS ||
+        check.workspaceSize > kWorkspaceBytes) {
+      continue;
+    }
+    choice.algo = algo;
+    choice.found = true;
+  }
+  return choice;
 }
 
 __global__ void ScaleAddBiasKernel(float* c, int64_t m, int64_t n, int64_t ldc, float beta, const float* bias) {
@@ -173,32 +233,7 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
     if (it != Cache().end()) choice = it->second;
   }
   if (!choice.found) {
-    cublasLtMatmulPreference_t pref = nullptr;
-    CUBLAS_CALL(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t max_workspace = kWorkspaceBytes;
-    CUBLAS_CALL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
-                                                     sizeof(max_workspace)));
-    for (auto [attribute, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
-                                    std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
-                                    std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
-                                    std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}}) {
-      CUBLAS_CALL(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)));
-    }
-    constexpr int kRequested = 32;
-    cublasLtMatmulHeuristicResult_t results[kRequested];
-    int returned = 0;
-    const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(Handle(), d.op, d.a, d.b, d.d, d.d, pref,
-                                                                    kRequested, results, &returned);
-    CUBLAS_CALL(cublasLtMatmulPreferenceDestroy(pref));
-    if (heuristic != CUBLAS_STATUS_SUCCESS) returned = 0;  // reported below, with the shape
-    for (int i = 0; i < returned && !choice.found; ++i) {
-      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-      // Split-K sums partial products in an order that may vary: not when
-      // results must repeat bit for bit.
-      if (ctx.deterministic() && SplitK(results[i].algo) > 1) continue;
-      choice.algo = results[i].algo;
-      choice.found = true;
-    }
+    choice = ChooseAlgo(d, {align_a, align_b, align_c, align_c}, ctx.deterministic());
     if (!choice.found) {
       std::fprintf(stderr, "cuBLASLt has no algorithm for a %lldx%lldx%lld %s GEMM%s\n", static_cast<long long>(m),
                    static_cast<long long>(n), static_cast<long long>(k), DTypeName(ab),
