@@ -21,8 +21,13 @@
 namespace ddp {
 namespace {
 
+// A failure turned into a Status is handled here: it is also cleared as the
+// thread's last error, which the next kernel launch's check would otherwise
+// report as its own (cudaSetDevice(999) failing one test and the launch after
+// it another).
 Status CudaStatus(cudaError_t e, const char* call) {
   if (e == cudaSuccess) return Status::Ok();
+  cudaGetLastError();
   return Internal(std::string(call) + " failed: " + cudaGetErrorString(e));
 }
 

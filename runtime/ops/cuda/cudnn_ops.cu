@@ -12,26 +12,23 @@
 #include <string>
 #include <vector>
 
+#include "runtime/allocator.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/ops/cuda/cudnn_graph.h"
+#include "runtime/ops/cuda/cudnn_util.h"
 #include "runtime/ops/cuda/elementwise_kernels.h"
+#include "runtime/ops/cuda/float16.cuh"
+#include "runtime/ops/cuda/kernel_util.cuh"
 
 namespace ddp::cuda {
-namespace {
 
 void CheckCudnn(cudnnStatus_t status, const char* call, const char* file, int line) {
   if (status == CUDNN_STATUS_SUCCESS) return;
   std::fprintf(stderr, "%s:%d: cuDNN call %s failed: %s\n", file, line, call, cudnnGetErrorString(status));
   std::abort();
 }
-#define CUDNN_CALL(call) CheckCudnn((call), #call, __FILE__, __LINE__)
 
-// Scratch slot for library workspaces (ops own slots below 8).
-constexpr int kWorkspaceSlot = 7;
-// The most workspace an algorithm may ask for.
-constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
-
-// One handle per thread and device, pointed at the context's stream.
-cudnnHandle_t Handle(const ExecutionContext& ctx) {
+cudnnHandle_t CudnnHandle(const ExecutionContext& ctx) {
   thread_local std::map<int, cudnnHandle_t> handles;
   const int device = ctx.device().index;
   auto it = handles.find(device);
@@ -48,14 +45,6 @@ cudnnHandle_t Handle(const ExecutionContext& ctx) {
   return it->second;
 }
 
-int Dim(int64_t d) {
-  if (d > INT32_MAX) {
-    std::fprintf(stderr, "cuDNN descriptor dimension %lld exceeds 2^31\n", static_cast<long long>(d));
-    std::abort();
-  }
-  return static_cast<int>(d);
-}
-
 cudnnDataType_t CudnnType(DType dtype) {
   switch (dtype) {
     case DType::kF32: return CUDNN_DATA_FLOAT;
@@ -65,6 +54,28 @@ cudnnDataType_t CudnnType(DType dtype) {
       std::fprintf(stderr, "cuDNN ops take f32, bf16 or f16 tensors, not %s\n", DTypeName(dtype));
       std::abort();
   }
+}
+
+size_t WorkspaceLimit(const ExecutionContext& ctx) {
+  constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
+  size_t free_bytes = 0, total = 0;
+  DDP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  const Allocator* allocator = GetAllocator(ctx.device());
+  if (allocator->limit_bytes() > 0) {
+    const int64_t left = std::max<int64_t>(0, allocator->limit_bytes() - allocator->bytes_in_use());
+    free_bytes = std::min(free_bytes, static_cast<size_t>(left));
+  }
+  return std::min(kMaxWorkspaceBytes, free_bytes / 4);
+}
+
+namespace {
+
+int Dim(int64_t d) {
+  if (d > INT32_MAX) {
+    std::fprintf(stderr, "cuDNN descriptor dimension %lld exceeds 2^31\n", static_cast<long long>(d));
+    std::abort();
+  }
+  return static_cast<int>(d);
 }
 
 // Scratch slots (ops own those below 8): 16-bit staging of convolution
@@ -151,8 +162,6 @@ struct Algo {
   cudnnMathType_t math = CUDNN_FMA_MATH;
 };
 
-enum class ConvKind { kForward, kBackwardData, kBackwardFilter };
-
 std::string CacheKey(ConvKind kind, const ExecutionContext& ctx, const Conv2dParams& p, const Shape& x,
                      const Shape& w, DType data, bool channels_last, const void* weights) {
   std::ostringstream key;
@@ -174,11 +183,12 @@ std::map<std::string, Algo>& AlgoCache() {
 // The first usable result of a Find or Get (sorted fastest first): status
 // success, math allowed, deterministic when asked, workspace within bounds.
 template <typename Perf>
-bool PickFrom(const ExecutionContext& ctx, bool tensor_cores, const Perf* perf, int count, Algo* out) {
+bool PickFrom(const ExecutionContext& ctx, bool tensor_cores, size_t workspace_limit, const Perf* perf, int count,
+              Algo* out) {
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || !MathAllowed(tensor_cores, perf[i].mathType)) continue;
     if (ctx.deterministic() && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-    if (perf[i].memory > kMaxWorkspaceBytes) continue;
+    if (perf[i].memory > workspace_limit) continue;
     out->algo = static_cast<int>(perf[i].algo);
     out->workspace = perf[i].memory;
     out->math = tensor_cores ? perf[i].mathType : CUDNN_FMA_MATH;
@@ -187,14 +197,11 @@ bool PickFrom(const ExecutionContext& ctx, bool tensor_cores, const Perf* perf, 
   return false;
 }
 
-// Workspace for timing the candidates: as much as any algorithm may use,
-// within what the device has free. A tensor of its own, freed (back to the
-// pool, for activations) once the search is over.
+// Workspace for timing the candidates: as much as any algorithm may use
+// (WorkspaceLimit). A tensor of its own, freed (back to the pool, for
+// activations) once the search is over.
 Tensor FindWorkspace(ExecutionContext& ctx) {
-  size_t free_bytes = 0, total = 0;
-  DDP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  const size_t bytes = std::min(kMaxWorkspaceBytes, free_bytes / 4);
-  return Tensor::Empty({static_cast<int64_t>(bytes)}, DType::kU8, ctx.device());
+  return Tensor::Empty({static_cast<int64_t>(WorkspaceLimit(ctx))}, DType::kU8, ctx.device());
 }
 
 // Chooses (once per shape) and caches the algorithm of one convolution
@@ -224,7 +231,7 @@ Algo ChooseAlgo(ExecutionContext& ctx, DType data, const std::string& key, Find 
     find(perf, &returned, workspace);
   }
   Algo chosen;
-  if (!PickFrom(ctx, TensorCores(ctx, data), perf, returned, &chosen)) {
+  if (!PickFrom(ctx, TensorCores(ctx, data), WorkspaceLimit(ctx), perf, returned, &chosen)) {
     // The descriptor still has the requested math type: the fallback runs
     // under it, so its workspace size is the one asked for here.
     chosen.algo = fallback;
@@ -252,7 +259,7 @@ struct ConvSetup {
 
 void* WorkspacePtr(ExecutionContext& ctx, size_t bytes, Tensor* holder) {
   if (bytes == 0) return nullptr;
-  *holder = ctx.Scratch(kWorkspaceSlot, static_cast<int64_t>(bytes));
+  *holder = ctx.Scratch(kCudnnWorkspaceSlot, static_cast<int64_t>(bytes));
   return holder->raw_data();
 }
 
@@ -265,14 +272,11 @@ void CheckWeightLayout(const Tensor& data, const Tensor& w, const char* op) {
                                      << " weights on CUDA, got " << w.DebugString();
 }
 
-}  // namespace
-
-void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor* bias,
-                   Tensor& y) {
-  CheckWeightLayout(x, w, "Conv2dForward");  // before any CUDA call: a death test's forked child has none
-  cudnnHandle_t h = Handle(ctx);
+// The legacy API's forward: y = conv(x, w).
+void LegacyForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, Tensor& y) {
   const DType data = x.dtype();
   const bool cl = x.channels_last();
+  cudnnHandle_t h = CudnnHandle(ctx);
   ConvSetup s(ctx, p, x.shape(), w.shape(), y.shape(), data, cl);
   constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   auto workspace_of = [&](int algo) -> size_t {
@@ -300,25 +304,13 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
   CUDNN_CALL(cudnnConvolutionForward(h, &kOne, s.x_desc.get(), x.raw_data(), s.w_desc.get(), w.raw_data(),
                                      s.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algo.algo), ws_ptr,
                                      algo.workspace, &kZero, s.y_desc.get(), y.raw_data()));
-  if (bias != nullptr) {
-    // The bias is f32; cuDNN adds a bias of the output's type.
-    Tensor b = *bias;
-    if (data != DType::kF32) {
-      b = ctx.ScratchTensor(kBiasSlot, bias->shape(), data);
-      Check(CastF32To16(bias->data<float>(), 1.0f, static_cast<uint16_t*>(b.raw_data()), data == DType::kBF16,
-                        b.numel(), ctx.cuda_stream()),
-            "CastF32To16", __FILE__, __LINE__);
-    }
-    TensorDesc b_desc({1, w.dim(0), 1, 1}, data, cl);
-    CUDNN_CALL(cudnnAddTensor(h, &kOne, b_desc.get(), b.raw_data(), &kOne, s.y_desc.get(), y.raw_data()));
-  }
 }
 
-void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
-  CheckWeightLayout(dx, w, "Conv2dBackwardData");
-  cudnnHandle_t h = Handle(ctx);
+// The legacy API's backward data: dx = conv_transpose(dy, w).
+void LegacyBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
   const DType data = dx.dtype();
   const bool cl = dx.channels_last();
+  cudnnHandle_t h = CudnnHandle(ctx);
   ConvSetup s(ctx, p, dx.shape(), w.shape(), dy.shape(), data, cl);
   constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
   auto workspace_of = [&](int algo) -> size_t {
@@ -349,22 +341,14 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
                                           algo.workspace, &kZero, s.x_desc.get(), dx.raw_data()));
 }
 
-void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
-                           Tensor* dbias) {
-  cudnnHandle_t h = Handle(ctx);
+// The legacy API's backward filter: dw_data = the weight gradient, in the
+// data's type and layout.
+void LegacyBackwardFilter(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
+                          Tensor& dw_data) {
+  cudnnHandle_t h = CudnnHandle(ctx);
   const DType data = x.dtype();
   const bool cl = x.channels_last();
-  // cuDNN writes weight and bias gradients in the data's type and weight
-  // gradients in the data's layout: otherwise into staging buffers that are
-  // then widened (and, for channels-last data, rearranged from
-  // [K, R, S, C]) into the f32 [K, C, R, S] ones.
-  const bool widen = dw.dtype() != data || dw.format() != x.format();
-  Tensor dw_data = dw;
-  if (widen) {
-    dw_data = ctx.ScratchTensor(kWeightGradSlot, dw.shape(), data);
-    if (cl) dw_data = dw_data.View(0, dw.shape(), MemoryFormat::kChannelsLast);
-  }
-  ConvSetup s(ctx, p, x.shape(), dw.shape(), dy.shape(), data, cl);
+  ConvSetup s(ctx, p, x.shape(), dw_data.shape(), dy.shape(), data, cl);
   constexpr int kCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
   auto workspace_of = [&](int algo) -> size_t {
     size_t bytes = 0;
@@ -374,7 +358,7 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
     return bytes;
   };
   const Algo algo = ChooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t, kCount>(
-      ctx, data, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw.shape(), data, cl, dw_data.raw_data()),
+      ctx, data, CacheKey(ConvKind::kBackwardFilter, ctx, p, x.shape(), dw_data.shape(), data, cl, dw_data.raw_data()),
       [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* returned, const Tensor& ws) {
         CUDNN_CALL(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, s.x_desc.get(), x.raw_data(), s.y_desc.get(),
                                                                  dy.raw_data(), s.conv.get(), s.w_desc.get(),
@@ -392,24 +376,100 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   CUDNN_CALL(cudnnConvolutionBackwardFilter(h, &kOne, s.x_desc.get(), x.raw_data(), s.y_desc.get(), dy.raw_data(),
                                             s.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo.algo),
                                             ws_ptr, algo.workspace, &kZero, s.w_desc.get(), dw_data.raw_data()));
-  auto widen_into = [&](const Tensor& narrow, Tensor& wide) {
-    Check(Cast16ToF32(static_cast<const uint16_t*>(narrow.raw_data()), 1.0f, wide.data<float>(),
-                      data == DType::kBF16, wide.numel(), ctx.cuda_stream()),
-          "Cast16ToF32", __FILE__, __LINE__);
-  };
+}
+
+// The bias gradient: db[k] = the sum of dy over every position of channel k,
+// in f64, in a fixed order (a block per channel): cuDNN's
+// cudnnConvolutionBackwardBias refuses 16-bit data on Hopper
+// (CUDNN_STATUS_NOT_SUPPORTED).
+template <typename S, typename D>
+__global__ void BiasGradientKernel(const S* dy, int64_t n, int64_t c, int64_t hw, bool channels_last, D* db) {
+  __shared__ double shared[kThreads];
+  const int64_t k = blockIdx.x;
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < n * hw; j += blockDim.x) {
+    sum += ToFloat(dy[channels_last ? j * c + k : (j / hw * c + k) * hw + j % hw]);
+  }
+  sum = BlockSum(sum, shared);
+  if (threadIdx.x == 0) db[k] = FromFloat<D>(static_cast<float>(sum));
+}
+
+void BiasGradient(ExecutionContext& ctx, const Tensor& dy, Tensor& db) {
+  const int64_t n = dy.dim(0), c = dy.dim(1), hw = dy.dim(2) * dy.dim(3);
+  CHECK(db.numel() == c) << "conv bias gradient " << db.DebugString() << " for " << dy.DebugString();
+  if (c == 0) return;
+  DispatchFloat(dy.dtype(), "cuda::BiasGradient", [&](auto in) {
+    DispatchFloat(db.dtype(), "cuda::BiasGradient", [&](auto out) {
+      using S = decltype(in);
+      using D = decltype(out);
+      BiasGradientKernel<<<static_cast<unsigned>(c), kThreads, 0, StreamOf(ctx)>>>(
+          static_cast<const S*>(dy.raw_data()), n, c, hw, dy.channels_last(), static_cast<D*>(db.raw_data()));
+    });
+  });
+  DDP_CHECK_LAUNCH("BiasGradientKernel");
+}
+
+}  // namespace
+
+void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor* bias,
+                   Tensor& y) {
+  CheckWeightLayout(x, w, "Conv2dForward");  // before any CUDA call: a death test's forked child has none
+  const DType data = x.dtype();
+  const bool cl = x.channels_last();
+  const ConvOperands operands{&x.shape(), &w.shape(), &y.shape(), const_cast<void*>(x.raw_data()),
+                              const_cast<void*>(w.raw_data()), y.raw_data()};
+  if (!UseBackendApi(data) || !RunBackendConv(ctx, ConvKind::kForward, p, data, cl, operands)) {
+    LegacyForward(ctx, p, x, w, y);
+  }
+  if (bias != nullptr) {
+    // The bias is f32; cuDNN adds a bias of the output's type.
+    Tensor b = *bias;
+    if (data != DType::kF32) {
+      b = ctx.ScratchTensor(kBiasSlot, bias->shape(), data);
+      Check(CastF32To16(bias->data<float>(), 1.0f, static_cast<uint16_t*>(b.raw_data()), data == DType::kBF16,
+                        b.numel(), ctx.cuda_stream()),
+            "CastF32To16", __FILE__, __LINE__);
+    }
+    TensorDesc b_desc({1, w.dim(0), 1, 1}, data, cl), y_desc(y.shape(), data, cl);
+    CUDNN_CALL(cudnnAddTensor(CudnnHandle(ctx), &kOne, b_desc.get(), b.raw_data(), &kOne, y_desc.get(), y.raw_data()));
+  }
+}
+
+void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  CheckWeightLayout(dx, w, "Conv2dBackwardData");
+  const ConvOperands operands{&dx.shape(), &w.shape(), &dy.shape(), dx.raw_data(), const_cast<void*>(w.raw_data()),
+                              const_cast<void*>(dy.raw_data())};
+  if (!UseBackendApi(dx.dtype()) ||
+      !RunBackendConv(ctx, ConvKind::kBackwardData, p, dx.dtype(), dx.channels_last(), operands)) {
+    LegacyBackwardData(ctx, p, dy, w, dx);
+  }
+}
+
+void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
+                           Tensor* dbias) {
+  const DType data = x.dtype();
+  const bool cl = x.channels_last();
+  // cuDNN writes weight and bias gradients in the data's type and weight
+  // gradients in the data's layout: otherwise into staging buffers that are
+  // then widened (and, for channels-last data, rearranged from
+  // [K, R, S, C]) into the f32 [K, C, R, S] ones.
+  const bool widen = dw.dtype() != data || dw.format() != x.format();
+  Tensor dw_data = dw;
+  if (widen) {
+    dw_data = ctx.ScratchTensor(kWeightGradSlot, dw.shape(), data);
+    if (cl) dw_data = dw_data.View(0, dw.shape(), MemoryFormat::kChannelsLast);
+  }
+  const ConvOperands operands{&x.shape(), &dw_data.shape(), &dy.shape(), const_cast<void*>(x.raw_data()),
+                              dw_data.raw_data(), const_cast<void*>(dy.raw_data())};
+  if (!UseBackendApi(data) || !RunBackendConv(ctx, ConvKind::kBackwardFilter, p, data, cl, operands)) {
+    LegacyBackwardFilter(ctx, p, x, dy, dw_data);
+  }
   if (widen) {
     Check(ConvertLayout(data, dw_data.raw_data(), cl, dw.dtype(), dw.raw_data(), dw.channels_last(), dw.dim(0),
                         dw.dim(1), dw.dim(2) * dw.dim(3), ctx.cuda_stream()),
           "ConvertLayout", __FILE__, __LINE__);
   }
-  if (dbias != nullptr) {
-    const bool widen_bias = dbias->dtype() != data;  // decided per tensor: dw and dbias may differ
-    Tensor db_data = widen_bias ? ctx.ScratchTensor(kBiasSlot, dbias->shape(), data) : *dbias;
-    TensorDesc b_desc({1, dw.dim(0), 1, 1}, data, cl);
-    CUDNN_CALL(cudnnConvolutionBackwardBias(h, &kOne, s.y_desc.get(), dy.raw_data(), &kZero, b_desc.get(),
-                                            db_data.raw_data()));
-    if (widen_bias) widen_into(db_data, *dbias);
-  }
+  if (dbias != nullptr) BiasGradient(ctx, dy, *dbias);
 }
 
 }  // namespace ddp::cuda

@@ -1,15 +1,20 @@
-// Convolution on CUDA through cuDNN's legacy API (cudnnConvolution*):
-// deprecated in cuDNN 9 but
-// shipped and working there, and far smaller to drive than the backend
-// graph API without cudnn-frontend, which is neither packaged nor vendored.
-// The deprecation warnings are silenced for cudnn_ops.cu alone.
+// Convolution on CUDA through cuDNN. 16-bit data goes through the backend
+// (graph) API (cudnn_graph.h): on Hopper the legacy API offers bf16
+// channels-last backward passes only generic kernels, 15x slower than f32.
+// f32 data, and 16-bit data under DDP_CUDNN_API=legacy, go through the
+// legacy API (cudnnConvolution*), deprecated in cuDNN 9 but shipped and
+// working there; its deprecation warnings are silenced for this library
+// alone.
 //
-// Convolution algorithms are chosen once per shape and cached: by timing
-// (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark) by default,
-// or, with ctx.deterministic(), by cuDNN's heuristics among deterministic
-// algorithms only, so every run picks the same. fp32 uses CUDNN_FMA_MATH
-// (no TF32); ctx.allow_tf32() lets cuDNN use TF32 tensor cores.
-// Workspaces come from the context's scratch memory (the caching allocator).
+// Legacy convolution algorithms are chosen once per shape and cached: by
+// timing (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark) by
+// default, or, with ctx.deterministic(), by cuDNN's heuristics among
+// deterministic algorithms only, so every run picks the same. fp32 uses
+// CUDNN_FMA_MATH (no TF32); ctx.allow_tf32() lets cuDNN use TF32 tensor
+// cores. Bias gradients are this runtime's own deterministic reduction
+// (cuDNN's refuses 16-bit data on Hopper). Workspaces come from the
+// context's scratch memory (the caching allocator), within WorkspaceLimit
+// (cudnn_util.h).
 #pragma once
 
 #include "runtime/execution_context.h"

@@ -1,0 +1,33 @@
+// What cudnn_ops.cu (the legacy API) and cudnn_graph.cu (the backend API)
+// share: checked calls, the per-thread handle, types, and the workspace
+// bound.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstddef>
+
+#include "runtime/dtype.h"
+#include "runtime/execution_context.h"
+
+namespace ddp::cuda {
+
+// A failed cuDNN call is fatal, naming the call and its place.
+void CheckCudnn(cudnnStatus_t status, const char* call, const char* file, int line);
+#define CUDNN_CALL(call) ::ddp::cuda::CheckCudnn((call), #call, __FILE__, __LINE__)
+
+// One handle per thread and device, pointed at the context's stream.
+cudnnHandle_t CudnnHandle(const ExecutionContext& ctx);
+
+// f32, bf16 or f16; anything else is fatal.
+cudnnDataType_t CudnnType(DType dtype);
+
+// The scratch slot of library workspaces (ops own those below 8).
+constexpr int kCudnnWorkspaceSlot = 7;
+
+// The most workspace a convolution algorithm may take: 1 GiB, within a
+// quarter of what the device has free, or of what --device-memory-limit
+// leaves.
+size_t WorkspaceLimit(const ExecutionContext& ctx);
+
+}  // namespace ddp::cuda
