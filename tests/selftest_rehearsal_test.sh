@@ -20,13 +20,14 @@ bash tools/gpu/bundle/pack.sh "$tmp/bundle" launch/ddp_train tests/gpu_tests too
 # wrapper, would load the bundled glibc and fail where the host's is newer),
 # and every plugin Open MPI, PMIx and hwloc load is the bundle's (a host's
 # are other versions, built for another glibc). LD_DEBUG=files names each
-# library loaded at run time.
+# library loaded at run time, in a file per process (LD_DEBUG_OUTPUT: on
+# the shared stderr the ranks' lines interleave).
 "$tmp/bundle/bin/mpirun" -np 1 /usr/bin/env > "$tmp/env.txt" 2>&1 || { cat "$tmp/env.txt"; fail "mpirun -np 1 env"; }
 if grep "^LD_LIBRARY_PATH=.*$tmp/bundle" "$tmp/env.txt"; then fail "the bundle's mpirun puts the bundle on LD_LIBRARY_PATH"; fi
-LD_DEBUG=files "$tmp/bundle/bin/mpirun" -np 2 "$tmp/bundle/bin/ddp_train" --device cpu --threads 1 --model resnet18 \
+LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/lddebug" "$tmp/bundle/bin/mpirun" -np 2 "$tmp/bundle/bin/ddp_train" --device cpu --threads 1 --model resnet18 \
   --image-size 32 --num-classes 10 --batch-size 2 --steps 1 > "$tmp/plugins.log" 2>&1 ||
   { tail -n 30 "$tmp/plugins.log"; fail "2 ranks under the bundle's mpirun"; }
-plugins=$(grep "dynamically loaded by" "$tmp/plugins.log" | grep -o "file=/[^ ]*" | sort -u)
+plugins=$(cat "$tmp"/lddebug.* | grep "dynamically loaded by" | grep -o "file=/[^ ]*" | sort -u)
 [ "$(grep -c "/pmix_mca_\|/mca_" <<< "$plugins")" -gt 0 ] || fail "LD_DEBUG=files showed no plugin loaded"
 outside=$(grep -v "file=$tmp/bundle/" <<< "$plugins" | grep -v "libcuda\.so" || true)
 [ -z "$outside" ] || fail "plugins loaded from outside the bundle: $(tr '\n' ' ' <<< "$outside")"

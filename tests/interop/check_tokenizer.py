@@ -40,6 +40,21 @@ LINES = [
 ]
 
 
+def basic_words(line):
+    """BERT's basic (pre-WordPiece) split of `line`, uncased: transformers'
+    BasicTokenizer where it still exists (before 5.0), else the same
+    normalizer and pre-tokenizer from the tokenizers library, which
+    transformers 5's BertTokenizer runs on."""
+    try:
+        from transformers.models.bert.tokenization_bert import BasicTokenizer
+        return BasicTokenizer(do_lower_case=True).tokenize(line)
+    except ImportError:
+        from tokenizers.normalizers import BertNormalizer
+        from tokenizers.pre_tokenizers import BertPreTokenizer
+        text = BertNormalizer(lowercase=True).normalize_str(line)
+        return [w for w, _ in BertPreTokenizer().pre_tokenize_str(text)]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tokenize-text", required=True)
@@ -47,15 +62,13 @@ def main():
     args = p.parse_args()
     try:
         from transformers import BertTokenizer
-        from transformers.models.bert.tokenization_bert import BasicTokenizer
     except Exception as e:  # not installed, or broken
         print(f"check_tokenizer: transformers cannot be imported ({e}); skipped")
         return 3
     os.makedirs(args.out, exist_ok=True)
-    basic = BasicTokenizer(do_lower_case=True)
     words = []
     for line in LINES:
-        for w in basic.tokenize(line):
+        for w in basic_words(line):
             if w not in words:
                 words.append(w)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
