@@ -10,8 +10,8 @@ set -u
 bin=launch/ddp_train
 source tests/lib.sh
 
-tools/make_image_dataset --out "$tmp/data.safetensors" --samples 48 --image-size 32 --num-classes 10 || exit 1
-common=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --batch-size 4
+resnet18_data 48
+common=("${resnet18_flags[@]}" --batch-size 4
         --threads 1 --seed 7 --zero-stage 1 --optimizer sgd --lr 0.02 --momentum 0.9 --log-every 0)
 run() {  # run NAME ARGS...
   local name="$1"; shift

@@ -62,8 +62,8 @@ wait_job() {
   echo "still ${state:-unknown} after $2 s"
 }
 
-tools/make_image_dataset --out "$tmp/data.safetensors" --samples 64 --image-size 32 --num-classes 10 >/dev/null || exit 1
-train=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --batch-size 4
+resnet18_data 64
+train=("${resnet18_flags[@]}" --batch-size 4
        --threads 1 --lr 0.02 --log-every 1)
 job=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/jobs" --ddp-train "$PWD/$bin" --submit \
       -- "${train[@]}" --steps 3) || fail "submission"

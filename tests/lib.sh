@@ -3,6 +3,7 @@
 #   tmp       a scratch folder: Bazel's TEST_TMPDIR, or a new one outside Bazel
 #   fail MSG  prints "FAIL: MSG" and counts a failure; the test goes on
 #   finish    the verdict and the exit status (below)
+#   resnet18_data N   N test images and the flags that train ResNet-18 on them
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -19,4 +20,13 @@ finish() {
   [ "$failures" -eq 0 ] && echo "$1: all passed" && exit 0
   echo "$1: $failures failure(s)"
   exit 1
+}
+
+# resnet18_data N: N images (32x32, 10 classes) in $tmp/data.safetensors
+# (tools/make_image_dataset in the sh_test's data), and resnet18_flags, the
+# flags that train ResNet-18 on them.
+resnet18_data() {
+  tools/make_image_dataset --out "$tmp/data.safetensors" --samples "$1" --image-size 32 --num-classes 10 \
+    > /dev/null || { echo "FAIL: tools/make_image_dataset"; exit 1; }
+  resnet18_flags=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors")
 }

@@ -18,8 +18,8 @@ source tests/lib.sh
 slurm_suite=SlurmLaunch slurm_case=SrunMatchesMpirun
 . tests/slurm_cluster.sh
 
-tools/make_image_dataset --out "$tmp/data.safetensors" --samples 32 --image-size 32 --num-classes 10 || exit 1
-common=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --steps 2
+resnet18_data 32
+common=("${resnet18_flags[@]}" --steps 2
         --batch-size 4 --lr 0.02 --momentum 0.9 --seed 5)
 # No --threads: each rank takes the node's cores divided by its local ranks,
 # which the shared-memory split must count under srun as under mpirun.

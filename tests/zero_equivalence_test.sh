@@ -12,8 +12,8 @@ np="$1"
 bin=launch/ddp_train
 source tests/lib.sh
 
-tools/make_image_dataset --out "$tmp/data.safetensors" --samples 96 --image-size 32 --num-classes 10 || exit 1
-common=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --steps 2
+resnet18_data 96
+common=("${resnet18_flags[@]}" --steps 2
         --batch-size 4 --zero-init-residual --threads 1 --seed 7 --bucket-mb 4 --first-bucket-mb 0.3)
 
 run() {  # run NAME ARGS...: mpirun ddp_train, metrics and weights under NAME

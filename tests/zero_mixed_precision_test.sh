@@ -13,8 +13,8 @@ set -u
 bin=launch/ddp_train
 source tests/lib.sh
 
-tools/make_image_dataset --out "$tmp/data.safetensors" --samples 48 --image-size 32 --num-classes 10 || exit 1
-common=(--model resnet18 --image-size 32 --num-classes 10 --data "tensors:$tmp/data.safetensors" --steps 3
+resnet18_data 48
+common=("${resnet18_flags[@]}" --steps 3
         --batch-size 4 --zero-init-residual --threads 1 --seed 7 --bucket-mb 4 --first-bucket-mb 0.3 --precision bf16
         --optimizer sgd --lr 0.02 --momentum 0.9 --eval-data "tensors:$tmp/data.safetensors" --eval-every 1)
 run() {  # run NAME ARGS...
