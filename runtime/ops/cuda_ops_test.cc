@@ -551,7 +551,9 @@ TEST_F(CudaOpsTest, AttentionMatchesCpu) {
     AttentionForward(cpu_, q, k, v, samples, &key_mask, p, key, 6, context, &saved);
     AttentionForward(gpu, OnGpu(q), OnGpu(k), OnGpu(v), samples, &gmask, p, key, 6, gcontext, &gsaved);
     EXPECT_TRUE(Near(gcontext, context, 1e-5)) << "forward";
-    if (p > 0.0f) EXPECT_TRUE(BitwiseEqual(gsaved.keep, saved.keep)) << "the same dropout mask";
+    if (p > 0.0f) {
+      EXPECT_TRUE(BitwiseEqual(gsaved.keep, saved.keep)) << "the same dropout mask";
+    }
     const Tensor dcontext = Random(shape, rng);
     Tensor dq = Tensor::Empty(shape, DType::kF32), dk = Tensor::Empty(shape, DType::kF32),
            dv = Tensor::Empty(shape, DType::kF32);

@@ -86,59 +86,47 @@ constexpr int kBiasSlot = 6;
 
 cudnnTensorFormat_t CudnnFormat(bool channels_last) { return channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
 
-// NCHW or NHWC (an NC tensor is N x C x 1 x 1), f32 or 16-bit.
-class TensorDesc {
+// A legacy descriptor, created and destroyed with its owner.
+template <typename T, cudnnStatus_t (*kCreate)(T*), cudnnStatus_t (*kDestroy)(T)>
+class Owned {
  public:
+  Owned() { CUDNN_CALL(kCreate(&desc_)); }
+  ~Owned() { CUDNN_CALL(kDestroy(desc_)); }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  T get() const { return desc_; }
+
+ private:
+  T desc_ = nullptr;
+};
+
+// NCHW or NHWC (an NC tensor is N x C x 1 x 1), f32 or 16-bit.
+struct TensorDesc : Owned<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor> {
   explicit TensorDesc(const Shape& s, DType dtype = DType::kF32, bool channels_last = false) {
-    CUDNN_CALL(cudnnCreateTensorDescriptor(&desc_));
     const int64_t h = s.size() > 2 ? s[2] : 1, w = s.size() > 3 ? s[3] : 1;
-    CUDNN_CALL(cudnnSetTensor4dDescriptor(desc_, CudnnFormat(channels_last), CudnnType(dtype), Dim(s[0]), Dim(s[1]),
+    CUDNN_CALL(cudnnSetTensor4dDescriptor(get(), CudnnFormat(channels_last), CudnnType(dtype), Dim(s[0]), Dim(s[1]),
                                           Dim(h), Dim(w)));
   }
-  ~TensorDesc() { CUDNN_CALL(cudnnDestroyTensorDescriptor(desc_)); }
-  TensorDesc(const TensorDesc&) = delete;
-  TensorDesc& operator=(const TensorDesc&) = delete;
-  cudnnTensorDescriptor_t get() const { return desc_; }
-
- private:
-  cudnnTensorDescriptor_t desc_ = nullptr;
 };
 
-class FilterDesc {
- public:
-  // [K, C, R, S], or channels-last [K, R, S, C] (what NHWC data needs).
+// [K, C, R, S], or channels-last [K, R, S, C] (what NHWC data needs).
+struct FilterDesc : Owned<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor> {
   FilterDesc(const Shape& w, DType dtype, bool channels_last) {
-    CUDNN_CALL(cudnnCreateFilterDescriptor(&desc_));
-    CUDNN_CALL(cudnnSetFilter4dDescriptor(desc_, CudnnType(dtype), CudnnFormat(channels_last), Dim(w[0]), Dim(w[1]),
+    CUDNN_CALL(cudnnSetFilter4dDescriptor(get(), CudnnType(dtype), CudnnFormat(channels_last), Dim(w[0]), Dim(w[1]),
                                           Dim(w[2]), Dim(w[3])));
   }
-  ~FilterDesc() { CUDNN_CALL(cudnnDestroyFilterDescriptor(desc_)); }
-  FilterDesc(const FilterDesc&) = delete;
-  FilterDesc& operator=(const FilterDesc&) = delete;
-  cudnnFilterDescriptor_t get() const { return desc_; }
-
- private:
-  cudnnFilterDescriptor_t desc_ = nullptr;
 };
 
-class ConvDesc {
- public:
+struct ConvDesc
+    : Owned<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor> {
   ConvDesc(const Conv2dParams& p, cudnnMathType_t math) {
-    CUDNN_CALL(cudnnCreateConvolutionDescriptor(&desc_));
-    CUDNN_CALL(cudnnSetConvolution2dDescriptor(desc_, Dim(p.pad_h), Dim(p.pad_w), Dim(p.stride_h), Dim(p.stride_w),
+    CUDNN_CALL(cudnnSetConvolution2dDescriptor(get(), Dim(p.pad_h), Dim(p.pad_w), Dim(p.stride_h), Dim(p.stride_w),
                                                Dim(p.dilation_h), Dim(p.dilation_w), CUDNN_CROSS_CORRELATION,
                                                CUDNN_DATA_FLOAT));  // f32 accumulation, 16-bit data too
-    CUDNN_CALL(cudnnSetConvolutionGroupCount(desc_, Dim(p.groups)));
+    CUDNN_CALL(cudnnSetConvolutionGroupCount(get(), Dim(p.groups)));
     SetMath(math);
   }
-  ~ConvDesc() { CUDNN_CALL(cudnnDestroyConvolutionDescriptor(desc_)); }
-  ConvDesc(const ConvDesc&) = delete;
-  ConvDesc& operator=(const ConvDesc&) = delete;
-  void SetMath(cudnnMathType_t math) { CUDNN_CALL(cudnnSetConvolutionMathType(desc_, math)); }
-  cudnnConvolutionDescriptor_t get() const { return desc_; }
-
- private:
-  cudnnConvolutionDescriptor_t desc_ = nullptr;
+  void SetMath(cudnnMathType_t math) { CUDNN_CALL(cudnnSetConvolutionMathType(get(), math)); }
 };
 
 // Tensor cores: always for 16-bit data (mixed precision), for f32 data only
