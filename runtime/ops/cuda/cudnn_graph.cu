@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -142,7 +143,8 @@ bool Avoided(const Desc& config, bool deterministic) {
   return false;
 }
 
-void Execute(cudnnHandle_t handle, const Desc& plan, const ConvOperands& o, void* workspace) {
+// Runs `plan` on the operands; its status, for the caller to judge.
+cudnnStatus_t Execute(cudnnHandle_t handle, const Desc& plan, const ConvOperands& o, void* workspace) {
   const int64_t uids[3] = {kX, kW, kY};
   void* pointers[3] = {o.x, o.w, o.y};
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
@@ -150,25 +152,28 @@ void Execute(cudnnHandle_t handle, const Desc& plan, const ConvOperands& o, void
       .Set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers)
       .Set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace)
       .Finalize();
-  CUDNN_CALL(cudnnBackendExecute(handle, plan.get(), pack.get()));
+  return cudnnBackendExecute(handle, plan.get(), pack.get());
 }
 
-// Milliseconds for two runs of `plan` after one to warm it up.
+// Milliseconds for two runs of `plan` after one to warm it up; infinite for
+// a plan that finalized but fails to run (skipped, as cudnnFind reports
+// such an algorithm's status).
 float Time(ExecutionContext& ctx, cudnnHandle_t handle, const Desc& plan, const ConvOperands& o, void* workspace) {
   cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream());
+  if (Execute(handle, plan, o, workspace) != CUDNN_STATUS_SUCCESS) return std::numeric_limits<float>::infinity();
   cudaEvent_t start = nullptr, stop = nullptr;
   DDP_CUDA_CHECK(cudaEventCreate(&start));
   DDP_CUDA_CHECK(cudaEventCreate(&stop));
-  Execute(handle, plan, o, workspace);
   DDP_CUDA_CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < 2; ++i) Execute(handle, plan, o, workspace);
+  bool ran = true;
+  for (int i = 0; i < 2 && ran; ++i) ran = Execute(handle, plan, o, workspace) == CUDNN_STATUS_SUCCESS;
   DDP_CUDA_CHECK(cudaEventRecord(stop, stream));
   DDP_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0.0f;
   DDP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   DDP_CUDA_CHECK(cudaEventDestroy(start));
   DDP_CUDA_CHECK(cudaEventDestroy(stop));
-  return ms;
+  return ran ? ms : std::numeric_limits<float>::infinity();
 }
 
 // Builds the graph of one convolution and picks its plan (see the header).
@@ -227,11 +232,12 @@ Entry Build(ExecutionContext& ctx, ConvKind kind, const Conv2dParams& p, DType d
     int64_t most = 0;
     for (const auto& plan : plans) most = std::max(most, plan.second);
     Tensor workspace = Tensor::Empty({std::max<int64_t>(most, 1)}, DType::kU8, ctx.device());
-    float fastest = 0.0f;
+    float fastest = std::numeric_limits<float>::infinity();
     for (size_t i = 0; i < plans.size(); ++i) {
       const float ms = Time(ctx, handle, *plans[i].first, o, workspace.raw_data());
-      if (i == 0 || ms < fastest) fastest = ms, best = i;
+      if (ms < fastest) fastest = ms, best = i;
     }
+    if (fastest == std::numeric_limits<float>::infinity()) return entry;  // none runs: the legacy API
   }
   entry.plan = plans[best].first;
   entry.workspace = plans[best].second;
@@ -286,7 +292,7 @@ bool RunBackendConv(ExecutionContext& ctx, ConvKind kind, const Conv2dParams& p,
     holder = ctx.Scratch(kCudnnWorkspaceSlot, entry.workspace);
     workspace = holder.raw_data();
   }
-  Execute(CudnnHandle(ctx), *entry.plan, operands, workspace);
+  CUDNN_CALL(Execute(CudnnHandle(ctx), *entry.plan, operands, workspace));
   return true;
 }
 

@@ -58,14 +58,8 @@ cudnnDataType_t CudnnType(DType dtype) {
 
 size_t WorkspaceLimit(const ExecutionContext& ctx) {
   constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
-  size_t free_bytes = 0, total = 0;
-  DDP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  const Allocator* allocator = GetAllocator(ctx.device());
-  if (allocator->limit_bytes() > 0) {
-    const int64_t left = std::max<int64_t>(0, allocator->limit_bytes() - allocator->bytes_in_use());
-    free_bytes = std::min(free_bytes, static_cast<size_t>(left));
-  }
-  return std::min(kMaxWorkspaceBytes, free_bytes / 4);
+  const int64_t cap = GetAllocator(ctx.device())->limit_bytes();
+  return cap > 0 ? std::min(kMaxWorkspaceBytes, static_cast<size_t>(cap) / 8) : kMaxWorkspaceBytes;
 }
 
 namespace {
@@ -186,10 +180,14 @@ bool PickFrom(const ExecutionContext& ctx, bool tensor_cores, size_t workspace_l
 }
 
 // Workspace for timing the candidates: as much as any algorithm may use
-// (WorkspaceLimit). A tensor of its own, freed (back to the pool, for
-// activations) once the search is over.
+// (WorkspaceLimit), within a quarter of what the device has free. A tensor
+// of its own, freed (back to the pool, for activations) once the search is
+// over. (Candidates wanting more are reported failed by the search.)
 Tensor FindWorkspace(ExecutionContext& ctx) {
-  return Tensor::Empty({static_cast<int64_t>(WorkspaceLimit(ctx))}, DType::kU8, ctx.device());
+  size_t free_bytes = 0, total = 0;
+  DDP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  const size_t bytes = std::min(WorkspaceLimit(ctx), free_bytes / 4);
+  return Tensor::Empty({static_cast<int64_t>(bytes)}, DType::kU8, ctx.device());
 }
 
 // Chooses (once per shape) and caches the algorithm of one convolution
@@ -367,9 +365,10 @@ void LegacyBackwardFilter(ExecutionContext& ctx, const Conv2dParams& p, const Te
 }
 
 // The bias gradient: db[k] = the sum of dy over every position of channel k,
-// in f64, in a fixed order (a block per channel): cuDNN's
-// cudnnConvolutionBackwardBias refuses 16-bit data on Hopper
-// (CUDNN_STATUS_NOT_SUPPORTED).
+// in f64, in a fixed order (a block per channel). cuDNN's
+// cudnnConvolutionBackwardBias returned CUDNN_STATUS_NOT_SUPPORTED on an
+// H200 for a 16-bit case (the layout of its bias descriptor may have been
+// the cause); this one takes any layout and type.
 template <typename S, typename D>
 __global__ void BiasGradientKernel(const S* dy, int64_t n, int64_t c, int64_t hw, bool channels_last, D* db) {
   __shared__ double shared[kThreads];

@@ -25,9 +25,10 @@ cudnnDataType_t CudnnType(DType dtype);
 // The scratch slot of library workspaces (ops own those below 8).
 constexpr int kCudnnWorkspaceSlot = 7;
 
-// The most workspace a convolution algorithm may take: 1 GiB, within a
-// quarter of what the device has free, or of what --device-memory-limit
-// leaves.
+// The most workspace a convolution algorithm may take: 1 GiB, or an eighth
+// of --device-memory-limit where that is less. A function of the flags
+// only, not of the memory free when a shape is first met, so every run
+// (and every rank) chooses among the same algorithms.
 size_t WorkspaceLimit(const ExecutionContext& ctx);
 
 }  // namespace ddp::cuda
