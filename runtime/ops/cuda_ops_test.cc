@@ -399,6 +399,14 @@ TEST_F(CudaOpsTest, LinearAndGemmMatchCpu) {
         Gemm(cpu_, ta, tb, 0.5f, a, b, 2.0f, c);
         Gemm(gpu, ta, tb, 0.5f, OnGpu(a), OnGpu(b), 2.0f, gc);
         EXPECT_TRUE(Near(gc, c, tolerance));
+        // A strided batch in one cuBLASLt call against the CPU's matrix by matrix.
+        const int64_t batch = 3;
+        Tensor ba = Random(ta ? Shape{batch, k, m} : Shape{batch, m, k}, rng);
+        Tensor bb = Random(tb ? Shape{batch, n, k} : Shape{batch, k, n}, rng);
+        Tensor bc = Random({batch, m, n}, rng), gbc = OnGpu(bc);
+        BatchedGemm(cpu_, ta, tb, 0.5f, ba, bb, 2.0f, bc);
+        BatchedGemm(gpu, ta, tb, 0.5f, OnGpu(ba), OnGpu(bb), 2.0f, gbc);
+        EXPECT_TRUE(Near(gbc, bc, tolerance)) << "batched";
       }
     }
   }

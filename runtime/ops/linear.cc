@@ -87,16 +87,15 @@ void BatchedGemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, floa
       << (transpose_b ? "^T" : "") << ", C " << c.DebugString();
   CheckOnDevice(ctx, "BatchedGemm", {&a, &b, &c});
   const int64_t a_stride = a.dim(1) * a.dim(2), b_stride = b.dim(1) * b.dim(2), c_stride = m * n;
+  if (ctx.device().is_cuda()) {  // one strided-batched call for every matrix
+    const cuda::GemmBatch batch{a.dim(0), a_stride, b_stride, c_stride};
+    return DDP_ON_CUDA("BatchedGemm", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(),
+                                                 a.dim(2), b.data<float>(), b.dim(2), beta, c.data<float>(), n,
+                                                 nullptr, DType::kF32, DType::kF32, batch));
+  }
   for (int64_t i = 0; i < a.dim(0); ++i) {
-    const float* ai = a.data<float>() + i * a_stride;
-    const float* bi = b.data<float>() + i * b_stride;
-    float* ci = c.data<float>() + i * c_stride;
-    if (ctx.device().is_cuda()) {
-      DDP_ON_CUDA("BatchedGemm", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, alpha, ai, a.dim(2), bi,
-                                            b.dim(2), beta, ci, n, nullptr));
-    } else {
-      cpu::Gemm(transpose_a, transpose_b, m, n, k, alpha, ai, a.dim(2), bi, b.dim(2), beta, ci, n);
-    }
+    cpu::Gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>() + i * a_stride, a.dim(2),
+              b.data<float>() + i * b_stride, b.dim(2), beta, c.data<float>() + i * c_stride, n);
   }
 }
 

@@ -22,7 +22,8 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha
 
 // The same for each matrix of 3-D f32 tensors, over their leading batch
 // dimension: c[i] = alpha * op(a[i]) * op(b[i]) + beta * c[i]. Attention's
-// Q K^T and P V, and their gradients.
+// Q K^T and P V, and their gradients. On a GPU, one strided-batched
+// cuBLASLt call for all of them.
 void BatchedGemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha, const Tensor& a,
                  const Tensor& b, float beta, Tensor& c);
 

@@ -2,7 +2,9 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -167,10 +169,44 @@ __global__ void SumRowsKernel(const float* m, int64_t rows, int64_t cols, float*
 
 }  // namespace
 
+namespace {
+
+// A strided batch on a layout: `count` matrices, each `stride` elements after
+// the one before.
+void SetBatch(cublasLtMatrixLayout_t layout, int64_t count, int64_t stride) {
+  if (count == 1) return;
+  const int32_t count32 = static_cast<int32_t>(count);
+  CUBLAS_CALL(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count32, sizeof(count32)));
+  CUBLAS_CALL(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+}
+
+// The alignment every matrix of a batch keeps: its first one's, and that of
+// the step between them.
+uint32_t BatchAlignment(const void* first, int64_t count, int64_t stride, DType dtype) {
+  uint32_t alignment = AddressAlignment(first);
+  if (count > 1) {
+    alignment = std::min(alignment, AddressAlignment(reinterpret_cast<const void*>(
+                                        static_cast<uintptr_t>(stride) * DTypeSize(dtype))));
+  }
+  return alignment;
+}
+
+// The bias epilogue wants an aligned vector: a misaligned one (a view into
+// the flat parameter buffer) is copied into scratch memory first.
+const float* AlignedBias(ExecutionContext& ctx, const float* bias, int64_t n, Tensor* holder) {
+  if (bias == nullptr || AddressAlignment(bias) >= 16) return bias;
+  *holder = ctx.Scratch(kBiasSlot, n * static_cast<int64_t>(sizeof(float)));
+  DDP_CUDA_CHECK(cudaMemcpyAsync(holder->raw_data(), bias, n * sizeof(float), cudaMemcpyDeviceToDevice, StreamOf(ctx)));
+  return static_cast<const float*>(holder->raw_data());
+}
+
+}  // namespace
+
 void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
           const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
-          const float* bias, DType ab, DType cd) {
-  if (m == 0 || n == 0) return;
+          const float* bias, DType ab, DType cd, const GemmBatch& batch) {
+  if (m == 0 || n == 0 || batch.count == 0) return;
   if (cd != DType::kF32 && cd != ab) {  // f32 x f32 -> f32, 16 x 16 -> f32 or the same 16
     std::fprintf(stderr, "cuBLASLt GEMM: %s operands with a %s result\n", DTypeName(ab), DTypeName(cd));
     std::abort();
@@ -180,20 +216,15 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
     std::abort();
   }
   if (k == 0) {  // no products: C = beta * C (+ bias), without cuBLASLt (ld >= 1 rules)
-    ScaleAddBiasKernel<<<BlocksFor(m * n), kThreads, 0, StreamOf(ctx)>>>(static_cast<float*>(c), m, n, ldc, beta,
-                                                                         bias);
-    DDP_CHECK_LAUNCH("ScaleAddBiasKernel");
+    for (int64_t i = 0; i < batch.count; ++i) {
+      ScaleAddBiasKernel<<<BlocksFor(m * n), kThreads, 0, StreamOf(ctx)>>>(static_cast<float*>(c) + i * batch.stride_c,
+                                                                           m, n, ldc, beta, bias);
+      DDP_CHECK_LAUNCH("ScaleAddBiasKernel");
+    }
     return;
   }
-  // The bias epilogue wants an aligned vector: a misaligned one (a view into
-  // the flat parameter buffer) is copied into scratch memory first.
   Tensor aligned_bias;
-  if (bias != nullptr && AddressAlignment(bias) < 16) {
-    aligned_bias = ctx.Scratch(kBiasSlot, n * static_cast<int64_t>(sizeof(float)));
-    DDP_CUDA_CHECK(cudaMemcpyAsync(aligned_bias.raw_data(), bias, n * sizeof(float), cudaMemcpyDeviceToDevice,
-                                   StreamOf(ctx)));
-    bias = static_cast<const float*>(aligned_bias.raw_data());
-  }
+  bias = AlignedBias(ctx, bias, n, &aligned_bias);
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt
   // multiplies B's storage (as its "A") by A's storage (as its "B").
   const cublasOperation_t op_first = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -208,7 +239,7 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
   CUBLAS_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
   if (bias != nullptr) {
     // The bias has one value per row of the column-major result: per column
-    // of the row-major C.
+    // of the row-major C (the same bias for every matrix of a batch).
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     CUBLAS_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     CUBLAS_CALL(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -217,14 +248,20 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
   CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.a, CudaType(ab), transpose_b ? k : n, transpose_b ? n : k, ldb));
   CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.b, CudaType(ab), transpose_a ? m : k, transpose_a ? k : m, lda));
   CUBLAS_CALL(cublasLtMatrixLayoutCreate(&d.d, CudaType(cd), n, m, ldc));
+  SetBatch(d.a, batch.count, batch.stride_b);
+  SetBatch(d.b, batch.count, batch.stride_a);
+  SetBatch(d.d, batch.count, batch.stride_c);
 
   // cuBLAS's A is our B.
-  const uint32_t align_a = AddressAlignment(b), align_b = AddressAlignment(a), align_c = AddressAlignment(c);
+  const uint32_t align_a = BatchAlignment(b, batch.count, batch.stride_b, ab);
+  const uint32_t align_b = BatchAlignment(a, batch.count, batch.stride_a, ab);
+  const uint32_t align_c = BatchAlignment(c, batch.count, batch.stride_c, cd);
   std::ostringstream key_text;
   key_text << ctx.device().index << ':' << transpose_a << transpose_b << ':' << m << ',' << n << ',' << k << ',' << lda
            << ',' << ldb << ',' << ldc << ':' << (bias != nullptr) << (beta != 0.0f) << ctx.allow_tf32()
            << ctx.deterministic() << ':' << align_a << ',' << align_b << ',' << align_c << ','
-           << (bias ? AddressAlignment(bias) : 0) << ':' << DTypeName(ab) << DTypeName(cd);
+           << (bias ? AddressAlignment(bias) : 0) << ':' << DTypeName(ab) << DTypeName(cd) << ':' << batch.count << ','
+           << batch.stride_a << ',' << batch.stride_b << ',' << batch.stride_c;
   const std::string key = key_text.str();
   Choice choice;
   {
@@ -235,9 +272,9 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
   if (!choice.found) {
     choice = ChooseAlgo(d, {align_a, align_b, align_c, align_c}, ctx.deterministic());
     if (!choice.found) {
-      std::fprintf(stderr, "cuBLASLt has no algorithm for a %lldx%lldx%lld %s GEMM%s\n", static_cast<long long>(m),
-                   static_cast<long long>(n), static_cast<long long>(k), DTypeName(ab),
-                   ctx.deterministic() ? " without split-K (--deterministic)" : "");
+      std::fprintf(stderr, "cuBLASLt has no algorithm for a %lldx%lldx%lld %s GEMM (batch %lld)%s\n",
+                   static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), DTypeName(ab),
+                   static_cast<long long>(batch.count), ctx.deterministic() ? " without split-K (--deterministic)" : "");
       std::abort();
     }
     std::lock_guard<std::mutex> lock(g_mu);

@@ -10,14 +10,22 @@
 
 namespace ddp::cuda {
 
+// `count` products of one shape in one call (a strided batch): the i-th
+// reads A at a + i * stride_a, B at b + i * stride_b and writes C at
+// c + i * stride_c (strides in elements).
+struct GemmBatch {
+  int64_t count = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
 // C[M, N] = alpha * op(A) * op(B) + beta * C (+ bias[N] on every row, when
-// `bias` is not null). Leading dimensions are the row lengths as stored.
-// A and B are of type `ab` (f32; or bf16 or f16 for mixed precision, on
-// tensor cores with f32 accumulation), C of type `cd` (f32, or `ab` when
-// 16-bit); alpha, beta and the bias are f32.
+// `bias` is not null), for each product of `batch`. Leading dimensions are
+// the row lengths as stored. A and B are of type `ab` (f32; or bf16 or f16
+// for mixed precision, on tensor cores with f32 accumulation), C of type
+// `cd` (f32, or `ab` when 16-bit); alpha, beta and the bias are f32.
 void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
           const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
-          const float* bias, DType ab = DType::kF32, DType cd = DType::kF32);
+          const float* bias, DType ab = DType::kF32, DType cd = DType::kF32, const GemmBatch& batch = {});
 // out[cols] = the sum over rows of m[rows, cols] (the bias gradient), in a
 // fixed order.
 void SumRows(ExecutionContext& ctx, const float* m, int64_t rows, int64_t cols, float* out);
