@@ -93,10 +93,8 @@ void BatchedGemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, floa
                                                  a.dim(2), b.data<float>(), b.dim(2), beta, c.data<float>(), n,
                                                  nullptr, DType::kF32, DType::kF32, batch));
   }
-  for (int64_t i = 0; i < a.dim(0); ++i) {
-    cpu::Gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>() + i * a_stride, a.dim(2),
-              b.data<float>() + i * b_stride, b.dim(2), beta, c.data<float>() + i * c_stride, n);
-  }
+  cpu::BatchedGemm(transpose_a, transpose_b, a.dim(0), m, n, k, alpha, a.data<float>(), b.data<float>(), beta,
+                   c.data<float>());
 }
 
 void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {

@@ -22,8 +22,9 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha
 
 // The same for each matrix of 3-D f32 tensors, over their leading batch
 // dimension: c[i] = alpha * op(a[i]) * op(b[i]) + beta * c[i]. Attention's
-// Q K^T and P V, and their gradients. On a GPU, one strided-batched
-// cuBLASLt call for all of them.
+// Q K^T and P V, and their gradients. One call for all of them: a
+// strided-batched cuBLASLt matmul on a GPU, a oneDNN matmul with a batch
+// dimension on the CPU.
 void BatchedGemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha, const Tensor& a,
                  const Tensor& b, float beta, Tensor& c);
 

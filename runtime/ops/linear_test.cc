@@ -1,5 +1,7 @@
 #include "runtime/ops/linear.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "runtime/testing/op_testing.h"
@@ -106,6 +108,28 @@ TEST(BatchedGemmTest, EachMatrixAgainstFloat64) {
       EXPECT_TRUE(testing::AllClose(ToDoubles(c), expected, 1e-5, 1e-6));
     }
   }
+}
+
+// beta = 0 writes C without reading it (a NaN there stays out), and alpha =
+// 1 takes no scale: attention's forward products.
+TEST(BatchedGemmTest, BetaZeroIgnoresTheOldC) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(37);
+  const int64_t batch = 2, m = 3, n = 2, k = 4;
+  const Vec a = RandomValues(batch * m * k, rng), b = RandomValues(batch * k * n, rng);
+  Tensor c = ToF32Tensor(Vec(batch * m * n, std::nan("")), {batch, m, n});
+  BatchedGemm(ctx, false, false, 1.0f, ToF32Tensor(a, {batch, m, k}), ToF32Tensor(b, {batch, k, n}), 0.0f, c);
+  Vec expected(batch * m * n, 0.0);
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t col = 0; col < n; ++col) {
+        for (int64_t x = 0; x < k; ++x) {
+          expected[i * m * n + r * n + col] += a[i * m * k + r * k + x] * b[i * k * n + x * n + col];
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(testing::AllClose(ToDoubles(c), expected, 1e-5, 1e-6));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "runtime/ops/cpu/linear_cpu.h"
 
 #include <algorithm>
+#include <sstream>
 #include <vector>
 
 #include <glog/logging.h>
@@ -51,6 +52,40 @@ void MatmulBf16(bool transpose_a, bool transpose_b, const Tensor& a16, const Ten
       {DNNL_ARG_DST, dnnl::memory(c_desc, DnnlEngine(), c.raw_data())}};
   if (bias) args[DNNL_ARG_BIAS] = dnnl::memory(bias_desc, DnnlEngine(), bias->raw_data());
   Execute("matmul", e.primitive, args);
+}
+
+void BatchedGemm(bool transpose_a, bool transpose_b, int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, const float* b, float beta, float* c) {
+  using Tag = dnnl::memory::format_tag;
+  using DataType = dnnl::memory::data_type;
+  if (batch == 0 || m == 0 || n == 0) return;
+  if (k == 0) {  // no products: C = beta * C (oneDNN takes no empty reduction)
+    for (int64_t i = 0; i < batch * m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return;
+  }
+  // Transposed operands are stored [batch, K, M] and [batch, N, K]: the
+  // logical matrices with their last two dimensions swapped ("acb").
+  const dnnl::memory::desc a_desc({batch, m, k}, DataType::f32, transpose_a ? Tag::acb : Tag::abc);
+  const dnnl::memory::desc b_desc({batch, k, n}, DataType::f32, transpose_b ? Tag::acb : Tag::abc);
+  const dnnl::memory::desc c_desc({batch, m, n}, DataType::f32, Tag::abc);
+  std::ostringstream key;
+  key << "batched_matmul " << batch << 'x' << m << 'x' << n << 'x' << k << (transpose_a ? 'T' : 'N')
+      << (transpose_b ? 'T' : 'N') << ' ' << std::hexfloat << alpha << ' ' << beta;
+  MatmulEntry& e = CachedPrimitive<dnnl::matmul>(key.str(), "batched matmul creation", [&] {
+    // alpha scales the products; beta adds the old C (a sum post-op).
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta);
+      attr.set_post_ops(ops);
+    }
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc, b_desc, c_desc), attr, DnnlEngine());
+  });
+  Execute("batched matmul", e.primitive,
+          {{DNNL_ARG_SRC, dnnl::memory(a_desc, DnnlEngine(), const_cast<float*>(a))},
+           {DNNL_ARG_WEIGHTS, dnnl::memory(b_desc, DnnlEngine(), const_cast<float*>(b))},
+           {DNNL_ARG_DST, dnnl::memory(c_desc, DnnlEngine(), c)}});
 }
 
 void BroadcastRows(const float* row, int64_t rows, int64_t cols, float* out) {

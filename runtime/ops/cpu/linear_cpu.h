@@ -10,6 +10,11 @@ namespace ddp::cpu {
 // Row-major GEMM through oneDNN: C = alpha * op(A) * op(B) + beta * C.
 void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// The same for `batch` matrices stored one after another (A [batch, M, K],
+// or [batch, K, M] transposed; likewise B; C [batch, M, N]), in one oneDNN
+// matmul with a batch dimension.
+void BatchedGemm(bool transpose_a, bool transpose_b, int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, const float* b, float beta, float* c);
 // C[M, N] = op(A) * op(B) (+ bias[N]) with bf16 operands and f32
 // accumulation, through oneDNN's matmul: mixed-precision linear layers.
 // C is f32 or bf16; `bias` (f32) may be null.
