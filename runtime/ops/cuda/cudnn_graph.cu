@@ -155,25 +155,19 @@ cudnnStatus_t Execute(cudnnHandle_t handle, const Desc& plan, const ConvOperands
   return cudnnBackendExecute(handle, plan.get(), pack.get());
 }
 
-// Milliseconds for two runs of `plan` after one to warm it up; infinite for
-// a plan that finalized but fails to run (skipped, as cudnnFind reports
-// such an algorithm's status).
-float Time(ExecutionContext& ctx, cudnnHandle_t handle, const Desc& plan, const ConvOperands& o, void* workspace) {
-  cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream());
-  if (Execute(handle, plan, o, workspace) != CUDNN_STATUS_SUCCESS) return std::numeric_limits<float>::infinity();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  DDP_CUDA_CHECK(cudaEventCreate(&start));
-  DDP_CUDA_CHECK(cudaEventCreate(&stop));
-  DDP_CUDA_CHECK(cudaEventRecord(start, stream));
+// Seconds for two runs of `plan` after one to warm it up; infinite for a
+// plan that finalized but fails to run (skipped, as cudnnFind reports such
+// an algorithm's status).
+double Time(ExecutionContext& ctx, cudnnHandle_t handle, const Desc& plan, const ConvOperands& o, void* workspace) {
+  const double failed = std::numeric_limits<double>::infinity();
+  if (Execute(handle, plan, o, workspace) != CUDNN_STATUS_SUCCESS) return failed;
+  IntervalTimer timer;
+  timer.Start(ctx.cuda_stream());
   bool ran = true;
   for (int i = 0; i < 2 && ran; ++i) ran = Execute(handle, plan, o, workspace) == CUDNN_STATUS_SUCCESS;
-  DDP_CUDA_CHECK(cudaEventRecord(stop, stream));
-  DDP_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  DDP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  DDP_CUDA_CHECK(cudaEventDestroy(start));
-  DDP_CUDA_CHECK(cudaEventDestroy(stop));
-  return ran ? ms : std::numeric_limits<float>::infinity();
+  timer.Stop(ctx.cuda_stream());
+  Synchronize(ctx.cuda_stream());
+  return ran ? timer.Seconds() : failed;
 }
 
 // Builds the graph of one convolution and picks its plan (see the header).
@@ -232,12 +226,12 @@ Entry Build(ExecutionContext& ctx, ConvKind kind, const Conv2dParams& p, DType d
     int64_t most = 0;
     for (const auto& plan : plans) most = std::max(most, plan.second);
     Tensor workspace = Tensor::Empty({std::max<int64_t>(most, 1)}, DType::kU8, ctx.device());
-    float fastest = std::numeric_limits<float>::infinity();
+    double fastest = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < plans.size(); ++i) {
-      const float ms = Time(ctx, handle, *plans[i].first, o, workspace.raw_data());
-      if (ms < fastest) fastest = ms, best = i;
+      const double seconds = Time(ctx, handle, *plans[i].first, o, workspace.raw_data());
+      if (seconds < fastest) fastest = seconds, best = i;
     }
-    if (fastest == std::numeric_limits<float>::infinity()) return entry;  // none runs: the legacy API
+    if (fastest == std::numeric_limits<double>::infinity()) return entry;  // none runs: the legacy API
   }
   entry.plan = plans[best].first;
   entry.workspace = plans[best].second;
@@ -260,16 +254,13 @@ std::string Key(const ExecutionContext& ctx, ConvKind kind, const Conv2dParams& 
 
 }  // namespace
 
-bool UseBackendApi(DType data) {
+bool RunBackendConv(ExecutionContext& ctx, ConvKind kind, const Conv2dParams& p, DType data, bool channels_last,
+                    const ConvOperands& operands) {
   static const bool legacy = [] {
     const char* api = std::getenv("DDP_CUDNN_API");
     return api != nullptr && std::string(api) == "legacy";
   }();
-  return data != DType::kF32 && !legacy;
-}
-
-bool RunBackendConv(ExecutionContext& ctx, ConvKind kind, const Conv2dParams& p, DType data, bool channels_last,
-                    const ConvOperands& operands) {
+  if (data == DType::kF32 || legacy) return false;
   // Vectorized engines need aligned buffers; 16 bytes is all they ask.
   const int64_t alignment[3] = {std::min<int64_t>(16, AddressAlignment(operands.x)),
                                 std::min<int64_t>(16, AddressAlignment(operands.w)),

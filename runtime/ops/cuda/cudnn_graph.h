@@ -37,13 +37,10 @@ struct ConvOperands {
   void* y;
 };
 
-// Whether 16-bit convolutions go through the backend API (not
-// DDP_CUDNN_API=legacy).
-bool UseBackendApi(DType data);
-
-// Runs the convolution through the backend API, writing y (forward), x
-// (backward data) or w (backward filter). False when no engine finalizes a
-// plan for it: the caller then runs the legacy API.
+// Runs a 16-bit convolution through the backend API, writing y (forward),
+// x (backward data) or w (backward filter). False, with nothing run, for
+// f32 data, under DDP_CUDNN_API=legacy, or when no engine's plan runs it:
+// the caller then runs the legacy API.
 bool RunBackendConv(ExecutionContext& ctx, ConvKind kind, const Conv2dParams& p, DType data, bool channels_last,
                     const ConvOperands& operands);
 

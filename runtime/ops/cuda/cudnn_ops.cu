@@ -405,7 +405,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
   const bool cl = x.channels_last();
   const ConvOperands operands{&x.shape(), &w.shape(), &y.shape(), const_cast<void*>(x.raw_data()),
                               const_cast<void*>(w.raw_data()), y.raw_data()};
-  if (!UseBackendApi(data) || !RunBackendConv(ctx, ConvKind::kForward, p, data, cl, operands)) {
+  if (!RunBackendConv(ctx, ConvKind::kForward, p, data, cl, operands)) {
     LegacyForward(ctx, p, x, w, y);
   }
   if (bias != nullptr) {
@@ -426,8 +426,7 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
   CheckWeightLayout(dx, w, "Conv2dBackwardData");
   const ConvOperands operands{&dx.shape(), &w.shape(), &dy.shape(), dx.raw_data(), const_cast<void*>(w.raw_data()),
                               const_cast<void*>(dy.raw_data())};
-  if (!UseBackendApi(dx.dtype()) ||
-      !RunBackendConv(ctx, ConvKind::kBackwardData, p, dx.dtype(), dx.channels_last(), operands)) {
+  if (!RunBackendConv(ctx, ConvKind::kBackwardData, p, dx.dtype(), dx.channels_last(), operands)) {
     LegacyBackwardData(ctx, p, dy, w, dx);
   }
 }
@@ -436,10 +435,9 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
                            Tensor* dbias) {
   const DType data = x.dtype();
   const bool cl = x.channels_last();
-  // cuDNN writes weight and bias gradients in the data's type and weight
-  // gradients in the data's layout: otherwise into staging buffers that are
-  // then widened (and, for channels-last data, rearranged from
-  // [K, R, S, C]) into the f32 [K, C, R, S] ones.
+  // cuDNN writes weight gradients in the data's type and layout: otherwise
+  // into a staging buffer that is then widened (and, for channels-last data,
+  // rearranged from [K, R, S, C]) into the f32 [K, C, R, S] one.
   const bool widen = dw.dtype() != data || dw.format() != x.format();
   Tensor dw_data = dw;
   if (widen) {
@@ -448,7 +446,7 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   }
   const ConvOperands operands{&x.shape(), &dw_data.shape(), &dy.shape(), const_cast<void*>(x.raw_data()),
                               dw_data.raw_data(), const_cast<void*>(dy.raw_data())};
-  if (!UseBackendApi(data) || !RunBackendConv(ctx, ConvKind::kBackwardFilter, p, data, cl, operands)) {
+  if (!RunBackendConv(ctx, ConvKind::kBackwardFilter, p, data, cl, operands)) {
     LegacyBackwardFilter(ctx, p, x, dy, dw_data);
   }
   if (widen) {
