@@ -10,19 +10,21 @@ failures=0
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-expect_error() {  # expect_error "<fragment>" args...
-  local fragment="$1"; shift
-  local out rc
-  out=$(timeout 60 "$bin" "$@" 2>&1); rc=$?  # a hang fails, not blocks
-  if [ "$rc" -eq 0 ]; then fail "ddp_train $* exited 0"; return; fi
+expect_tool_error() {  # expect_tool_error TOOL "<fragment>" args...
+  local tool="$1" fragment="$2"; shift 2
+  local out rc name
+  name=$(basename "$tool")
+  out=$(timeout 60 "$tool" "$@" 2>&1); rc=$?  # a hang fails, not blocks
+  if [ "$rc" -eq 0 ]; then fail "$name $* exited 0"; return; fi
   if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ]; then
-    fail "ddp_train $* printed more than one line:"; printf '%s\n' "$out"; return
+    fail "$name $* printed more than one line:"; printf '%s\n' "$out"; return
   fi
   case "$out" in
     *"$fragment"*) echo "ok: $*: $out" ;;
-    *) fail "ddp_train $*: expected '$fragment' in: $out" ;;
+    *) fail "$name $*: expected '$fragment' in: $out" ;;
   esac
 }
+expect_error() { expect_tool_error "$bin" "$@"; }  # expect_error "<fragment>" args...
 
 small=(--model resnet18 --image-size 32 --batch-size 4 --num-classes 10 --threads 1)
 
@@ -246,7 +248,53 @@ expect_error "--preemption-grace-s must be 0 (no limit) or positive, got -1" "${
 expect_error "is far more than the" "${small[@]}" --threads 100000
 expect_error "--seq-len must be in [8, 512] (BERT's positions), got 513" --model bert-tiny --seq-len 513 --steps 1
 expect_error "--dropout must be in [0, 1), got 1" --model bert-tiny --dropout 1 --steps 1
-expect_error "--task 'ner' is unknown; use pretraining or classification" --model bert-tiny --task ner --steps 1
+expect_error "--task 'ner' is unknown; use pretraining, classification or question-answering" --model bert-tiny \
+  --task ner --steps 1
+# Question answering: SQuAD files through make_squad_tensors, and the
+# features' bad input.
+squad=tools/make_squad_tensors
+qa=(--model bert-tiny --task question-answering --batch-size 1 --steps 1 --threads 1)
+printf '%s\n' "[PAD]" "[UNK]" "[CLS]" "[SEP]" "[MASK]" who built it paris the tower "?" > "$tmp/vocab.txt"
+squad_json() {  # squad_json FILE QUESTION ANSWER_START [no-answers]
+  local answers=', "answers": [{"text": "Paris", "answer_start": '"$3"'}]'
+  [ "${4-}" = no-answers ] && answers=""
+  printf '{"data": [{"paragraphs": [{"context": "Paris built the tower", "qas": [{"id": "q1", "question": "%s"%s}]}]}]}\n' \
+    "$2" "$answers" > "$1"
+}
+squad_json "$tmp/squad.json" "Who built it?" 0
+"$squad" --vocab "$tmp/vocab.txt" --squad "$tmp/squad.json" --seq-len 16 --doc-stride 2 --eval \
+  --out "$tmp/qa16.safetensors" > /dev/null || fail "make_squad_tensors"
+expect_error "--data $tmp/qa16.safetensors: tensor 'input_ids' holds sequences of 16 tokens, but --seq-len is 32" \
+  "${qa[@]}" --seq-len 32 --data "tensors:$tmp/qa16.safetensors"
+expect_error "--predictions-file needs --eval-data question answering features with offset_mapping" \
+  "${qa[@]}" --data "tensors:$tmp/qa16.safetensors" --predictions-file "$tmp/predictions.tsv"
+expect_error "--predictions-file writes answer spans: it needs --task question-answering" --model bert-tiny \
+  --steps 1 --predictions-file "$tmp/predictions.tsv"
+/usr/bin/python3 - "$tmp/negative.safetensors" <<'PY'
+import json, struct, sys
+tensors = {"input_ids": ([2, 8], [101] * 16), "start_positions": ([2], [1, -1]), "end_positions": ([2], [2, 3])}
+header, data = {}, b""
+for name, (shape, values) in tensors.items():
+    header[name] = {"dtype": "I64", "shape": shape, "data_offsets": [len(data), len(data) + 8 * len(values)]}
+    data += struct.pack(f"<{len(values)}q", *values)
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + data)
+PY
+expect_error "--data $tmp/negative.safetensors: tensor 'start_positions' element [1] is -1: a position cannot be negative" \
+  "${qa[@]}" --data "tensors:$tmp/negative.safetensors"
+printf '{"data": [' > "$tmp/broken.json"
+expect_tool_error "$squad" "make_squad_tensors: $tmp/broken.json: not valid JSON" --vocab "$tmp/vocab.txt" \
+  --squad "$tmp/broken.json" --out "$tmp/x.safetensors"
+squad_json "$tmp/no_answers.json" "Who built it?" 0 no-answers
+expect_tool_error "$squad" "question 'q1': no 'answers'" --vocab "$tmp/vocab.txt" --squad "$tmp/no_answers.json" \
+  --out "$tmp/x.safetensors"
+squad_json "$tmp/outside.json" "Who built it?" 3
+expect_tool_error "$squad" "question 'q1': answer 'Paris' at character 3 is not in its context" \
+  --vocab "$tmp/vocab.txt" --squad "$tmp/outside.json" --out "$tmp/x.safetensors"
+squad_json "$tmp/long.json" "Who built the tower who built it?" 0
+expect_tool_error "$squad" "question 'q1' takes 8 tokens, leaving its context no room in a window of --seq-len 8" \
+  --vocab "$tmp/vocab.txt" --squad "$tmp/long.json" --seq-len 8 --out "$tmp/x.safetensors"
 expect_error "$tmp/train.safetensors: no tensor 'input_ids' (i64 [N, T])" --model bert-tiny --steps 1 \
   --data "tensors:$tmp/train.safetensors"
 expect_error "--cuda-graphs replays GPU work, and this rank trains on cpu; drop --cuda-graphs" \

@@ -30,6 +30,10 @@ struct EvaluatorOptions {
 struct Evaluation {
   double accuracy = 0.0;  // correct / counted, every rank's
   std::string label;      // the count's name for people ("accuracy", "MLM accuracy")
+  // The model's per-sample results over the whole set, rows in sample
+  // order, on every rank (question answering: each feature's best span);
+  // undefined when the model has none.
+  Tensor sample_outputs;
 };
 
 // Collective over `comm` (null: one rank). `data` is the held-out set;

@@ -54,7 +54,7 @@ const std::vector<FlagGroup>& FlagGroups() {
         "lr_step_size", "lr_step_gamma", "lr_poly_power", "label_smoothing", "clip_grad_norm"}},
       {"Data",
        {"data", "eval_data", "eval_every", "shuffle", "image_size", "crop_scale", "hflip", "loader_threads",
-        "prefetch"}},
+        "prefetch", "predictions_file", "squad_eval_file"}},
       {"Distributed",
        {"bucket_mb", "first_bucket_mb", "overlap", "zero_stage", "zero_gather_dtype", "grad_compression",
         "comm_timeout_s"}},

@@ -67,6 +67,7 @@ std::vector<PathUse> InputPaths(const TrainOptions& options) {
   data("--eval-data", options.eval_data);
   if (!options.load_weights.empty()) inputs.push_back({"--load-weights", options.load_weights, false});
   if (!options.config.empty()) inputs.push_back({"--config", options.config, false});
+  if (!options.squad_eval_file.empty()) inputs.push_back({"--squad-eval-file", options.squad_eval_file, false});
   if (options.resume && !options.checkpoint_dir.empty()) {
     inputs.push_back({"--checkpoint-dir", options.checkpoint_dir, true});
   }
@@ -77,6 +78,7 @@ std::vector<PathUse> OutputPaths(const TrainOptions& options) {
   std::vector<PathUse> outputs;
   for (const PathUse& use : std::vector<PathUse>{{"--save-weights", options.save_weights, false},
                                                  {"--metrics-file", options.metrics_file, false},
+                                                 {"--predictions-file", options.predictions_file, false},
                                                  {"--timeline", options.timeline, false},
                                                  {"--profile-file", options.profile_file, false},
                                                  {"--contention-probe", options.contention_probe, false},

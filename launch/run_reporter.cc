@@ -138,6 +138,8 @@ nlohmann::ordered_json SummaryJson(const RunSummary& s) {
   j["loader_threads"] = s.loader_threads;
   j["replaced_samples"] = s.replaced_samples;
   if (s.eval_accuracy) j["eval_accuracy"] = *s.eval_accuracy;
+  if (s.squad_exact_match) j["squad_exact_match"] = *s.squad_exact_match;
+  if (s.squad_f1) j["squad_f1"] = *s.squad_f1;
   if (s.seq_len > 0) {
     j["seq_len"] = s.seq_len;
     j["tokens_per_s"] = s.samples_per_s * static_cast<double>(s.seq_len);
@@ -150,6 +152,8 @@ nlohmann::ordered_json SummaryJson(const RunSummary& s) {
 std::vector<std::pair<std::string, double>> SummaryScalars(const RunSummary& s) {
   std::vector<std::pair<std::string, double>> scalars = {{"summary/samples_per_s", s.samples_per_s}};
   if (s.eval_accuracy) scalars.emplace_back("eval/accuracy", *s.eval_accuracy);
+  if (s.squad_exact_match) scalars.emplace_back("eval/squad_exact_match", *s.squad_exact_match);
+  if (s.squad_f1) scalars.emplace_back("eval/squad_f1", *s.squad_f1);
   const nlohmann::ordered_json memory = MemoryJson(s.memory);
   for (const auto& [key, value] : memory.items()) scalars.emplace_back("memory/" + key, value.get<double>());
   return scalars;
@@ -171,6 +175,7 @@ std::string SummaryText(const RunSummary& s) {
   }
   if (s.cuda_graph_captures) Append(out, "  cuda graph captures %lld", static_cast<long long>(*s.cuda_graph_captures));
   if (s.eval_accuracy) Append(out, "  eval %s %.4f", s.eval_label.c_str(), *s.eval_accuracy);
+  if (s.squad_exact_match && s.squad_f1) Append(out, "  SQuAD EM %.2f F1 %.2f", *s.squad_exact_match, *s.squad_f1);
   if (s.loss_scaling) {
     Append(out, "  loss scale %g  skipped steps %lld", s.loss_scale, static_cast<long long>(s.skipped_steps));
   }

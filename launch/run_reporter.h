@@ -57,6 +57,7 @@ struct RunSummary {
   int64_t replaced_samples = 0;
   std::optional<double> eval_accuracy;  // the model's first count
   std::string eval_label = "accuracy";
+  std::optional<double> squad_exact_match, squad_f1;  // percentages
   int64_t seq_len = 0;  // token data: tokens_per_s counts padding, real_tokens_per_s not
   double real_tokens_per_s = 0.0;
   MemoryFigures memory;

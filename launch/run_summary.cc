@@ -64,6 +64,8 @@ RunSummary Summarize(const TrainOptions& options, const RankInfo& ranks, const T
   s.reads_files = parts.data.train->ReadsFiles();
   s.eval_accuracy = end.eval_accuracy;
   s.eval_label = end.eval_label;
+  s.squad_exact_match = end.squad_exact_match;
+  s.squad_f1 = end.squad_f1;
   s.seq_len = parts.data.train->tokens_per_sample();
   s.memory = memory;
   return s;

@@ -24,6 +24,8 @@ struct RunEnd {
   double final_loss = 0.0;
   std::optional<double> eval_accuracy;  // the final evaluation's (not after a preemption)
   std::string eval_label = "accuracy";
+  // --squad-eval-file: SQuAD's exact match and F1 of the final evaluation.
+  std::optional<double> squad_exact_match, squad_f1;
 };
 
 // Rank 0's memory: its parts' persistent bytes and the allocator's

@@ -123,6 +123,10 @@ Status Builder::Setup() {
     options_.loader_threads = on_gpu() ? std::max(1, DefaultThreads() / std::max(1, ranks_.local_size) - 1) : 1;
   }
   ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
+  if (is_root()) {
+    for (const std::string& line : data_.warnings) std::printf("ddp_train: warning: %s\n", line.c_str());
+    std::fflush(stdout);
+  }
   data_.train = faults_.SlowLoader(std::move(data_.train));
   if (on_gpu()) StartGpuHealth();
   if (!options_.checkpoint_dir.empty()) {  // periodic checkpoints, and one on preemption

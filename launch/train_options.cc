@@ -75,8 +75,14 @@ DEFINE_bool(activation_checkpointing, false,
             "each BERT encoder layer, or ResNet stage, keeps only its input in forward and recomputes in backward "
             "(less memory, more compute; gradients bit for bit the same)");
 DEFINE_string(task, "pretraining",
-              "BERT: pretraining (MLM + next-sentence prediction) or classification (a label per sequence, "
-              "--num-classes; fine-tune from pretraining weights with --load-weights)");
+              "BERT: pretraining (MLM + next-sentence prediction), classification (a label per sequence, "
+              "--num-classes) or question-answering (SQuAD's answer spans: start_positions and end_positions); "
+              "fine-tune from pretraining weights with --load-weights");
+DEFINE_string(predictions_file, "",
+              "question answering: write each --eval-data feature's best answer span (TSV) after the final "
+              "evaluation, for tools/squad_eval");
+DEFINE_string(squad_eval_file, "",
+              "question answering: SQuAD JSON of the --eval-data questions; the summary gets exact match and F1");
 DEFINE_bool(zero_init_residual, false, "start each residual block's last BN at zero (torchvision's option)");
 DEFINE_string(load_weights, "", "safetensors file of PyTorch-named parameters and buffers to start from");
 DEFINE_string(save_weights, "", "safetensors file to write the trained parameters and buffers to");
@@ -312,14 +318,27 @@ Status ReadDataFlags(TrainOptions* options) {
     return InvalidArgument("--seq-len must be in [8, 512] (BERT's positions), got " + std::to_string(FLAGS_seq_len));
   }
   o.seq_len = FLAGS_seq_len;
+  {
+    gflags::CommandLineFlagInfo info;
+    o.seq_len_given = gflags::GetCommandLineFlagInfo("seq_len", &info) && !info.is_default;
+  }
   if (!(FLAGS_dropout >= 0.0 && FLAGS_dropout < 1.0)) {
     return InvalidArgument("--dropout must be in [0, 1), got " + Num(FLAGS_dropout));
   }
   o.dropout = static_cast<float>(FLAGS_dropout);
-  if (FLAGS_task != "pretraining" && FLAGS_task != "classification") {
-    return InvalidArgument("--task '" + FLAGS_task + "' is unknown; use pretraining or classification");
+  if (FLAGS_task != "pretraining" && FLAGS_task != "classification" && FLAGS_task != "question-answering") {
+    return InvalidArgument("--task '" + FLAGS_task + "' is unknown; use pretraining, classification or "
+                           "question-answering");
   }
   o.task = FLAGS_task;
+  o.predictions_file = FLAGS_predictions_file;
+  o.squad_eval_file = FLAGS_squad_eval_file;
+  if (!o.squad_eval_file.empty() && o.task != "question-answering") {
+    return InvalidArgument("--squad-eval-file scores answer spans: it needs --task question-answering");
+  }
+  if (!o.squad_eval_file.empty() && o.eval_data.empty()) {
+    return InvalidArgument("--squad-eval-file scores the --eval-data features: give --eval-data too");
+  }
   o.activation_checkpointing = FLAGS_activation_checkpointing;
   o.zero_init_residual = FLAGS_zero_init_residual;
   return Status::Ok();

@@ -62,12 +62,18 @@ struct TrainOptions {
   bool hflip = true;
   int loader_threads = 0;
   int prefetch = 2;
-  // BERT: --seq-len (synthetic data; a file has its own) and --dropout.
+  // BERT: --seq-len (synthetic data; a file has its own, which must match
+  // when --seq-len is given) and --dropout.
   int64_t seq_len = 128;
+  bool seq_len_given = false;
   float dropout = 0.1f;
-  // BERT's head: "pretraining" (MLM + NSP) or "classification" (one label
-  // per sequence, --num-classes).
+  // BERT's head: "pretraining" (MLM + NSP), "classification" (one label
+  // per sequence, --num-classes) or "question-answering" (answer spans).
   std::string task = "pretraining";
+  // Question answering: each evaluation feature's best span goes to
+  // predictions_file; with squad_eval_file (SQuAD's JSON) the summary
+  // gets exact match and F1.
+  std::string predictions_file, squad_eval_file;
   // Encoder layers recompute their activations in backward.
   bool activation_checkpointing = false;
   bool zero_init_residual = false;

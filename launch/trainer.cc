@@ -218,7 +218,25 @@ StatusOr<double> Trainer::Evaluate() {
   ASSIGN_OR_RETURN(const Evaluation evaluation,
                    ddp::Evaluate(ctx_, *parts_.model, *parts_.data.eval, comm_, e, parts_.optimizer->steps()));
   eval_label_ = evaluation.label;
+  eval_outputs_ = evaluation.sample_outputs;
   return evaluation.accuracy;
+}
+
+Status Trainer::ReportAnswerSpans(RunEnd* end) {
+  std::vector<FeatureSpan> spans;
+  const int64_t n = eval_outputs_.dim(0), width = eval_outputs_.dim(1);
+  for (int64_t i = 0; i < n; ++i) {
+    const double* row = eval_outputs_.data<double>() + i * width;
+    spans.push_back(FeatureSpan{static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]), row[2]});
+  }
+  if (!options_.predictions_file.empty()) RETURN_IF_ERROR(WriteFeatureSpans(options_.predictions_file, spans));
+  if (!parts_.data.squad) return Status::Ok();
+  const TrainingData::Squad& squad = *parts_.data.squad;
+  ASSIGN_OR_RETURN(const SquadScores scores, ScoreSpans(squad.set, squad.example_index, squad.offset_mapping, spans,
+                                                         "--eval-data " + options_.eval_data));
+  end->squad_exact_match = scores.exact_match;
+  end->squad_f1 = scores.f1;
+  return Status::Ok();
 }
 
 StatusOr<TrainResult> Trainer::Run() {
@@ -378,6 +396,7 @@ StatusOr<TrainResult> Trainer::FinishRun(RunState& run, Allocator& memory) {
     end.eval_label = eval_label_;
   }
   if (!is_root()) return result;
+  if (eval_outputs_.defined() && !end.preempted) RETURN_IF_ERROR(ReportAnswerSpans(&end));
   if (parts_.profiler) {
     ProfileRun profiled{options_.model, options_.device, options_.precision, "", ranks_.world_size,
                         ctx_.num_threads(), options_.accumulation_steps, parts_.sampler->global_batch(),

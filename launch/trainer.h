@@ -25,6 +25,8 @@
 
 namespace ddp {
 
+struct RunEnd;
+
 struct TrainResult {
   double final_loss = 0.0;
   double samples_per_s = 0.0;
@@ -129,6 +131,9 @@ class Trainer {
   // --save-weights, the final evaluation, the profile and the summary.
   StatusOr<TrainResult> FinishRun(RunState& run, Allocator& memory);
   StatusOr<double> Evaluate();
+  // Rank 0, after the final evaluation of question answering features:
+  // --predictions-file's spans, and --squad-eval-file's EM and F1 into `end`.
+  Status ReportAnswerSpans(RunEnd* end);
   // DDP_TEST_STATE_DIGEST: this rank's hash of master weights and
   // optimizer state, and its loss scale, printed after each step.
   void PrintStateDigest(int64_t step);
@@ -141,6 +146,7 @@ class Trainer {
   RunTimeline timeline_;  // --timeline
   ProgressPrinter progress_{0, false};  // rank 0's step lines
   std::string eval_label_ = "accuracy";  // the model's first evaluation count, for people
+  Tensor eval_outputs_;  // the last evaluation's per-sample results (question answering: best spans)
   ContentionProbe* probe_ = nullptr;     // --contention-probe
   cuda::IntervalTimer compute_timer_;  // GPU: a step's compute, from start to its last gradient
   // After what they use (the context, the progress printer).

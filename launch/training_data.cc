@@ -2,7 +2,9 @@
 
 #include "models/bert.h"
 #include "models/registry.h"
+#include "runtime/data/data_spec.h"
 #include "runtime/data/image_folder.h"
+#include "runtime/safetensors.h"
 
 namespace ddp {
 namespace {
@@ -72,8 +74,18 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
   data_options.model = options.model;
   data_options.seed = options.seed;
   if (options.task == "classification") data_options.classes = options.num_classes;
+  data_options.question_answering = options.task == "question-answering";
+  if (options.seq_len_given) data_options.expect_seq_len = options.seq_len;
   TrainingData data;
   ASSIGN_OR_RETURN(std::unique_ptr<TokenDataset> train, OpenTokenDataset("--data", options.data, data_options));
+  auto clamped = [&](const std::string& flag, const TokenDataset& set) {
+    if (set.clamped_positions() == 0) return;
+    data.warnings.push_back(flag + " " + (flag == "--data" ? options.data : options.eval_data) +
+                            ": " + std::to_string(set.clamped_positions()) +
+                            " start or end positions lie past the sequence; they are clamped to it and ignored, "
+                            "as Hugging Face's question answering loss does");
+  };
+  clamped("--data", *train);
   data.train = TokenBatches(std::move(train), options.data);
   if (!options.eval_data.empty()) {
     ASSIGN_OR_RETURN(std::unique_ptr<TokenDataset> eval,
@@ -81,7 +93,35 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
     if (eval->size() == TokenDataset::kEndless) {
       return InvalidArgument("--eval-data must be a tensors:FILE dataset, not '" + options.eval_data + "'");
     }
+    clamped("--eval-data", *eval);
+    data.eval_has_offsets = eval->has_offsets();
     data.eval = TokenBatches(std::move(eval), options.eval_data);
+  }
+  if (!options.squad_eval_file.empty()) {
+    // Read now: a bad file fails before training, not after it.
+    auto squad = std::make_shared<TrainingData::Squad>();
+    StatusOr<SquadSet> set = ReadSquad(options.squad_eval_file);
+    if (!set.ok()) return Status(set.status().code(), "--squad-eval-file " + set.status().message());
+    squad->set = std::move(*set);
+    const std::string features = SpecPath(options.eval_data, "tensors:");
+    ASSIGN_OR_RETURN(const SafetensorsContents contents, ReadSafetensors(features));
+    const Tensor* examples = contents.Find("example_index");
+    const Tensor* offsets = contents.Find("offset_mapping");
+    if (examples == nullptr || offsets == nullptr) {
+      return InvalidArgument("--eval-data " + features + ": no example_index and offset_mapping, which "
+                             "--squad-eval-file needs (tools/make_squad_tensors --eval writes them)");
+    }
+    squad->example_index = *examples;
+    squad->offset_mapping = *offsets;
+    RETURN_IF_ERROR(CheckFeatures(squad->set, *examples, *offsets,
+                                  "--eval-data " + features + " (against --squad-eval-file " +
+                                      options.squad_eval_file + ")"));
+    data.squad = std::move(squad);
+  }
+  if (!options.predictions_file.empty() && !data.eval_has_offsets) {
+    return InvalidArgument("--predictions-file needs --eval-data question answering features with offset_mapping "
+                           "(tools/make_squad_tensors --eval writes them)" +
+                           std::string(options.eval_data.empty() ? "; no --eval-data was given" : ""));
   }
   return data;
 }
@@ -89,6 +129,10 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
 }  // namespace
 
 StatusOr<TrainingData> OpenTrainingData(const TrainOptions& options) {
+  if (!options.predictions_file.empty() && options.task != "question-answering") {
+    return InvalidArgument("--predictions-file writes answer spans: it needs --task question-answering and "
+                           "--eval-data features from tools/make_squad_tensors");
+  }
   switch (InputOf(options.model)) {
     case ModelInput::kTokens:
       return OpenTokenData(options);

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "launch/train_options.h"
 #include "runtime/data/batch_source.h"
+#include "runtime/data/squad.h"
 #include "runtime/status.h"
 
 namespace ddp {
@@ -15,6 +18,18 @@ namespace ddp {
 struct TrainingData {
   std::unique_ptr<BatchSource> train;
   std::unique_ptr<BatchSource> eval;  // null without --eval-data
+  // Question answering: the evaluation features carry offset_mapping, so
+  // their best spans map back to the context's text.
+  bool eval_has_offsets = false;
+  // --squad-eval-file: its questions, and the evaluation features' links
+  // to them (null without it).
+  struct Squad {
+    SquadSet set;
+    Tensor example_index, offset_mapping;
+  };
+  std::shared_ptr<const Squad> squad;
+  // Lines for rank 0 to print ("ddp_train: warning: " before each).
+  std::vector<std::string> warnings;
 };
 
 // Opens --data and --eval-data; every problem with them (a bad file, a

@@ -275,10 +275,10 @@ class BertEncoder : public ModuleContainer {
 
 }  // namespace
 
-BertModel::BertModel(const BertConfig& config, const StepState* state) {
+BertModel::BertModel(const BertConfig& config, const StepState* state, bool with_pooler) {
   embeddings_ = AddChild<BertEmbeddings>("embeddings", config, state);
   layers_ = AddChild<BertEncoder>("encoder", config, state)->layers;
-  pooler_ = AddChild<BertPooler>("pooler", config);
+  pooler_ = with_pooler ? AddChild<BertPooler>("pooler", config) : nullptr;
 }
 
 namespace {
@@ -359,9 +359,9 @@ EvalCount EvalCountOf(const std::string& name, const std::string& label, const T
 
 }  // namespace
 
-BertLossModule::BertLossModule(const BertConfig& config) : config_(config) {
+BertLossModule::BertLossModule(const BertConfig& config, bool with_pooler) : config_(config) {
   state_.seed = config.seed;
-  bert_ = AddChild<BertModel>("bert", config, &state_);
+  bert_ = AddChild<BertModel>("bert", config, &state_, with_pooler);
 }
 
 void BertLossModule::Encode(ExecutionContext& ctx, const Batch& batch, Tensor* hidden, Tensor* pooled) {
@@ -377,13 +377,16 @@ void BertLossModule::Encode(ExecutionContext& ctx, const Batch& batch, Tensor* h
   state_.dropout = training() ? config_.dropout : 0.0f;
   const Tensor embedded = bert_->embeddings()->Forward(ctx, ids, batch.Find("token_type_ids"));
   *hidden = bert_->encoder_layers()->Forward(ctx, embedded);
-  *pooled = bert_->pooler()->Forward(ctx, *hidden, n, t);
+  if (pooled != nullptr) *pooled = bert_->pooler()->Forward(ctx, *hidden, n, t);
 }
 
 void BertLossModule::BackwardEncoder(ExecutionContext& ctx, const Tensor& dhidden, const Tensor& dpooled,
                                      Tensor tied_word_gradient) {
-  Tensor d = bert_->pooler()->Backward(ctx, dpooled);
-  if (dhidden.defined()) d = Added(ctx, dhidden, d);
+  Tensor d = dhidden;
+  if (dpooled.defined()) {
+    const Tensor dfirst = bert_->pooler()->Backward(ctx, dpooled);
+    d = dhidden.defined() ? Added(ctx, dhidden, dfirst) : dfirst;
+  }
   const Tensor dembedded = bert_->encoder_layers()->Backward(ctx, d);
   bert_->embeddings()->Backward(ctx, dembedded, std::move(tied_word_gradient));
 }

@@ -149,7 +149,9 @@ class BertPooler : public ModuleContainer {
 
 class BertModel : public ModuleContainer {
  public:
-  BertModel(const BertConfig& config, const StepState* state);
+  // Without the pooler for question answering (Hugging Face's
+  // add_pooling_layer=False): pooler() is then null.
+  BertModel(const BertConfig& config, const StepState* state, bool with_pooler = true);
   BertEmbeddings* embeddings() { return embeddings_; }
   Sequential* encoder_layers() { return layers_; }
   BertPooler* pooler() { return pooler_; }
@@ -198,13 +200,13 @@ class BertLossModule : public LossModule {
   std::string CaptureBlocker() const override;
 
  protected:
-  explicit BertLossModule(const BertConfig& config);
+  explicit BertLossModule(const BertConfig& config, bool with_pooler = true);
   // Embeddings, encoder and pooler over the batch: hidden [N * T, H],
-  // pooled [N, H].
+  // pooled [N, H] (`pooled` null without a pooler).
   void Encode(ExecutionContext& ctx, const Batch& batch, Tensor* hidden, Tensor* pooled);
   // Backward from the hidden states' gradient (or none) and the pooled
-  // output's, the pooler first; the word embeddings add
-  // `tied_word_gradient` (or nothing) to theirs.
+  // output's (or none: no pooler), the pooler first; the word embeddings
+  // add `tied_word_gradient` (or nothing) to theirs.
   void BackwardEncoder(ExecutionContext& ctx, const Tensor& dhidden, const Tensor& dpooled,
                        Tensor tied_word_gradient);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "models/bert.h"
+#include "models/bert_question_answering.h"
 #include "models/resnet.h"
 #include "runtime/layers/classification_loss.h"
 
@@ -63,6 +64,9 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
       config->dropout = options.dropout;
       config->seed = options.seed;
       config->activation_checkpointing = options.activation_checkpointing;
+      if (options.task == "question-answering") {
+        return std::make_unique<Model>(options.name, BuildBertForQuestionAnswering(*config), options.seed);
+      }
       if (options.task == "classification") {
         return std::make_unique<Model>(options.name, BuildBertForSequenceClassification(*config, options.num_classes),
                                        options.seed);

@@ -16,7 +16,7 @@ struct ModelOptions {
   int64_t num_classes = 1000;
   bool zero_init_residual = false;
   float dropout = 0.1f;  // BERT's hidden and attention dropout
-  std::string task = "pretraining";  // BERT: or "classification" (num_classes)
+  std::string task = "pretraining";  // BERT: or "classification" (num_classes), "question-answering"
   bool activation_checkpointing = false;  // BERT's encoder layers, ResNet's stages
   double label_smoothing = 0.0;  // image classifiers' cross-entropy
   uint64_t seed = 1;

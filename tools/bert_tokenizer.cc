@@ -56,22 +56,6 @@ std::string Utf8(const icu::UnicodeString& s) {
   return out;
 }
 
-std::vector<icu::UnicodeString> SplitOnWhitespace(const icu::UnicodeString& text) {
-  std::vector<icu::UnicodeString> words;
-  icu::UnicodeString word;
-  for (int32_t i = 0; i < text.length(); i = text.moveIndex32(i, 1)) {
-    const UChar32 c = text.char32At(i);
-    if (IsWhitespace(c)) {
-      if (!word.isEmpty()) words.push_back(word);
-      word.remove();
-    } else {
-      word.append(c);
-    }
-  }
-  if (!word.isEmpty()) words.push_back(word);
-  return words;
-}
-
 }  // namespace
 
 StatusOr<BertTokenizer> BertTokenizer::FromTokens(const std::vector<std::string>& tokens, bool lower_case,
@@ -100,106 +84,224 @@ StatusOr<BertTokenizer> BertTokenizer::FromVocabFile(const std::string& path, bo
   return FromTokens(tokens, lower_case, "--vocab " + path);
 }
 
-std::vector<std::string> BertTokenizer::BasicTokens(const std::string& text) const {
+namespace {
+
+// A word of normalized characters, each with the code points of the input
+// it came from: [begin[k], end[k]).
+struct Traced {
+  icu::UnicodeString text;  // one code point per entry of begin/end
+  std::vector<int64_t> begin, end;
+  void Append(UChar32 c, int64_t b, int64_t e) {
+    text.append(c);
+    begin.push_back(b);
+    end.push_back(e);
+  }
+};
+
+icu::UnicodeString Normalized(const icu::Normalizer2* normalizer, const icu::UnicodeString& s) {
+  UErrorCode status = U_ZERO_ERROR;
+  icu::UnicodeString out = normalizer->normalize(s, status);
+  CHECK(U_SUCCESS(status)) << "ICU normalization: " << u_errorName(status);
+  return out;
+}
+
+const icu::Normalizer2* Nfc() {
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(status);
+  CHECK(U_SUCCESS(status)) << "ICU NFC: " << u_errorName(status);
+  return n;
+}
+
+const icu::Normalizer2* Nfd() {
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* n = icu::Normalizer2::getNFDInstance(status);
+  CHECK(U_SUCCESS(status)) << "ICU NFD: " << u_errorName(status);
+  return n;
+}
+
+// NFC, then (uncased) lower case and accents stripped (NFD, non-spacing
+// marks dropped).
+icu::UnicodeString NormalizeWord(const icu::UnicodeString& word, bool lower_case) {
+  icu::UnicodeString w = Normalized(Nfc(), word);
+  if (!lower_case) return w;
+  w.toLower(icu::Locale::getRoot());
+  const icu::UnicodeString decomposed = Normalized(Nfd(), w);
+  icu::UnicodeString out;
+  for (int32_t i = 0; i < decomposed.length(); i = decomposed.moveIndex32(i, 1)) {
+    const UChar32 c = decomposed.char32At(i);
+    if (u_charType(c) != U_NON_SPACING_MARK) out.append(c);
+  }
+  return out;
+}
+
+// A whitespace-delimited word of the cleaned input: its code points and
+// their indices in the input.
+struct RawWord {
+  icu::UnicodeString text;
+  std::vector<int64_t> at;
+};
+
+// Cleaned (NUL, U+FFFD and controls dropped), split on whitespace, CJK
+// ideographs words of their own.
+std::vector<RawWord> SplitWords(const std::string& text) {
   const icu::UnicodeString input = icu::UnicodeString::fromUTF8(text);
-  // Cleaned, CJK ideographs spaced out.
-  icu::UnicodeString cleaned;
-  for (int32_t i = 0; i < input.length(); i = input.moveIndex32(i, 1)) {
+  std::vector<RawWord> words;
+  RawWord word;
+  auto flush = [&] {
+    if (!word.text.isEmpty()) words.push_back(word);
+    word = RawWord();
+  };
+  int64_t index = 0;
+  for (int32_t i = 0; i < input.length(); i = input.moveIndex32(i, 1), ++index) {
     const UChar32 c = input.char32At(i);
     if (c == 0 || c == 0xFFFD || IsControl(c)) continue;
     if (IsWhitespace(c)) {
-      cleaned.append(static_cast<UChar32>(' '));
+      flush();
     } else if (IsCjk(c)) {
-      cleaned.append(static_cast<UChar32>(' ')).append(c).append(static_cast<UChar32>(' '));
+      flush();
+      word.text.append(c);
+      word.at.push_back(index);
+      flush();
     } else {
-      cleaned.append(c);
+      word.text.append(c);
+      word.at.push_back(index);
     }
   }
-  UErrorCode status = U_ZERO_ERROR;
-  const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
-  const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(status);
-  CHECK(U_SUCCESS(status)) << "ICU normalizers: " << u_errorName(status);
-  const icu::UnicodeString normalized = nfc->normalize(cleaned, status);
-  CHECK(U_SUCCESS(status)) << "NFC: " << u_errorName(status);
-  std::vector<std::string> out;
-  for (icu::UnicodeString word : SplitOnWhitespace(normalized)) {
-    const std::string utf8 = Utf8(word);
-    if (ids_.count(utf8) && std::find(std::begin(kSpecialNames), std::end(kSpecialNames), utf8) != std::end(kSpecialNames)) {
-      out.push_back(utf8);  // never split
+  flush();
+  return words;
+}
+
+// The word normalized, each character traced to the input: normalized a
+// cluster at a time (a character and the combining marks after it), which
+// keeps the trace fine; where that differs from the whole word's
+// normalization (Greek's final sigma), the whole word's, traced to all of it.
+Traced NormalizeTraced(const RawWord& word, bool lower_case) {
+  Traced out;
+  std::vector<int32_t> starts;  // UTF-16 index of each code point
+  for (int32_t i = 0; i < word.text.length(); i = word.text.moveIndex32(i, 1)) starts.push_back(i);
+  const size_t n = starts.size();
+  for (size_t k = 0; k < n;) {
+    size_t next = k + 1;
+    while (next < n && u_getCombiningClass(word.text.char32At(starts[next])) != 0) ++next;
+    const int32_t from = starts[k], to = next < n ? starts[next] : word.text.length();
+    const icu::UnicodeString cluster = NormalizeWord(word.text.tempSubStringBetween(from, to), lower_case);
+    for (int32_t i = 0; i < cluster.length(); i = cluster.moveIndex32(i, 1)) {
+      out.Append(cluster.char32At(i), word.at[k], word.at[next - 1] + 1);
+    }
+    k = next;
+  }
+  const icu::UnicodeString whole = NormalizeWord(word.text, lower_case);
+  if (whole == out.text) return out;
+  Traced coarse;
+  for (int32_t i = 0; i < whole.length(); i = whole.moveIndex32(i, 1)) {
+    coarse.Append(whole.char32At(i), word.at.front(), word.at.back() + 1);
+  }
+  return coarse;
+}
+
+// The characters [from, to) of `t` (code point indices).
+Traced Slice(const Traced& t, size_t from, size_t to) {
+  Traced out;
+  for (size_t k = from; k < to; ++k) {
+    out.Append(t.text.char32At(t.text.moveIndex32(0, static_cast<int32_t>(k))), t.begin[k], t.end[k]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<BertTokenizer::Piece> BertTokenizer::BasicPieces(const std::string& text) const {
+  std::vector<Piece> out;
+  auto emit = [&](const Traced& t) {
+    if (t.text.isEmpty()) return;
+    out.push_back(Piece{Utf8(t.text), t.begin.front(), t.end.back(), t.begin, t.end});
+  };
+  for (const RawWord& word : SplitWords(text)) {
+    const std::string raw = Utf8(Normalized(Nfc(), word.text));
+    if (ids_.count(raw) && std::find(std::begin(kSpecialNames), std::end(kSpecialNames), raw) != std::end(kSpecialNames)) {
+      out.push_back(Piece{raw, word.at.front(), word.at.back() + 1, {}, {}});  // never split
       continue;
     }
-    if (lower_case_) {
-      word.toLower(icu::Locale::getRoot());
-      // Accents stripped: NFD, then the non-spacing marks dropped.
-      const icu::UnicodeString decomposed = nfd->normalize(word, status);
-      CHECK(U_SUCCESS(status)) << "NFD: " << u_errorName(status);
-      word.remove();
-      for (int32_t i = 0; i < decomposed.length(); i = decomposed.moveIndex32(i, 1)) {
-        const UChar32 c = decomposed.char32At(i);
-        if (u_charType(c) != U_NON_SPACING_MARK) word.append(c);
-      }
-    }
+    const Traced normalized = NormalizeTraced(word, lower_case_);
     // Each punctuation character a token of its own.
-    icu::UnicodeString piece;
-    for (int32_t i = 0; i < word.length(); i = word.moveIndex32(i, 1)) {
-      const UChar32 c = word.char32At(i);
-      if (IsPunctuation(c)) {
-        if (!piece.isEmpty()) out.push_back(Utf8(piece));
-        piece.remove();
-        out.push_back(Utf8(icu::UnicodeString(c)));
-      } else {
-        piece.append(c);
-      }
+    const size_t n = normalized.begin.size();
+    size_t start = 0;
+    for (size_t k = 0; k < n; ++k) {
+      if (!IsPunctuation(normalized.text.char32At(normalized.text.moveIndex32(0, static_cast<int32_t>(k))))) continue;
+      emit(Slice(normalized, start, k));
+      emit(Slice(normalized, k, k + 1));
+      start = k + 1;
     }
-    if (!piece.isEmpty()) out.push_back(Utf8(piece));
+    emit(Slice(normalized, start, n));
+  }
+  return out;
+}
+
+std::vector<std::string> BertTokenizer::BasicTokens(const std::string& text) const {
+  std::vector<std::string> out;
+  for (const Piece& p : BasicPieces(text)) out.push_back(p.text);
+  return out;
+}
+
+std::vector<BertTokenizer::TokenSpan> BertTokenizer::EncodeWithOffsets(const std::string& text) const {
+  std::vector<TokenSpan> out;
+  for (const Piece& word : BasicPieces(text)) {
+    const icu::UnicodeString chars = icu::UnicodeString::fromUTF8(word.text);
+    const int32_t n = chars.countChar32();
+    if (static_cast<size_t>(n) > kMaxWordChars) {
+      out.push_back(TokenSpan{unk_, word.begin, word.end});
+      continue;
+    }
+    // Greedy longest match first, over code points. A piece's characters
+    // come from the word's span as a whole (normalization may change their
+    // count): the first piece starts where the word does, the last ends
+    // where it does, and the others split it at its characters' count.
+    std::vector<TokenSpan> pieces;
+    bool covered = true;
+    for (int32_t start = 0; start < n;) {
+      int32_t end = n;
+      uint32_t match = 0;
+      bool found = false;
+      while (start < end) {
+        const int32_t from = chars.moveIndex32(0, start), to = chars.moveIndex32(0, end);
+        std::string candidate = Utf8(chars.tempSubStringBetween(from, to));
+        if (start > 0) candidate = "##" + candidate;
+        if (const auto it = ids_.find(candidate); it != ids_.end()) {
+          match = it->second;
+          found = true;
+          break;
+        }
+        --end;
+      }
+      if (!found) {
+        covered = false;
+        break;
+      }
+      pieces.push_back(TokenSpan{match, start, end});
+      start = end;
+    }
+    if (!covered) {
+      out.push_back(TokenSpan{unk_, word.begin, word.end});
+      continue;
+    }
+    for (TokenSpan& p : pieces) {
+      p.begin = word.char_begin.empty() ? word.begin : word.char_begin[p.begin];
+      p.end = word.char_end.empty() ? word.end : word.char_end[p.end - 1];
+      out.push_back(p);
+    }
   }
   return out;
 }
 
 std::vector<std::string> BertTokenizer::Tokenize(const std::string& text) const {
   std::vector<std::string> out;
-  for (const std::string& word : BasicTokens(text)) {
-    const icu::UnicodeString chars = icu::UnicodeString::fromUTF8(word);
-    const int32_t n = chars.countChar32();
-    if (static_cast<size_t>(n) > kMaxWordChars) {
-      out.push_back(tokens_[unk_]);
-      continue;
-    }
-    // Greedy longest match first, over code points.
-    std::vector<std::string> pieces;
-    bool covered = true;
-    for (int32_t start = 0; start < n;) {
-      int32_t end = n;
-      std::string match;
-      while (start < end) {
-        const int32_t from = chars.moveIndex32(0, start), to = chars.moveIndex32(0, end);
-        std::string candidate = Utf8(chars.tempSubStringBetween(from, to));
-        if (start > 0) candidate = "##" + candidate;
-        if (ids_.count(candidate)) {
-          match = candidate;
-          break;
-        }
-        --end;
-      }
-      if (match.empty()) {
-        covered = false;
-        break;
-      }
-      pieces.push_back(match);
-      start = end;
-    }
-    if (covered) {
-      out.insert(out.end(), pieces.begin(), pieces.end());
-    } else {
-      out.push_back(tokens_[unk_]);
-    }
-  }
+  for (const TokenSpan& t : EncodeWithOffsets(text)) out.push_back(tokens_[t.id]);
   return out;
 }
 
 std::vector<uint32_t> BertTokenizer::Encode(const std::string& text) const {
   std::vector<uint32_t> ids;
-  for (const std::string& token : Tokenize(text)) ids.push_back(ids_.at(token));
+  for (const TokenSpan& t : EncodeWithOffsets(text)) ids.push_back(t.id);
   return ids;
 }
 

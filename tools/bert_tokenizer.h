@@ -28,11 +28,27 @@ class BertTokenizer {
   static StatusOr<BertTokenizer> FromTokens(const std::vector<std::string>& tokens, bool lower_case = true,
                                             const std::string& where = "the vocabulary");
 
-  // The basic tokenizer's words (UTF-8).
+  // The basic tokenizer's words (UTF-8). A word of normalized characters
+  // traced to the input's code points ([begin, end), and each character's).
+  struct Piece {
+    std::string text;
+    int64_t begin, end;
+    std::vector<int64_t> char_begin, char_end;  // empty: a special token, whole
+  };
+  std::vector<Piece> BasicPieces(const std::string& text) const;
   std::vector<std::string> BasicTokens(const std::string& text) const;
   // WordPiece tokens of `text`, and their ids.
   std::vector<std::string> Tokenize(const std::string& text) const;
   std::vector<uint32_t> Encode(const std::string& text) const;
+  // Encode's ids, each with the characters of `text` it came from: code
+  // point indices [begin, end), as Hugging Face's fast tokenizers give
+  // offsets. A word that normalization reshapes (Greek's final sigma) has
+  // its pieces split by their characters' count within it.
+  struct TokenSpan {
+    uint32_t id;
+    int64_t begin, end;
+  };
+  std::vector<TokenSpan> EncodeWithOffsets(const std::string& text) const;
 
   uint32_t vocab_size() const { return static_cast<uint32_t>(tokens_.size()); }
   SpecialTokens special() const { return special_; }

@@ -63,6 +63,32 @@ TEST(BertTokenizerTest, WordPieceIsGreedyLongestMatchFirst) {
   EXPECT_EQ(t.vocab_size(), 30u);
 }
 
+// Each token's characters in the input, as code point indices: through
+// punctuation splits, WordPiece continuations, a combining accent that
+// normalization drops, CJK ideographs, a special token and Greek's final
+// sigma (which lower-cases the whole word, traced to all of it). Worked by
+// hand: H0..o4 ,5 C7 A8 F9 E10 (U+0301)11 d13 o14 n15 '16 t17 你19 好20
+// [SEP]22..26 Σ28..Σ32.
+TEST(BertTokenizerTest, OffsetsTraceEachTokenToItsCharacters) {
+  const BertTokenizer t = Make();
+  const std::string text = "Hello, CAFE\xcc\x81 don't \xe4\xbd\xa0\xe5\xa5\xbd [SEP] "
+                           "\xce\xa3\xce\x9f\xce\xa6\xce\x9f\xce\xa3";
+  const std::vector<BertTokenizer::TokenSpan> spans = t.EncodeWithOffsets(text);
+  const std::vector<std::pair<int64_t, int64_t>> expected = {{0, 5},   {5, 6},   {7, 10},  {10, 12}, {13, 16},
+                                                             {16, 17}, {17, 18}, {19, 20}, {20, 21}, {22, 27},
+                                                             {28, 33}};
+  ASSERT_EQ(spans.size(), expected.size());
+  std::vector<uint32_t> ids;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_EQ(spans[i].begin, expected[i].first) << "token " << i;
+    EXPECT_EQ(spans[i].end, expected[i].second) << "token " << i;
+    ids.push_back(spans[i].id);
+  }
+  EXPECT_EQ(ids, t.Encode(text));
+  EXPECT_EQ(t.Tokenize(text), (Tokens{"hello", ",", "caf", "##e", "don", "'", "t", "\xe4\xbd\xa0", "\xe5\xa5\xbd",
+                                      "[SEP]", "\xcf\x83\xce\xbf\xcf\x86\xce\xbf\xcf\x82"}));
+}
+
 TEST(BertTokenizerTest, AVocabularyWithoutTheSpecialTokensIsRefused) {
   const StatusOr<BertTokenizer> t = BertTokenizer::FromTokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"});
   ASSERT_FALSE(t.ok());

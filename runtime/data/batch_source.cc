@@ -72,6 +72,15 @@ class ImageSource : public BatchSource {
   std::string spec_;
 };
 
+const Tensor& TokenTensor(const TokenBatch& b, const std::string& name) {
+  if (name == "labels") return b.labels;
+  if (name == "next_sentence_label") return b.next_sentence_label;
+  if (name == "start_positions") return b.start_positions;
+  if (name == "end_positions") return b.end_positions;
+  CHECK_EQ(name, "offset_mapping");
+  return b.offset_mapping;
+}
+
 class TokenSource : public BatchSource {
  public:
   TokenSource(std::unique_ptr<TokenDataset> data, std::string spec) : data_(std::move(data)), spec_(std::move(spec)) {}
@@ -82,11 +91,19 @@ class TokenSource : public BatchSource {
     std::vector<TensorSpec> specs = {{"input_ids", tokens, DType::kI64},
                                      {"token_type_ids", tokens, DType::kI64},
                                      {"attention_mask", tokens, DType::kI64}};
-    if (data_->classification()) {
-      specs.push_back({"labels", {count}, DType::kI64});
-    } else {
-      specs.push_back({"labels", tokens, DType::kI64});
-      specs.push_back({"next_sentence_label", {count}, DType::kI64});
+    switch (data_->task()) {
+      case TokenTask::kQuestionAnswering:
+        specs.push_back({"start_positions", {count}, DType::kI64});
+        specs.push_back({"end_positions", {count}, DType::kI64});
+        if (data_->has_offsets()) specs.push_back({"offset_mapping", {count, data_->seq_len(), 2}, DType::kI64});
+        break;
+      case TokenTask::kClassification:
+        specs.push_back({"labels", {count}, DType::kI64});
+        break;
+      case TokenTask::kPretraining:
+        specs.push_back({"labels", tokens, DType::kI64});
+        specs.push_back({"next_sentence_label", {count}, DType::kI64});
+        break;
     }
     return specs;
   }
@@ -101,8 +118,9 @@ class TokenSource : public BatchSource {
     put("input_ids", filled.input_ids);
     put("token_type_ids", filled.token_type_ids);
     put("attention_mask", filled.attention_mask);
-    put("labels", filled.labels);
-    if (!data_->classification()) put("next_sentence_label", filled.next_sentence_label);
+    for (const char* name : {"labels", "next_sentence_label", "start_positions", "end_positions", "offset_mapping"}) {
+      if (batch.Find(name) != nullptr) put(name, TokenTensor(filled, name));
+    }
     int64_t real = 0;
     const int64_t* mask = filled.attention_mask.data<int64_t>();
     for (int64_t i = 0; i < filled.attention_mask.numel(); ++i) real += mask[i];

@@ -38,13 +38,17 @@ class SyntheticTokens : public TokenDataset {
 
   int64_t size() const override { return kEndless; }
   int64_t seq_len() const override { return options_.seq_len; }
-  bool classification() const override { return options_.classes > 0; }
+  TokenTask task() const override {
+    if (options_.question_answering) return TokenTask::kQuestionAnswering;
+    return options_.classes > 0 ? TokenTask::kClassification : TokenTask::kPretraining;
+  }
 
   TokenBatch Fill(const int64_t* indices, int64_t count, int64_t /*epoch*/) const override {
     const int64_t t = options_.seq_len;
-    const bool classify = options_.classes > 0;
+    const bool answer = options_.question_answering;
+    const bool classify = options_.classes > 0 || answer;
     std::vector<int64_t> ids(count * t, kPadToken), types(count * t, 0), mask(count * t, 0),
-        labels(classify ? count : count * t, -100), nsp(count);
+        labels(classify ? count : count * t, -100), nsp(count), starts(count), ends(count);
     for (int64_t b = 0; b < count; ++b) {
       SampleDraws draw(options_.seed, indices[b]);
       const int64_t length = draw.Below(4) == 0 ? t / 2 + draw.Below(t - t / 2) : t;
@@ -72,6 +76,11 @@ class SyntheticTokens : public TokenDataset {
         mask[b * t + i] = 1;
         types[b * t + i] = i >= second_start ? 1 : 0;
       }
+      if (answer) {  // a span of segment B (for speed: nothing to learn)
+        starts[b] = second_start + draw.Below(std::max<int64_t>(second, 1));
+        ends[b] = std::min(starts[b] + draw.Below(4), second_start + std::max<int64_t>(second, 1) - 1);
+        continue;
+      }
       if (classify) {
         labels[b] = topic % options_.classes;
         continue;
@@ -90,6 +99,11 @@ class SyntheticTokens : public TokenDataset {
     batch.input_ids = Tensor::FromVector<int64_t>(ids, {count, t});
     batch.token_type_ids = Tensor::FromVector<int64_t>(types, {count, t});
     batch.attention_mask = Tensor::FromVector<int64_t>(mask, {count, t});
+    if (answer) {
+      batch.start_positions = Tensor::FromVector<int64_t>(starts, {count});
+      batch.end_positions = Tensor::FromVector<int64_t>(ends, {count});
+      return batch;
+    }
     if (classify) {
       batch.labels = Tensor::FromVector<int64_t>(labels, {count});
       return batch;
@@ -117,16 +131,21 @@ class SyntheticTokens : public TokenDataset {
 // A whole set in memory.
 class TensorTokens : public TokenDataset {
  public:
-  explicit TensorTokens(TokenBatch all) : all_(std::move(all)) {}
+  TensorTokens(TokenBatch all, TokenTask task, int64_t clamped = 0)
+      : all_(std::move(all)), task_(task), clamped_(clamped) {}
   int64_t size() const override { return all_.input_ids.dim(0); }
   int64_t seq_len() const override { return all_.input_ids.dim(1); }
-  bool classification() const override { return all_.labels.ndim() == 1; }
+  TokenTask task() const override { return task_; }
+  bool has_offsets() const override { return all_.offset_mapping.defined(); }
+  int64_t clamped_positions() const override { return clamped_; }
 
   TokenBatch Fill(const int64_t* indices, int64_t count, int64_t /*epoch*/) const override {
     const int64_t t = seq_len();
     TokenBatch batch;
     auto gather = [&](const Tensor& from, int64_t width) {
-      Tensor out = Tensor::Empty(width == 1 ? Shape{count} : Shape{count, width}, DType::kI64);
+      Shape shape = from.shape();
+      shape[0] = count;
+      Tensor out = Tensor::Empty(shape, DType::kI64);
       for (int64_t b = 0; b < count; ++b) {
         CHECK(indices[b] >= 0 && indices[b] < size()) << "sample " << indices[b] << " of " << size();
         std::memcpy(out.data<int64_t>() + b * width, from.data<int64_t>() + indices[b] * width,
@@ -137,14 +156,27 @@ class TensorTokens : public TokenDataset {
     batch.input_ids = gather(all_.input_ids, t);
     batch.token_type_ids = gather(all_.token_type_ids, t);
     batch.attention_mask = gather(all_.attention_mask, t);
-    const bool classify = classification();
-    batch.labels = gather(all_.labels, classify ? 1 : t);
-    if (!classify) batch.next_sentence_label = gather(all_.next_sentence_label, 1);
+    switch (task_) {
+      case TokenTask::kQuestionAnswering:
+        batch.start_positions = gather(all_.start_positions, 1);
+        batch.end_positions = gather(all_.end_positions, 1);
+        if (has_offsets()) batch.offset_mapping = gather(all_.offset_mapping, 2 * t);
+        break;
+      case TokenTask::kClassification:
+        batch.labels = gather(all_.labels, 1);
+        break;
+      case TokenTask::kPretraining:
+        batch.labels = gather(all_.labels, t);
+        batch.next_sentence_label = gather(all_.next_sentence_label, 1);
+        break;
+    }
     return batch;
   }
 
  private:
   TokenBatch all_;
+  TokenTask task_;
+  int64_t clamped_;
 };
 
 // Every element of `t` within [lo, hi) (or equal to `except`), else one
@@ -163,6 +195,51 @@ Status CheckRange(const std::string& path, const std::string& name, const Tensor
   return Status::Ok();
 }
 
+// A per-sequence tensor: i64 [n].
+Status CheckPerSequence(const std::string& path, const std::string& name, const Tensor* t, int64_t n,
+                        const std::string& what) {
+  if (t == nullptr) return InvalidArgument(path + ": no tensor '" + name + "' (i64 [N]: " + what + ")");
+  if (t->dtype() != DType::kI64 || t->shape() != Shape{n}) {
+    return InvalidArgument(path + ": tensor '" + name + "' must be i64 [" + std::to_string(n) + "] (" + what +
+                           "), got " + DTypeName(t->dtype()) + ShapeToString(t->shape()));
+  }
+  return Status::Ok();
+}
+
+// Question answering features: start_positions and end_positions, and
+// offset_mapping where evaluation features carry it. A negative position is
+// refused; one past the sequence is clamped to T, which the loss ignores.
+StatusOr<std::unique_ptr<TokenDataset>> OpenAnswerSpans(const std::string& path, const SafetensorsContents& contents,
+                                                        TokenBatch all) {
+  const int64_t n = all.input_ids.dim(0), t = all.input_ids.dim(1);
+  int64_t clamped = 0;
+  for (const char* name : {"start_positions", "end_positions"}) {
+    const Tensor* found = contents.Find(name);
+    RETURN_IF_ERROR(CheckPerSequence(path, name, found, n, "the answer's token in each sequence"));
+    Tensor positions = found->Clone();
+    int64_t* p = positions.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      if (p[i] < 0) {
+        return InvalidArgument(path + ": tensor '" + name + "' element [" + std::to_string(i) + "] is " +
+                               std::to_string(p[i]) + ": a position cannot be negative");
+      }
+      if (p[i] > t) ++clamped;
+      if (p[i] >= t) p[i] = t;
+    }
+    (std::string(name) == "start_positions" ? all.start_positions : all.end_positions) = positions;
+  }
+  if (const Tensor* offsets = contents.Find("offset_mapping")) {
+    if (offsets->dtype() != DType::kI64 || offsets->shape() != Shape{n, t, 2}) {
+      return InvalidArgument(path + ": tensor 'offset_mapping' must be i64 " + ShapeToString({n, t, 2}) +
+                             " (each token's characters in its context), got " + DTypeName(offsets->dtype()) +
+                             ShapeToString(offsets->shape()));
+    }
+    all.offset_mapping = *offsets;
+  }
+  return std::unique_ptr<TokenDataset>(
+      std::make_unique<TensorTokens>(std::move(all), TokenTask::kQuestionAnswering, clamped));
+}
+
 StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path, const TokenDataOptions& options) {
   ASSIGN_OR_RETURN(SafetensorsContents contents, ReadSafetensors(path));
   const Tensor* ids = contents.Find("input_ids");
@@ -172,6 +249,11 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path
                            DTypeName(ids->dtype()) + ShapeToString(ids->shape()));
   }
   const int64_t n = ids->dim(0), t = ids->dim(1);
+  if (options.expect_seq_len > 0 && t != options.expect_seq_len) {
+    return InvalidArgument(path + ": tensor 'input_ids' holds sequences of " + std::to_string(t) +
+                           " tokens, but --seq-len is " + std::to_string(options.expect_seq_len) +
+                           " (features made for another sequence length?)");
+  }
   if (t > options.max_positions) {
     return InvalidArgument(path + ": tensor 'input_ids' holds sequences of " + std::to_string(t) +
                            " tokens, longer than " + options.model + "'s " + std::to_string(options.max_positions) +
@@ -199,31 +281,23 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path
   RETURN_IF_ERROR(CheckRange(path, "input_ids", all.input_ids, 0, options.vocab_size, vocabulary));
   RETURN_IF_ERROR(CheckRange(path, "token_type_ids", all.token_type_ids, 0, options.type_vocab, "(token types)"));
   RETURN_IF_ERROR(CheckRange(path, "attention_mask", all.attention_mask, 0, 2, "(1 attend, 0 padding)"));
+  if (options.question_answering) return OpenAnswerSpans(path, contents, std::move(all));
   if (options.classes > 0) {
     // Sequence classification: a label per sequence.
     const Tensor* labels = contents.Find("labels");
-    if (labels == nullptr) return InvalidArgument(path + ": no tensor 'labels' (i64 [N])");
-    if (labels->dtype() != DType::kI64 || labels->shape() != Shape{n}) {
-      return InvalidArgument(path + ": tensor 'labels' must be i64 [" + std::to_string(n) +
-                             "] (a class per sequence), got " + DTypeName(labels->dtype()) +
-                             ShapeToString(labels->shape()));
-    }
+    RETURN_IF_ERROR(CheckPerSequence(path, "labels", labels, n, "a class per sequence"));
     all.labels = *labels;
     RETURN_IF_ERROR(CheckRange(path, "labels", all.labels, 0, options.classes,
                                "for --num-classes " + std::to_string(options.classes)));
-    return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all)));
+    return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all), TokenTask::kClassification));
   }
   ASSIGN_OR_RETURN(all.labels, matrix("labels", true, 0));
   const Tensor* nsp = contents.Find("next_sentence_label");
-  if (nsp == nullptr) return InvalidArgument(path + ": no tensor 'next_sentence_label' (i64 [N])");
-  if (nsp->dtype() != DType::kI64 || nsp->shape() != Shape{n}) {
-    return InvalidArgument(path + ": tensor 'next_sentence_label' must be i64 [" + std::to_string(n) + "], got " +
-                           DTypeName(nsp->dtype()) + ShapeToString(nsp->shape()));
-  }
+  RETURN_IF_ERROR(CheckPerSequence(path, "next_sentence_label", nsp, n, "0 IsNext, 1 NotNext"));
   all.next_sentence_label = *nsp;
   RETURN_IF_ERROR(CheckRange(path, "labels", all.labels, 0, options.vocab_size, vocabulary + " (or -100)", -100));
   RETURN_IF_ERROR(CheckRange(path, "next_sentence_label", all.next_sentence_label, 0, 2, "(0 IsNext, 1 NotNext)"));
-  return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all)));
+  return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all), TokenTask::kPretraining));
 }
 
 }  // namespace
@@ -247,8 +321,8 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenDataset(const std::string& flag
     return opened;
   }
   if (const std::string shards = SpecPath(spec, "tokens:"); !shards.empty()) {
-    if (options.classes > 0) {
-      return InvalidArgument(flag + " '" + spec + "': tokens:PATH is pretraining text; classification reads "
+    if (options.classes > 0 || options.question_answering) {
+      return InvalidArgument(flag + " '" + spec + "': tokens:PATH is pretraining text; fine-tuning reads "
                              "tensors:FILE");
     }
     return OpenTokenShards(flag, shards, options);

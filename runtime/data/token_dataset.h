@@ -1,6 +1,10 @@
 // BERT pretraining data: samples of DESIGN.md's named tensors, input_ids,
 // token_type_ids, attention_mask (i64 [N, T]), labels (MLM targets, -100
-// where ignored, i64 [N, T]) and next_sentence_label (i64 [N]).
+// where ignored, i64 [N, T]) and next_sentence_label (i64 [N]). Sequence
+// classification's labels are i64 [N]; question answering has
+// start_positions and end_positions (i64 [N]) instead, and evaluation
+// features may add offset_mapping (i64 [N, T, 2]: each token's characters
+// in its context, -1 outside it; tools/make_squad_tensors writes them).
 //
 // `synthetic` generates a corpus with learnable structure: 400 content
 // tokens in 50 topics of 8; a segment draws its tokens from its topic (10%
@@ -23,8 +27,11 @@
 
 namespace ddp {
 
+enum class TokenTask { kPretraining, kClassification, kQuestionAnswering };
+
 struct TokenBatch {
   Tensor input_ids, token_type_ids, attention_mask, labels, next_sentence_label;
+  Tensor start_positions, end_positions, offset_mapping;  // question answering (offsets: optional)
 };
 
 class TokenDataset {
@@ -33,8 +40,12 @@ class TokenDataset {
   static constexpr int64_t kEndless = -1;
   virtual int64_t size() const = 0;
   virtual int64_t seq_len() const = 0;
-  // Sequence classification data: labels i64 [N], no next_sentence_label.
-  virtual bool classification() const = 0;
+  virtual TokenTask task() const = 0;
+  // Question answering features with offset_mapping (evaluation features).
+  virtual bool has_offsets() const { return false; }
+  // Question answering: start or end positions past the sequence, clamped
+  // to T (which the loss ignores) when the file was opened.
+  virtual int64_t clamped_positions() const { return 0; }
   // Host tensors of `count` samples: indices[0..count) of epoch `epoch`
   // (which keys tokens:PATH's pairs and masks; the others ignore it).
   virtual TokenBatch Fill(const int64_t* indices, int64_t count, int64_t epoch = 0) const = 0;
@@ -53,6 +64,12 @@ struct TokenDataOptions {
   // next_sentence_label. Generated: both segments share a topic, nothing is
   // masked, and the label is the topic modulo `classes`.
   int64_t classes = 0;
+  // tensors:FILE of question answering features (start_positions,
+  // end_positions) rather than pretraining's.
+  bool question_answering = false;
+  // > 0: a tensors:FILE must hold sequences of this many tokens (its
+  // --seq-len was given).
+  int64_t expect_seq_len = 0;
 };
 
 // BERT's special ids (bert-base-uncased's vocabulary).

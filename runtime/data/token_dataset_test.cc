@@ -130,7 +130,7 @@ TEST(TensorTokensTest, ReadsAFileAndRefusesBadTensorsByName) {
   EXPECT_EQ(OpenError(path),
             "--data " + path + ": tensor 'attention_mask' must be i64 [2, 4] like input_ids, got i64[1, 4]");
   WriteTokens(path, {{"input_ids", ids}, {"labels", labels}});
-  EXPECT_EQ(OpenError(path), "--data " + path + ": no tensor 'next_sentence_label' (i64 [N])");
+  EXPECT_EQ(OpenError(path), "--data " + path + ": no tensor 'next_sentence_label' (i64 [N]: 0 IsNext, 1 NotNext)");
   // Classification: a label per sequence, within the classes.
   TokenDataOptions classes;
   classes.classes = 3;
@@ -144,6 +144,56 @@ TEST(TensorTokensTest, ReadsAFileAndRefusesBadTensorsByName) {
   auto ok = std::move(OpenTokenDataset("--data", "tensors:" + path, classes)).value();
   const int64_t first = 0;
   EXPECT_EQ(ok->Fill(&first, 1).labels.data<int64_t>()[0], 2);
+}
+
+// Question answering features: positions past the sequence are clamped to
+// it and counted; a negative one, a features file of another --seq-len and
+// a malformed offset_mapping are refused by name; offsets travel with
+// their features.
+TEST(TensorTokensTest, AnswerSpansAreClampedCheckedAndCarryTheirOffsets) {
+  const std::string path = testing::TempPath("spans.safetensors");
+  const Tensor ids = Tensor::FromVector<int64_t>({101, 2000, 102, 0, 101, 3000, 4000, 102}, {2, 4});
+  std::vector<int64_t> offsets(16, -1);
+  offsets[8 + 2 * 2] = 7;  // the second feature's third token: characters [7, 9)
+  offsets[8 + 2 * 2 + 1] = 9;
+  WriteTokens(path, {{"input_ids", ids},
+                     {"start_positions", Tensor::FromVector<int64_t>({1, 9}, {2})},
+                     {"end_positions", Tensor::FromVector<int64_t>({4, 9}, {2})},
+                     {"offset_mapping", Tensor::FromVector<int64_t>(offsets, {2, 4, 2})}});
+  TokenDataOptions qa;
+  qa.question_answering = true;
+  auto data = std::move(OpenTokenDataset("--data", "tensors:" + path, qa)).value();
+  EXPECT_EQ(data->task(), TokenTask::kQuestionAnswering);
+  EXPECT_TRUE(data->has_offsets());
+  EXPECT_EQ(data->clamped_positions(), 2);  // 9 and 9; 4 is T itself, already the ignored position
+  const int64_t both[] = {1, 0};
+  const TokenBatch b = data->Fill(both, 2);
+  EXPECT_EQ(b.start_positions.data<int64_t>()[0], 4);
+  EXPECT_EQ(b.end_positions.data<int64_t>()[0], 4);
+  EXPECT_EQ(b.start_positions.data<int64_t>()[1], 1);
+  ASSERT_EQ(b.offset_mapping.shape(), (Shape{2, 4, 2}));
+  EXPECT_EQ(b.offset_mapping.data<int64_t>()[4], 7);
+  EXPECT_EQ(b.offset_mapping.data<int64_t>()[5], 9);
+
+  WriteTokens(path, {{"input_ids", ids},
+                     {"start_positions", Tensor::FromVector<int64_t>({1, -2}, {2})},
+                     {"end_positions", Tensor::FromVector<int64_t>({1, 2}, {2})}});
+  EXPECT_EQ(OpenTokenDataset("--data", "tensors:" + path, qa).status().message(),
+            "--data " + path + ": tensor 'start_positions' element [1] is -2: a position cannot be negative");
+  WriteTokens(path, {{"input_ids", ids}, {"start_positions", Tensor::FromVector<int64_t>({1, 2}, {2})}});
+  EXPECT_EQ(OpenTokenDataset("--data", "tensors:" + path, qa).status().message(),
+            "--data " + path + ": no tensor 'end_positions' (i64 [N]: the answer's token in each sequence)");
+  WriteTokens(path, {{"input_ids", ids},
+                     {"start_positions", Tensor::FromVector<int64_t>({1, 2}, {2})},
+                     {"end_positions", Tensor::FromVector<int64_t>({1, 2}, {2})},
+                     {"offset_mapping", Tensor::FromVector<int64_t>(std::vector<int64_t>(8, 0), {2, 4})}});
+  EXPECT_EQ(OpenTokenDataset("--data", "tensors:" + path, qa).status().message(),
+            "--data " + path + ": tensor 'offset_mapping' must be i64 [2, 4, 2] (each token's characters in its "
+                               "context), got i64[2, 4]");
+  qa.expect_seq_len = 384;
+  EXPECT_EQ(OpenTokenDataset("--eval-data", "tensors:" + path, qa).status().message(),
+            "--eval-data " + path + ": tensor 'input_ids' holds sequences of 4 tokens, but --seq-len is 384 "
+                                    "(features made for another sequence length?)");
 }
 
 TEST(SyntheticTokensTest, ClassificationLabelsAreTheTopicClass) {

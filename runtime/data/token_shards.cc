@@ -209,7 +209,7 @@ class ShardedTokens : public TokenDataset {
 
   int64_t size() const override { return static_cast<int64_t>(chunks_.size()); }
   int64_t seq_len() const override { return options_.seq_len; }
-  bool classification() const override { return false; }
+  TokenTask task() const override { return TokenTask::kPretraining; }
   bool ReadsFiles() const override { return true; }
 
   TokenBatch Fill(const int64_t* indices, int64_t count, int64_t epoch) const override {

@@ -26,6 +26,10 @@ struct EvalCount {
 struct LossResult {
   double loss = 0.0;  // the micro-batch's mean loss (for BERT, MLM + NSP)
   std::vector<EvalCount> counts;
+  // Evaluation's results per sample, where the model has them (question
+  // answering: each feature's best span): host f64 [N, K], rows in the
+  // batch's order.
+  Tensor sample_outputs;
 };
 
 // A second name under which a checkpoint holds one of the model's tensors

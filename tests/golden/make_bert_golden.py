@@ -2,7 +2,11 @@
 """Writes tests/golden/bert_golden.json: an independent PyTorch float64
 implementation of BERT pretraining (MLM + NSP), written from the paper and
 Hugging Face's BertForPreTraining semantics, trained 3 steps with AdamW and
-3 steps with LAMB from a fixed start on one batch, dropout off.
+3 steps with LAMB from a fixed start on one batch, dropout off; and
+tests/golden/bert_qa_golden.json: the same encoder with Hugging Face's
+BertForQuestionAnswering head (no pooler; qa_outputs on every token; the
+mean of the start and end cross-entropies, positions past the sequence
+clamped to it and ignored), 3 AdamW steps.
 
 Both sides build the same start without shipping weights: every parameter
 and the batch come from the portable generator (make_resnet_golden.py's
@@ -14,7 +18,7 @@ token id 0), both token types, ignored MLM labels (-100) and both NSP
 labels.
 
 Run with Debian's python3 (python3-torch):
-  /usr/bin/python3 tests/golden/make_bert_golden.py
+  /usr/bin/python3 tests/golden/make_bert_golden.py [pretraining|question-answering]
 """
 import math
 import os
@@ -37,6 +41,21 @@ EPS = {"adamw": 1e-8, "lamb": 1e-6}
 LOWEST_F32 = float(np.finfo(np.float32).min)
 CHECKED = ["bert.embeddings.word_embeddings.weight", "bert.encoder.layer.1.attention.self.key.weight",
            "bert.encoder.layer.0.output.LayerNorm.bias", "cls.predictions.bias", "cls.seq_relationship.weight"]
+
+
+# Not qa_outputs.bias: every position shares it and a softmax's gradient
+# sums to 0, so its gradient is 0 but for rounding, which AdamW's
+# normalization turns into steps of either sign.
+QA_CHECKED = ["bert.embeddings.word_embeddings.weight", "bert.encoder.layer.1.attention.self.key.weight",
+              "bert.encoder.layer.0.output.LayerNorm.bias", "bert.embeddings.token_type_embeddings.weight",
+              "qa_outputs.weight"]
+
+
+def qa_parameter_shapes(c):
+    """BertForQuestionAnswering: the encoder without its pooler, then qa_outputs."""
+    shapes = [(name, shape) for name, shape in parameter_shapes(c)
+              if name.startswith("bert.") and not name.startswith("bert.pooler.")]
+    return shapes + [("qa_outputs.weight", (2, c["hidden"])), ("qa_outputs.bias", (2,))]
 
 
 def parameter_shapes(c):
@@ -97,6 +116,19 @@ def make_batch():
                                                        labels=labels, next_sentence_label=nsp).items()}
 
 
+def make_qa_batch():
+    """make_batch's tokens; answer spans drawn per sample, the third sample's
+    start past the sequence (clamped to it and ignored) and the fourth's end."""
+    b = make_batch()
+    n, t = BATCH, SEQ
+    start = (bits("qa_start", n) % np.uint64(t)).astype(np.int64)
+    end = np.minimum(start + (bits("qa_length", n) % np.uint64(4)).astype(np.int64), t - 1)
+    start[2] = t + 3
+    end[3] = t + 1
+    return dict(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
+                start_positions=torch.from_numpy(start), end_positions=torch.from_numpy(end))
+
+
 def layer_norm(x, p, prefix):
     return F.layer_norm(x, (x.shape[-1],), p[prefix + ".weight"], p[prefix + ".bias"], eps=CONFIG["eps"])
 
@@ -105,7 +137,8 @@ def linear(x, p, prefix):
     return x @ p[prefix + ".weight"].T + p[prefix + ".bias"]
 
 
-def loss_of(p, b):
+def encode(p, b):
+    """The encoder's last hidden states [N, T, H]."""
     c = CONFIG
     n, t = b["input_ids"].shape
     heads, d = c["heads"], c["hidden"] // c["heads"]
@@ -128,6 +161,23 @@ def loss_of(p, b):
         a = layer_norm(linear(context, p, pre + "attention.output.dense") + x, p, pre + "attention.output.LayerNorm")
         inter = F.gelu(linear(a, p, pre + "intermediate.dense"))
         x = layer_norm(linear(inter, p, pre + "output.dense") + a, p, pre + "output.LayerNorm")
+    return x
+
+
+def qa_loss_of(p, b):
+    """Hugging Face's BertForQuestionAnswering loss."""
+    x = encode(p, b)
+    t = x.shape[1]
+    logits = linear(x, p, "qa_outputs")
+    start_logits, end_logits = logits[..., 0], logits[..., 1]
+    start = b["start_positions"].clamp(0, t)
+    end = b["end_positions"].clamp(0, t)
+    return (F.cross_entropy(start_logits, start, ignore_index=t) + F.cross_entropy(end_logits, end, ignore_index=t)) / 2
+
+
+def loss_of(p, b):
+    x = encode(p, b)
+    n, t = b["input_ids"].shape
     pooled = torch.tanh(linear(x[:, 0], p, "bert.pooler.dense"))
     transformed = layer_norm(F.gelu(linear(x, p, "cls.predictions.transform.dense")), p,
                              "cls.predictions.transform.LayerNorm")
@@ -154,10 +204,11 @@ def lamb_step(params, state, lr, step):
             w.sub_(lr * ratio * u)
 
 
-def run(optimizer):
+def train(shapes, batch, loss_fn, optimizer, checked):
+    """STEPS steps of `optimizer` from the documented start: the losses and
+    the checked parameters' sums after them."""
     torch.manual_seed(0)
-    params = {name: start_value(name, shape) for name, shape in parameter_shapes(CONFIG)}
-    batch = make_batch()
+    params = {name: start_value(name, shape) for name, shape in shapes}
     decay = [w for k, w in params.items() if not is_bias_or_norm(k)]
     no_decay = [w for k, w in params.items() if is_bias_or_norm(k)]
     adamw = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
@@ -168,7 +219,7 @@ def run(optimizer):
     for step in range(1, STEPS + 1):
         for w in params.values():
             w.grad = None
-        loss = loss_of(params, batch)
+        loss = loss_fn(params, batch)
         loss.backward()
         losses.append(loss.item())
         if adamw is not None:
@@ -176,16 +227,29 @@ def run(optimizer):
         else:
             lamb_step(params, lamb_state, LR["lamb"], step)
     checks = {k: {"abs_sum": params[k].abs().sum().item(), "square_sum": (params[k] ** 2).sum().item()}
-              for k in CHECKED}
-    return dict(optimizer=optimizer, lr=LR[optimizer], eps=EPS[optimizer], losses=losses, parameters_after=checks)
+              for k in checked}
+    return dict(lr=LR[optimizer], eps=EPS[optimizer], losses=losses, parameters_after=checks)
+
+
+def run(optimizer):
+    return dict(optimizer=optimizer, **train(parameter_shapes(CONFIG), make_batch(), loss_of, optimizer, CHECKED))
+
+
+def run_qa():
+    batch = make_qa_batch()
+    return dict(train(qa_parameter_shapes(CONFIG), batch, qa_loss_of, "adamw", QA_CHECKED),
+                start_positions=batch["start_positions"].tolist(), end_positions=batch["end_positions"].tolist())
 
 
 def main():
     torch.set_num_threads(2)
     torch.set_default_dtype(torch.float64)
-    golden = {"config": CONFIG, "batch": BATCH, "seq": SEQ, "weight_decay": WEIGHT_DECAY, "betas": list(BETAS),
-              "cases": {name: run(name) for name in ("adamw", "lamb")}}
-    write_golden("bert_golden.json", golden, indent=1)
+    which = sys.argv[1:] or ["pretraining", "question-answering"]
+    common = {"config": CONFIG, "batch": BATCH, "seq": SEQ, "weight_decay": WEIGHT_DECAY, "betas": list(BETAS)}
+    if "pretraining" in which:
+        write_golden("bert_golden.json", dict(common, cases={name: run(name) for name in ("adamw", "lamb")}), indent=1)
+    if "question-answering" in which:
+        write_golden("bert_qa_golden.json", dict(common, question_answering=run_qa()), indent=1)
 
 
 if __name__ == "__main__":

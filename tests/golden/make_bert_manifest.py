@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes tests/golden/bert_state_dict_manifest.json: the names and shapes,
 in order, of Hugging Face BertForPreTraining.state_dict() for bert-tiny and
-bert-base, which models/bert_test.cc pins ddp_train's state dict to.
+bert-base ("bert-tiny", ...) and of BertForQuestionAnswering's
+("bert-tiny question-answering", ...), which models/bert_test.cc pins
+ddp_train's state dicts to.
 
 Where `transformers` imports (the GPU machine's Python; the self-test runs
 this there), the manifest comes from the library itself; elsewhere from its
@@ -21,21 +23,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 MODELS = {"bert-tiny": (2, 128, 2, 512), "bert-base": (12, 768, 12, 3072)}
 
 
-def from_structure(layers, hidden, heads, intermediate):
-    from make_bert_golden import parameter_shapes
+def from_structure(layers, hidden, heads, intermediate, task):
+    from make_bert_golden import parameter_shapes, qa_parameter_shapes
     config = dict(vocab=30522, hidden=hidden, layers=layers, heads=heads, intermediate=intermediate, positions=512,
                   types=2)
+    if task == "question-answering":
+        return [[name, list(shape)] for name, shape in qa_parameter_shapes(config)]
     entries = [[name, list(shape)] for name, shape in parameter_shapes(config)]
     at = [name for name, _ in entries].index("cls.predictions.transform.LayerNorm.bias") + 1
     entries[at:at] = [["cls.predictions.decoder.weight", [30522, hidden]], ["cls.predictions.decoder.bias", [30522]]]
     return entries
 
 
-def from_transformers(layers, hidden, heads, intermediate):
+def from_transformers(layers, hidden, heads, intermediate, task):
     import transformers
     config = transformers.BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
                                      num_attention_heads=heads, intermediate_size=intermediate)
-    model = transformers.BertForPreTraining(config)
+    model = (transformers.BertForQuestionAnswering if task == "question-answering"
+             else transformers.BertForPreTraining)(config)
     return [[name, list(t.shape)] for name, t in model.state_dict().items()]
 
 
@@ -49,7 +54,11 @@ def main():
         source, build = "transformers " + transformers.__version__, from_transformers
     except ImportError:
         source, build = "module structure (make_bert_golden.py)", from_structure
-    manifest = {"source": source, "models": {name: build(*dims) for name, dims in MODELS.items()}}
+    models = {}
+    for task in ("pretraining", "question-answering"):
+        for name, dims in MODELS.items():
+            models[name if task == "pretraining" else f"{name} {task}"] = build(*dims, task)
+    manifest = {"source": source, "models": models}
     with open(args.out, "w") as f:  # one tensor a line
         f.write('{"source": %s, "models": {\n' % json.dumps(source))
         models = []

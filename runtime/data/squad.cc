@@ -1,0 +1,296 @@
+#include "runtime/data/squad.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <unicode/locid.h>
+#include <unicode/uchar.h>
+#include <unicode/unistr.h>
+
+#include "runtime/durable_files.h"
+
+namespace ddp {
+namespace {
+
+using nlohmann::json;
+
+// A string field of `j`, or an error naming `where`.
+Status GetString(const json& j, const char* field, const std::string& where, std::string* out) {
+  const auto it = j.find(field);
+  if (it == j.end() || !it->is_string()) return InvalidArgument(where + ": no string '" + field + "'");
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Status ReadQuestion(const json& qa, const std::string& path, const std::string& context, const std::string& where,
+                    SquadQuestion* q) {
+  RETURN_IF_ERROR(GetString(qa, "id", path + ": " + where, &q->id));
+  const std::string named = path + ": question '" + q->id + "'";
+  RETURN_IF_ERROR(GetString(qa, "question", named, &q->question));
+  const auto answers = qa.find("answers");
+  if (answers == qa.end() || !answers->is_array() || answers->empty()) {
+    return InvalidArgument(named + ": no 'answers' (a list of text and answer_start)");
+  }
+  const int64_t characters = static_cast<int64_t>(CodePointStarts(context).size()) - 1;
+  for (const json& a : *answers) {
+    SquadAnswer answer;
+    RETURN_IF_ERROR(GetString(a, "text", named + ": an answer", &answer.text));
+    const auto start = a.find("answer_start");
+    if (start == a.end() || !start->is_number_integer()) {
+      return InvalidArgument(named + ": answer '" + answer.text + "' has no integer 'answer_start'");
+    }
+    answer.start = start->get<int64_t>();
+    const int64_t length = static_cast<int64_t>(CodePointStarts(answer.text).size()) - 1;
+    if (answer.start < 0 || answer.start + length > characters ||
+        CodePointSlice(context, answer.start, answer.start + length) != answer.text) {
+      return InvalidArgument(named + ": answer '" + answer.text + "' at character " + std::to_string(answer.start) +
+                             " is not in its context");
+    }
+    q->answers.push_back(std::move(answer));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<size_t> CodePointStarts(const std::string& utf8) {
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < utf8.size(); ++i) {
+    if ((static_cast<unsigned char>(utf8[i]) & 0xC0) != 0x80) starts.push_back(i);
+  }
+  starts.push_back(utf8.size());
+  return starts;
+}
+
+std::string CodePointSlice(const std::string& utf8, int64_t begin, int64_t end) {
+  const std::vector<size_t> starts = CodePointStarts(utf8);
+  const int64_t n = static_cast<int64_t>(starts.size()) - 1;
+  begin = std::clamp<int64_t>(begin, 0, n);
+  end = std::clamp<int64_t>(end, begin, n);
+  return utf8.substr(starts[begin], starts[end] - starts[begin]);
+}
+
+StatusOr<SquadSet> ReadSquad(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  const json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgument(path + ": not valid JSON");
+  const auto data = doc.find("data");
+  if (!doc.is_object() || data == doc.end() || !data->is_array()) {
+    return InvalidArgument(path + ": no 'data' list (SQuAD's articles)");
+  }
+  SquadSet set;
+  for (size_t a = 0; a < data->size(); ++a) {
+    const json& article = (*data)[a];
+    const auto paragraphs = article.find("paragraphs");
+    if (paragraphs == article.end() || !paragraphs->is_array()) {
+      return InvalidArgument(path + ": data[" + std::to_string(a) + "]: no 'paragraphs' list");
+    }
+    for (size_t p = 0; p < paragraphs->size(); ++p) {
+      const json& paragraph = (*paragraphs)[p];
+      const std::string where = "data[" + std::to_string(a) + "].paragraphs[" + std::to_string(p) + "]";
+      std::string context;
+      RETURN_IF_ERROR(GetString(paragraph, "context", path + ": " + where, &context));
+      const auto qas = paragraph.find("qas");
+      if (qas == paragraph.end() || !qas->is_array()) return InvalidArgument(path + ": " + where + ": no 'qas' list");
+      set.contexts.push_back(context);
+      for (size_t q = 0; q < qas->size(); ++q) {
+        SquadQuestion question;
+        question.context = static_cast<int64_t>(set.contexts.size()) - 1;
+        RETURN_IF_ERROR(ReadQuestion((*qas)[q], path, context, where + ".qas[" + std::to_string(q) + "]", &question));
+        set.questions.push_back(std::move(question));
+      }
+    }
+  }
+  if (set.questions.empty()) return InvalidArgument(path + ": no questions");
+  return set;
+}
+
+std::string NormalizeAnswer(const std::string& text) {
+  icu::UnicodeString s = icu::UnicodeString::fromUTF8(text);
+  s.toLower(icu::Locale::getRoot());
+  static const std::string kPunctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";  // Python's string.punctuation
+  std::vector<std::string> words;
+  icu::UnicodeString word;
+  auto flush = [&] {
+    std::string w;
+    word.toUTF8String(w);
+    word.remove();
+    if (!w.empty() && w != "a" && w != "an" && w != "the") words.push_back(w);
+  };
+  for (int32_t i = 0; i < s.length(); i = s.moveIndex32(i, 1)) {
+    const UChar32 c = s.char32At(i);
+    if (c < 128 && kPunctuation.find(static_cast<char>(c)) != std::string::npos) continue;
+    if (u_isUWhiteSpace(c)) {
+      flush();
+    } else {
+      word.append(c);
+    }
+  }
+  flush();
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+namespace {
+
+std::vector<std::string> Words(const std::string& normalized) {
+  std::vector<std::string> words;
+  std::istringstream in(normalized);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+double F1One(const std::string& prediction, const std::string& truth) {
+  const std::vector<std::string> p = Words(NormalizeAnswer(prediction)), t = Words(NormalizeAnswer(truth));
+  std::map<std::string, int64_t> counts;
+  for (const std::string& w : t) ++counts[w];
+  int64_t same = 0;
+  for (const std::string& w : p) {
+    auto it = counts.find(w);
+    if (it != counts.end() && it->second > 0) {
+      --it->second;
+      ++same;
+    }
+  }
+  if (same == 0) return 0.0;
+  const double precision = static_cast<double>(same) / static_cast<double>(p.size());
+  const double recall = static_cast<double>(same) / static_cast<double>(t.size());
+  return 2.0 * precision * recall / (precision + recall);
+}
+
+}  // namespace
+
+double ExactMatch(const std::string& prediction, const std::vector<std::string>& truths) {
+  const std::string p = NormalizeAnswer(prediction);
+  for (const std::string& t : truths) {
+    if (NormalizeAnswer(t) == p) return 1.0;
+  }
+  return 0.0;
+}
+
+double F1Score(const std::string& prediction, const std::vector<std::string>& truths) {
+  double best = 0.0;
+  for (const std::string& t : truths) best = std::max(best, F1One(prediction, t));
+  return best;
+}
+
+Status WriteFeatureSpans(const std::string& path, const std::vector<FeatureSpan>& spans) {
+  std::string out = "feature\tstart\tend\tscore\n";
+  char line[128];
+  for (size_t i = 0; i < spans.size(); ++i) {
+    std::snprintf(line, sizeof(line), "%zu\t%" PRId64 "\t%" PRId64 "\t%.9g\n", i, spans[i].start, spans[i].end,
+                  spans[i].score);
+    out += line;
+  }
+  return WriteFileDurably(path, out);
+}
+
+StatusOr<std::vector<FeatureSpan>> ReadFeatureSpans(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(path + ": cannot open");
+  std::string header;
+  if (!std::getline(in, header) || header != "feature\tstart\tend\tscore") {
+    return InvalidArgument(path + ": not a predictions file (its first line is not feature, start, end, score)");
+  }
+  std::vector<FeatureSpan> spans;
+  int64_t number = 1;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    long long feature = 0, start = 0, end = 0;
+    double score = 0.0;
+    int used = 0;
+    if (std::sscanf(line.c_str(), "%lld\t%lld\t%lld\t%lf%n", &feature, &start, &end, &score, &used) != 4 ||
+        used != static_cast<int>(line.size()) || feature != static_cast<long long>(spans.size())) {
+      return InvalidArgument(path + ": line " + std::to_string(number) + " is not feature " +
+                             std::to_string(spans.size()) + "'s start, end and score");
+    }
+    spans.push_back(FeatureSpan{start, end, score});
+  }
+  return spans;
+}
+
+Status CheckFeatures(const SquadSet& set, const Tensor& example_index, const Tensor& offset_mapping,
+                     const std::string& features_name) {
+  const int64_t n = example_index.numel(), q = static_cast<int64_t>(set.questions.size());
+  if (example_index.dtype() != DType::kI64 || offset_mapping.dtype() != DType::kI64 || offset_mapping.ndim() != 3 ||
+      offset_mapping.dim(0) != n || offset_mapping.dim(2) != 2) {
+    return InvalidArgument(features_name + ": example_index must be i64 [N] and offset_mapping i64 [N, T, 2], got " +
+                           DTypeName(example_index.dtype()) + ShapeToString(example_index.shape()) + " and " +
+                           DTypeName(offset_mapping.dtype()) + ShapeToString(offset_mapping.shape()));
+  }
+  std::vector<bool> seen(static_cast<size_t>(q), false);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t e = example_index.data<int64_t>()[i];
+    if (e < 0 || e >= q) {
+      return InvalidArgument(features_name + ": example_index[" + std::to_string(i) + "] is " + std::to_string(e) +
+                             ", but the SQuAD file has " + std::to_string(q) + " questions (features of another file?)");
+    }
+    seen[e] = true;
+  }
+  for (int64_t e = 0; e < q; ++e) {
+    if (!seen[e]) {
+      return InvalidArgument(features_name + " has no feature of question '" + set.questions[e].id +
+                             "' (features of another SQuAD file?)");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<SquadScores> ScoreSpans(const SquadSet& set, const Tensor& example_index, const Tensor& offset_mapping,
+                                 const std::vector<FeatureSpan>& spans, const std::string& features_name) {
+  const int64_t n = example_index.numel(), q = static_cast<int64_t>(set.questions.size());
+  if (static_cast<int64_t>(spans.size()) != n) {
+    return InvalidArgument("there are " + std::to_string(spans.size()) + " predicted spans for the " +
+                           std::to_string(n) + " features of " + features_name);
+  }
+  RETURN_IF_ERROR(CheckFeatures(set, example_index, offset_mapping, features_name));
+  const int64_t t = offset_mapping.dim(1);
+  const int64_t* examples = example_index.data<int64_t>();
+  const int64_t* offsets = offset_mapping.data<int64_t>();
+  std::vector<int64_t> best(static_cast<size_t>(q), -1);  // the best feature with a span, per question
+  for (int64_t i = 0; i < n; ++i) {
+    const FeatureSpan& s = spans[i];
+    if (s.start < 0) continue;
+    if (s.end < s.start || s.end >= t) {
+      return InvalidArgument("the predicted span of feature " + std::to_string(i) + " is [" + std::to_string(s.start) +
+                             ", " + std::to_string(s.end) + "], outside its " + std::to_string(t) + " tokens");
+    }
+    const int64_t e = examples[i];
+    if (best[e] < 0 || s.score > spans[best[e]].score) best[e] = i;
+  }
+  SquadScores scores;
+  scores.questions = q;
+  double exact = 0.0, f1 = 0.0;
+  for (int64_t e = 0; e < q; ++e) {
+    const SquadQuestion& question = set.questions[e];
+    std::string text;
+    if (best[e] >= 0) {
+      const FeatureSpan& s = spans[best[e]];
+      const int64_t* row = offsets + best[e] * t * 2;
+      if (row[2 * s.start] < 0 || row[2 * s.end + 1] < 0) {
+        return InvalidArgument("the predicted span of feature " + std::to_string(best[e]) + " is not in its context "
+                               "(offset_mapping is -1 there)");
+      }
+      text = CodePointSlice(set.contexts[question.context], row[2 * s.start], row[2 * s.end + 1]);
+    }
+    std::vector<std::string> truths;
+    for (const SquadAnswer& a : question.answers) truths.push_back(a.text);
+    exact += ExactMatch(text, truths);
+    f1 += F1Score(text, truths);
+    scores.answers.push_back(text);
+  }
+  scores.exact_match = 100.0 * exact / static_cast<double>(q);
+  scores.f1 = 100.0 * f1 / static_cast<double>(q);
+  return scores;
+}
+
+}  // namespace ddp
