@@ -268,6 +268,8 @@ expect_error "--data $tmp/qa16.safetensors: tensor 'input_ids' holds sequences o
   "${qa[@]}" --seq-len 32 --data "tensors:$tmp/qa16.safetensors"
 expect_error "--predictions-file needs --eval-data question answering features with offset_mapping" \
   "${qa[@]}" --data "tensors:$tmp/qa16.safetensors" --predictions-file "$tmp/predictions.tsv"
+expect_error "--task question-answering is BERT's; --model resnet18 is an image classifier" "${small[@]}" \
+  --task question-answering
 expect_error "--predictions-file writes answer spans: it needs --task question-answering" --model bert-tiny \
   --steps 1 --predictions-file "$tmp/predictions.tsv"
 /usr/bin/python3 - "$tmp/negative.safetensors" <<'PY'

@@ -1,6 +1,6 @@
 // --cuda-graphs on one GPU: a step replayed from the captured graph gives
 // the eager step's loss and gradients bit for bit (deterministic kernels),
-// for ResNet and for BERT's classifier, and a changed loss scale captures
+// for ResNet and for BERT's three heads, and a changed loss scale captures
 // anew. Reports SKIPPED without a GPU.
 #include "launch/step_graph.h"
 
@@ -36,7 +36,8 @@ class StepGraphTest : public ::testing::Test {
       TokenDataOptions t;
       t.seq_len = 16;
       t.vocab_size = BertConfigFor(m.name)->vocab_size;
-      t.classes = m.num_classes;
+      t.classes = m.task == "classification" ? m.num_classes : 0;
+      t.question_answering = m.task == "question-answering";
       data_ = TokenBatches(std::move(OpenTokenDataset("--data", "synthetic", t).value()), "synthetic");
     } else {
       ImageDataOptions d;
@@ -108,6 +109,18 @@ TEST_F(StepGraphTest, ResNetReplayEqualsTheEagerStep) {
 TEST_F(StepGraphTest, BertClassifierReplayEqualsTheEagerStep) {
   Build(BertTinyClassifier(/*dropout=*/0.0f));
   ExpectReplayEqualsEager("bert-tiny");
+}
+
+// Pretraining (the data source's mlm_positions, the MLM and NSP losses on
+// the device) and question answering: the graph's step is the eager step.
+TEST_F(StepGraphTest, BertPretrainingAndQuestionAnsweringReplayEqualTheEagerStep) {
+  for (const char* task : {"pretraining", "question-answering"}) {
+    SCOPED_TRACE(task);
+    ModelOptions m = BertTinyClassifier(/*dropout=*/0.0f);
+    m.task = task;
+    Build(m);
+    ExpectReplayEqualsEager("bert-tiny");
+  }
 }
 
 // With dropout, a captured step would replay the first step's masks: refused,

@@ -129,6 +129,10 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
 }  // namespace
 
 StatusOr<TrainingData> OpenTrainingData(const TrainOptions& options) {
+  if (options.task != "pretraining" && InputOf(options.model) == ModelInput::kImages) {
+    return InvalidArgument("--task " + options.task + " is BERT's; --model " + options.model +
+                           " is an image classifier (leave --task out)");
+  }
   if (!options.predictions_file.empty() && options.task != "question-answering") {
     return InvalidArgument("--predictions-file writes answer spans: it needs --task question-answering and "
                            "--eval-data features from tools/make_squad_tensors");

@@ -281,84 +281,6 @@ BertModel::BertModel(const BertConfig& config, const StepState* state, bool with
   pooler_ = with_pooler ? AddChild<BertPooler>("pooler", config) : nullptr;
 }
 
-namespace {
-
-// cls.predictions.transform: dense, GELU, LayerNorm.
-class BertPredictionHeadTransform : public ModuleContainer {
- public:
-  explicit BertPredictionHeadTransform(const BertConfig& config) {
-    dense = AddChild<LinearLayer>("dense", config.hidden, config.hidden, true, config.initializer_range);
-    layer_norm = AddChild<LayerNormLayer>("LayerNorm", config.hidden, config.layer_norm_eps);
-  }
-  LinearLayer* dense;
-  LayerNormLayer* layer_norm;
-};
-
-}  // namespace
-
-BertLMPredictionHead::BertLMPredictionHead(const BertConfig& config) {
-  bias_ = AddParameter("bias", {config.vocab_size}, true);
-  BertPredictionHeadTransform* transform = AddChild<BertPredictionHeadTransform>("transform", config);
-  dense_ = transform->dense;
-  layer_norm_ = transform->layer_norm;
-}
-
-void BertLMPredictionHead::ResetOwnParameters(std::mt19937_64&) { bias_->value.Fill(0.0); }
-
-Tensor BertLMPredictionHead::Forward(ExecutionContext& ctx, const Tensor& hidden, const Parameter& word_embeddings) {
-  PrepareForward();
-  const Tensor pre_gelu = dense_->Forward(ctx, hidden);
-  Tensor activated = Like(pre_gelu);
-  GeluForward(ctx, pre_gelu, activated);
-  const Tensor transformed = layer_norm_->Forward(ctx, activated);
-  Tensor logits = Tensor::Empty({hidden.dim(0), bias_->shape[0]}, DType::kF32, hidden.device());
-  LinearForward(ctx, transformed, word_embeddings.value, &bias_->value, logits);
-  if (keeps_for_backward()) {
-    pre_gelu_ = pre_gelu;
-    transformed_ = transformed;
-  }
-  return logits;
-}
-
-Tensor BertLMPredictionHead::Backward(ExecutionContext& ctx, const Tensor& dlogits, const Parameter& word_embeddings,
-                                      Tensor* tied_gradient) {
-  CHECK(transformed_.defined()) << "MLM head Backward without a training Forward";
-  Tensor dtransformed = Like(transformed_);
-  LinearBackwardData(ctx, dlogits, word_embeddings.value, &dtransformed);
-  *tied_gradient = Tensor::Empty(word_embeddings.shape, DType::kF32, dlogits.device());
-  Tensor dbias = Tensor::Empty(bias_->shape, DType::kF32, dlogits.device());
-  LinearBackwardWeights(ctx, transformed_, dlogits, *tied_gradient, &dbias);
-  const Tensor dactivated = layer_norm_->Backward(ctx, dtransformed);
-  Tensor dpre = Like(pre_gelu_);
-  GeluBackward(ctx, pre_gelu_, dactivated, dpre);
-  const Tensor dhidden = dense_->Backward(ctx, dpre);
-  // The bias is registered before the transform: finished after it.
-  FinishGradient(ctx, *bias_, dbias);
-  pre_gelu_ = transformed_ = Tensor();
-  return dhidden;
-}
-
-namespace {
-
-// cls: predictions and seq_relationship.
-class BertPreTrainingHeads : public ModuleContainer {
- public:
-  explicit BertPreTrainingHeads(const BertConfig& config) {
-    predictions = AddChild<BertLMPredictionHead>("predictions", config);
-    seq_relationship = AddChild<LinearLayer>("seq_relationship", config.hidden, 2, true, config.initializer_range);
-  }
-  BertLMPredictionHead* predictions;
-  LinearLayer* seq_relationship;
-};
-
-EvalCount EvalCountOf(const std::string& name, const std::string& label, const Tensor& logits, const Tensor& labels,
-                      int64_t ignore) {
-  const CorrectCount c = CountCorrect(logits, labels, ignore);
-  return EvalCount{name, label, c.correct, c.counted};
-}
-
-}  // namespace
-
 BertLossModule::BertLossModule(const BertConfig& config, bool with_pooler) : config_(config) {
   state_.seed = config.seed;
   bert_ = AddChild<BertModel>("bert", config, &state_, with_pooler);
@@ -407,91 +329,6 @@ std::string BertLossModule::CanonicalStateName(const std::string& name) const {
   return name;
 }
 
-BertForPreTraining::BertForPreTraining(const BertConfig& config) : BertLossModule(config) {
-  BertPreTrainingHeads* cls = AddChild<BertPreTrainingHeads>("cls", config);
-  predictions_ = cls->predictions;
-  seq_relationship_ = cls->seq_relationship;
-}
-
-LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
-  Tensor hidden, pooled;
-  Encode(ctx, batch, &hidden, &pooled);
-  const int64_t n = state_.batch, t = state_.seq;
-  CrossEntropyParams ce;  // ignore_index -100, as the MLM labels use
-  // The MLM head runs on the labelled positions only (NVIDIA's BERT does
-  // so): the others' loss terms and gradients are zero, and the vocabulary
-  // projection is most of the head's cost. With none labelled, one ignored
-  // row keeps every head parameter's gradient (zero) and the loss NaN, as
-  // Hugging Face's mean over no tokens gives.
-  const Tensor all_labels = batch.Get("labels").View(0, {n * t});
-  const Tensor host_labels = all_labels.To(Device::Cpu());
-  std::vector<int64_t> positions, labelled;
-  for (int64_t i = 0; i < n * t; ++i) {
-    if (host_labels.data<int64_t>()[i] == ce.ignore_index) continue;
-    positions.push_back(i);
-    labelled.push_back(host_labels.data<int64_t>()[i]);
-  }
-  if (positions.empty()) {
-    positions.push_back(0);
-    labelled.push_back(ce.ignore_index);
-  }
-  const int64_t m = static_cast<int64_t>(positions.size());
-  const Tensor position_ids = Tensor::FromVector<int64_t>(positions, {m}).To(hidden.device());
-  Tensor gathered = Tensor::Empty({m, hidden.dim(1)}, DType::kF32, hidden.device());
-  GatherRows(ctx, hidden, position_ids, gathered);
-  const Tensor mlm_logits =
-      predictions_->Forward(ctx, gathered, *bert_->embeddings()->word_embeddings()->weight());
-  const Tensor nsp_logits = seq_relationship_->Forward(ctx, pooled);
-  const Tensor mlm_labels = Tensor::FromVector<int64_t>(labelled, {m}).To(hidden.device());
-  const Tensor& nsp_labels = batch.Get("next_sentence_label");
-  Tensor mlm_probs = Like(mlm_logits), nsp_probs = Like(nsp_logits);
-  const CrossEntropyResult mlm = SoftmaxCrossEntropyForward(ctx, ce, mlm_logits, mlm_labels, mlm_probs);
-  const CrossEntropyResult nsp = SoftmaxCrossEntropyForward(ctx, ce, nsp_logits, nsp_labels, nsp_probs);
-  if (keeps_for_backward()) {
-    mlm_positions_ = position_ids;
-    hidden_rows_ = n * t;
-    mlm_labels_ = mlm_labels;
-    nsp_labels_ = nsp_labels;
-    mlm_probs_ = mlm_probs;
-    nsp_probs_ = nsp_probs;
-  }
-  LossResult result;
-  result.loss = mlm.loss + nsp.loss;
-  // Counted in evaluation only: they read the logits on the host.
-  if (!training()) {
-    result.counts = {EvalCountOf("mlm", "MLM accuracy", mlm_logits, mlm_labels, ce.ignore_index),
-                     EvalCountOf("nsp", "NSP accuracy", nsp_logits, nsp_labels, ce.ignore_index)};
-  }
-  return result;
-}
-
-void BertForPreTraining::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
-  CHECK(mlm_probs_.defined()) << "BertForPreTraining: BackwardLoss without a training ForwardLoss";
-  CrossEntropyParams ce;
-  // The heads in the reverse of their registration: seq_relationship, then
-  // the MLM head, then the pooler; then the encoder and the embeddings.
-  Tensor dnsp = Like(nsp_probs_);
-  SoftmaxCrossEntropyBackward(ctx, ce, nsp_probs_, nsp_labels_, loss_grad, dnsp);
-  const Tensor dpooled = seq_relationship_->Backward(ctx, dnsp);
-  Tensor dlogits = Like(mlm_probs_);
-  SoftmaxCrossEntropyBackward(ctx, ce, mlm_probs_, mlm_labels_, loss_grad, dlogits);
-  mlm_probs_ = nsp_probs_ = Tensor();
-  const Parameter& words = *bert_->embeddings()->word_embeddings()->weight();
-  Tensor tied;
-  const Tensor dgathered = predictions_->Backward(ctx, dlogits, words, &tied);
-  dlogits = Tensor();
-  Tensor dhidden_mlm = Tensor::Empty({hidden_rows_, dgathered.dim(1)}, DType::kF32, dgathered.device());
-  ScatterAddRows(ctx, mlm_positions_, dgathered, dhidden_mlm);  // scattered back to their rows
-  mlm_positions_ = Tensor();
-  BackwardEncoder(ctx, dhidden_mlm, dpooled, std::move(tied));
-}
-
-std::vector<StateAlias> BertForPreTraining::StateAliases() const {
-  return {{"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight",
-           "cls.predictions.transform.LayerNorm.bias"},
-          {"cls.predictions.decoder.bias", "cls.predictions.bias", "cls.predictions.decoder.weight"}};
-}
-
 BertForSequenceClassification::BertForSequenceClassification(const BertConfig& config, int64_t classes)
     : BertLossModule(config), dropout_(&state_, 1 + 3 * config.layers) {
   classifier_ = AddChild<LinearLayer>("classifier", config.hidden, classes, true, config.initializer_range);
@@ -534,10 +371,6 @@ LossModule::LoadPolicy BertForSequenceClassification::PolicyOnLoad(const std::st
   if (name.rfind("cls.", 0) == 0) return LoadPolicy::kDropIfPresent;  // the pretraining heads
   if (name.rfind("classifier.", 0) == 0) return LoadPolicy::kNewIfAbsent;
   return LoadPolicy::kStrict;
-}
-
-std::unique_ptr<Layer> BuildBertForPreTraining(const BertConfig& config) {
-  return std::make_unique<BertForPreTraining>(config);
 }
 
 std::unique_ptr<Layer> BuildBertForSequenceClassification(const BertConfig& config, int64_t classes) {

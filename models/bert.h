@@ -219,16 +219,31 @@ class BertForPreTraining : public BertLossModule {
  public:
   explicit BertForPreTraining(const BertConfig& config);
   // Batch tensors: input_ids, token_type_ids (optional), attention_mask
-  // (optional), labels (MLM targets), next_sentence_label. Counts:
-  // "mlm" (masked tokens predicted) and "nsp".
+  // (optional), labels (MLM targets), next_sentence_label, and the MLM
+  // head's rows, mlm_positions and mlm_labels (i64 [N * P]: FindMlmPositions
+  // in runtime/data/token_dataset.h; the data source finds them before
+  // upload, and a batch without them has its labels read on the host).
+  // Counts: "mlm" (masked tokens predicted) and "nsp".
   LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch) override;
   void BackwardLoss(ExecutionContext& ctx, double loss_grad) override;
+  // The loss with its figures left on the device (a CUDA graph's step):
+  // the MLM and the NSP cross-entropy's sums and counts. Needs the batch's
+  // mlm_positions.
+  int64_t loss_stats_size() const override { return 6; }
+  void ForwardLossToDevice(ExecutionContext& ctx, const Batch& batch, Tensor& stats) override;
+  LossResult ReadLoss(ExecutionContext& ctx, const Tensor& stats, const Batch& batch) override;
   // BertForPreTraining.state_dict() repeats the tied decoder:
   // cls.predictions.decoder.weight (the word embeddings) and .bias
   // (cls.predictions.bias).
   std::vector<StateAlias> StateAliases() const override;
 
  private:
+  // The MLM head's rows of the hidden states and their labels.
+  void MlmRows(const Batch& batch, int64_t n, int64_t t, const Device& device, Tensor* positions, Tensor* labels);
+  // Encoder and both heads: the MLM logits [M, V] over those rows and the
+  // NSP logits [N, 2]; what backward needs is kept.
+  void Heads(ExecutionContext& ctx, const Batch& batch, Tensor* mlm_logits, Tensor* nsp_logits);
+
   BertLMPredictionHead* predictions_;
   LinearLayer* seq_relationship_;
   Tensor mlm_positions_;  // i64 [M]: the rows of the hidden states the MLM head ran on

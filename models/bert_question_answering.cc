@@ -77,7 +77,9 @@ void ReadSpans(const Tensor& ordered, const Batch& batch, LossResult& result) {
     out[3 * i + 1] = static_cast<double>(best.end);
     out[3 * i + 2] = best.score;
     const int64_t s = starts.data<int64_t>()[i], e = ends.data<int64_t>()[i];
-    if (s == t || e == t) continue;
+    // Counted: windows that hold their answer (not clamped away, not [CLS]:
+    // SQuAD v1.1 questions all have one, elsewhere in their context).
+    if (s == t || e == t || (s == 0 && e == 0)) continue;
     ++spans.counted;
     if (best.start == s && best.end == e) ++spans.correct;
   }

@@ -25,7 +25,8 @@ class BertForQuestionAnswering : public BertLossModule {
   // Batch tensors: input_ids, token_type_ids and attention_mask (optional),
   // start_positions, end_positions, and in evaluation offset_mapping
   // (optional, i64 [N, T, 2], -1 for a token outside the context). Counts:
-  // "span" (the best span is the labelled one). Evaluation's
+  // "span" (the best span is the labelled one, among the features whose
+  // window holds their answer: not labelled [CLS]). Evaluation's
   // sample_outputs: each feature's best span (BestSpan), f64 [N, 3].
   LossResult ForwardLoss(ExecutionContext& ctx, const Batch& batch) override;
   void BackwardLoss(ExecutionContext& ctx, double loss_grad) override;

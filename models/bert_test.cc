@@ -7,6 +7,7 @@
 // and accumulation adding micro-batches' gradients.
 #include "models/bert.h"
 #include "models/bert_question_answering.h"
+#include "runtime/data/token_dataset.h"
 
 #include <cmath>
 #include <cstring>
@@ -16,43 +17,19 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "models/bert_testing.h"
 #include "runtime/allocator.h"
 #include "runtime/layers/model.h"
 
 namespace ddp {
 namespace {
 
-BertConfig Small() {
-  BertConfig c;
-  c.vocab_size = 13;
-  c.hidden = 8;
-  c.layers = 2;
-  c.heads = 2;
-  c.intermediate = 16;
-  c.max_positions = 8;
-  c.initializer_range = 0.5;  // large enough that every path carries gradient
-  c.dropout = 0.0f;
-  return c;
-}
-
-Batch SmallBatch() {
-  Batch b;
-  const int64_t n = 2, t = 5;
-  b.tensors = {
-      {"input_ids", Tensor::FromVector<int64_t>({1, 5, 7, 2, 0, 3, 12, 0, 0, 0}, {n, t})},
-      {"token_type_ids", Tensor::FromVector<int64_t>({0, 0, 1, 1, 0, 0, 0, 1, 0, 0}, {n, t})},
-      {"attention_mask", Tensor::FromVector<int64_t>({1, 1, 1, 1, 0, 1, 1, 1, 0, 0}, {n, t})},
-      {"labels", Tensor::FromVector<int64_t>({-100, 4, -100, 9, -100, -100, 6, 11, -100, -100}, {n, t})},
-      {"next_sentence_label", Tensor::FromVector<int64_t>({1, 0}, {n})},
-  };
-  b.step = 3;
-  b.first_sample = 4;
-  return b;
-}
-
-std::unique_ptr<Model> MakeModel(const BertConfig& config, uint64_t seed = 7) {
-  return std::make_unique<Model>("bert", BuildBertForPreTraining(config), seed);
-}
+using testing::CheckGradients;
+using testing::Copies;
+using testing::Loss;
+using testing::MakeModel;
+using testing::Small;
+using testing::SmallBatch;
 
 TEST(BertTest, BaseHasHuggingFaceNamesAndCount) {
   BertConfig base = *BertConfigFor("bert-base");
@@ -120,58 +97,12 @@ TEST(BertTest, GradientsFinishInReverseRegistrationOrder) {
   model->SetGradientReadyHook(nullptr);
 }
 
-double Loss(Model& model, const Batch& batch) {
-  ExecutionContext ctx = ExecutionContext::Cpu(1);
-  return model.ForwardLoss(ctx, batch).loss;
-}
-
-// Every parameter tensor: three coordinates' analytic gradients against
-// central differences of the f32 loss.
-void CheckGradients(const BertConfig& config, std::unique_ptr<Model> model = nullptr, Batch batch = SmallBatch()) {
-  if (model == nullptr) model = MakeModel(config);
-  ExecutionContext ctx = ExecutionContext::Cpu(1);
-  const LossResult r = model->ForwardLoss(ctx, batch);
-  ASSERT_TRUE(std::isfinite(r.loss));
-  model->BackwardLoss(ctx, 1.0, false);
-  const std::vector<float> grads(model->flat_gradients().data<float>(),
-                                 model->flat_gradients().data<float>() + model->num_parameters());
-  std::mt19937_64 rng(1);
-  int64_t offset = 0;
-  for (Parameter* p : model->parameters()) {
-    const int64_t n = p->value.numel();
-    for (int trial = 0; trial < 3; ++trial) {
-      int64_t i = static_cast<int64_t>(rng() % n);
-      // The word embeddings' padding row (id 0) gets no lookup gradient;
-      // check a used row instead, whose tied-decoder gradient adds in.
-      if (p->name == "bert.embeddings.word_embeddings.weight" && i < config.hidden) i += 5 * config.hidden;
-      float* w = p->value.data<float>() + i;
-      const float saved = *w;
-      const double h = 2e-3;  // 1e-2 meets the curvature of these large weights
-      *w = static_cast<float>(saved + h);
-      const double up = Loss(*model, batch);
-      *w = static_cast<float>(saved - h);
-      const double down = Loss(*model, batch);
-      *w = saved;
-      const double numerical = (up - down) / (2 * h);
-      const double analytic = grads[offset + i];
-      EXPECT_NEAR(analytic, numerical, 2e-3 + 3e-2 * std::fabs(numerical)) << p->name << "[" << i << "]";
-    }
-    offset += n;
-  }
-}
-
 TEST(BertTest, EveryParameterGradientMatchesFiniteDifferences) { CheckGradients(Small()); }
 
 TEST(BertTest, GradientsWithDropoutMatchFiniteDifferences) {
   BertConfig c = Small();
   c.dropout = 0.2f;  // the masks are a function of the step: the same at w + h and w - h
   CheckGradients(c);
-}
-
-std::vector<std::pair<std::string, Tensor>> Copies(const std::vector<std::pair<std::string, Tensor>>& state) {
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& [name, t] : state) out.emplace_back(name, t.To(Device::Cpu()).Clone());
-  return out;
 }
 
 Batch ClassificationBatch() {
@@ -216,107 +147,42 @@ TEST(BertTest, ClassifierDeviceSideLossEqualsTheHostLoss) {
   EXPECT_GT(norm, 0.0);
 }
 
-// Question answering: SmallBatch's tokens with answer spans; the second
-// sample's end is past the sequence (clamped to T = 5 by the data), so the
-// loss ignores it: its start and end means count 2 and 1 positions.
-Batch AnswerBatch() {
-  Batch b = SmallBatch();
-  b.tensors.resize(3);
-  b.tensors.push_back({"start_positions", Tensor::FromVector<int64_t>({1, 2}, {2})});
-  b.tensors.push_back({"end_positions", Tensor::FromVector<int64_t>({3, 5}, {2})});
-  return b;
-}
-
-std::unique_ptr<Model> AnswerModel(const BertConfig& c) {
-  return std::make_unique<Model>("bert", BuildBertForQuestionAnswering(c), 7);
-}
-
-TEST(BertTest, QuestionAnsweringGradientsMatchFiniteDifferences) {
-  BertConfig c = Small();
-  c.dropout = 0.2f;
-  CheckGradients(c, AnswerModel(c), AnswerBatch());
-}
-
-// The device-side loss (a CUDA graph's step) equals the host loss, and the
-// backward after it the host's, bit for bit; evaluation gives each
-// feature's best span and counts the exact ones among the labelled.
-TEST(BertTest, QuestionAnsweringDeviceSideLossAndEvaluation) {
-  std::unique_ptr<Model> host = AnswerModel(Small()), device = AnswerModel(Small());
+// Pretraining with the data source's mlm_positions (padded rows per
+// sequence): the same loss as a batch whose labels are read here, the
+// device-side loss equal to the host loss and the gradients after it the
+// host's, bit for bit.
+TEST(BertTest, PretrainingDeviceSideLossFromTheDataSourcesPositions) {
+  Batch batch = SmallBatch();
+  const int64_t n = 2, t = 5, per = 3;  // at most 2 labels a sequence here; one more row of padding
+  std::vector<int64_t> rows(n * per), targets(n * per);
+  FindMlmPositions(batch.Get("labels").data<int64_t>(), n, t, per, rows.data(), targets.data());
+  EXPECT_EQ(rows, (std::vector<int64_t>{1, 3, 0, 6, 7, 5}));
+  EXPECT_EQ(targets, (std::vector<int64_t>{4, 9, -100, 6, 11, -100}));
+  Batch found = batch;
+  found.tensors.push_back({"mlm_positions", Tensor::FromVector<int64_t>(rows, {n * per})});
+  found.tensors.push_back({"mlm_labels", Tensor::FromVector<int64_t>(targets, {n * per})});
+  std::unique_ptr<Model> host = MakeModel(Small()), device = MakeModel(Small());
   ExecutionContext ctx = ExecutionContext::Cpu(1);
-  const Batch batch = AnswerBatch();
-  const double want = host->ForwardLoss(ctx, batch).loss;
+  // The padding rows change no figure: loss and gradients equal the
+  // unpadded rows' but for the GEMMs' summation lengths.
+  const double scanned = host->ForwardLoss(ctx, batch).loss;
   host->BackwardLoss(ctx, 0.5, /*accumulate=*/false);
-  ASSERT_EQ(device->loss_stats_size(), 6);
+  const Tensor unpadded = host->flat_gradients().Clone();
+  const double want = host->ForwardLoss(ctx, found).loss;
+  EXPECT_NEAR(want, scanned, 1e-6 * std::fabs(scanned));
+  host->BackwardLoss(ctx, 0.5, /*accumulate=*/false);
+  for (int64_t i = 0; i < unpadded.numel(); ++i) {
+    const float u = unpadded.data<float>()[i], p = host->flat_gradients().data<float>()[i];
+    ASSERT_NEAR(p, u, 1e-6f + 1e-5f * std::fabs(u)) << "gradient element " << i;
+  }
   Tensor stats = Tensor::Zeros({6}, DType::kF64);
-  device->ForwardLossToDevice(ctx, batch, stats);
-  EXPECT_EQ(device->ReadLoss(ctx, stats, batch).loss, want);
-  EXPECT_EQ(stats.data<double>()[1], 2.0);  // starts counted
-  EXPECT_EQ(stats.data<double>()[4], 1.0);  // ends counted: one was clamped
+  device->ForwardLossToDevice(ctx, found, stats);
+  EXPECT_EQ(device->ReadLoss(ctx, stats, found).loss, want);
+  EXPECT_EQ(stats.data<double>()[1], 4.0);  // masked tokens counted
   device->BackwardLoss(ctx, 0.5, /*accumulate=*/false);
   const Tensor& a = host->flat_gradients();
   const Tensor& b = device->flat_gradients();
   EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0);
-
-  host->SetTraining(false);
-  const LossResult r = host->ForwardLoss(ctx, batch);
-  EXPECT_EQ(r.loss, want);
-  ASSERT_EQ(r.counts.size(), 1u);
-  EXPECT_EQ(r.counts[0].name, "span");
-  EXPECT_EQ(r.counts[0].counted, 1);  // the second sample's span is not labelled
-  ASSERT_EQ(r.sample_outputs.shape(), (Shape{2, 3}));
-  for (int i = 0; i < 2; ++i) {
-    const double* span = r.sample_outputs.data<double>() + 3 * i;
-    EXPECT_LE(span[0], span[1]);
-    EXPECT_GE(span[0], 0);
-    EXPECT_LT(span[1], 5);
-  }
-}
-
-// run_qa's choice: the best start + end among the top starts and ends,
-// start <= end, at most max_length tokens, both in the context.
-TEST(BertTest, BestSpanIsRunQasChoice) {
-  //                        0     1     2     3     4     5
-  const float starts[] = {9.0f, 1.0f, 5.0f, 0.0f, 4.0f, 2.0f};
-  const float ends[] = {9.0f, 0.0f, 1.0f, 3.0f, 6.0f, 0.5f};
-  const int64_t offsets[] = {-1, -1, 0, 3, 4, 7, 8, 9, 10, 12, -1, -1};  // tokens 1..4 are context
-  AnswerSpan best = BestSpan(starts, ends, 6, offsets, nullptr);
-  EXPECT_EQ(best.start, 2);  // (0, 0) scores 18 but is not context
-  EXPECT_EQ(best.end, 4);
-  EXPECT_EQ(best.score, 11.0);
-  best = BestSpan(starts, ends, 6, offsets, nullptr, 20, /*max_length=*/2);
-  EXPECT_EQ(best.start, 4);  // (2, 4) is 3 tokens; (4, 4) scores 10, (2, 3) 8
-  EXPECT_EQ(best.end, 4);
-  const int64_t shorter[] = {-1, -1, 0, 3, 4, 7, 8, 9, -1, -1, -1, -1};  // token 4 is not context
-  best = BestSpan(starts, ends, 6, shorter, nullptr);
-  EXPECT_EQ(best.start, 2);
-  EXPECT_EQ(best.end, 3);
-  EXPECT_EQ(best.score, 8.0);
-  // Only the top 1 start and end: (0, 0), outside the context: no span.
-  best = BestSpan(starts, ends, 6, offsets, nullptr, 1);
-  EXPECT_EQ(best.start, -1);
-  // Without offsets the mask decides.
-  const int64_t mask[] = {1, 1, 1, 1, 0, 0};
-  best = BestSpan(starts, ends, 6, nullptr, mask);
-  EXPECT_EQ(best.start, 0);
-  EXPECT_EQ(best.end, 0);
-}
-
-TEST(BertTest, QuestionAnsweringFineTunesFromPretrainingWeights) {
-  std::unique_ptr<Model> pretrained = MakeModel(Small(), 1);
-  std::unique_ptr<Model> qa = AnswerModel(Small());
-  Model::LoadReport report;
-  ASSERT_TRUE(qa->LoadStateDict(Copies(pretrained->StateDict()), &report).ok());
-  EXPECT_EQ(report.fresh, (std::vector<std::string>{"qa_outputs.weight", "qa_outputs.bias"}));
-  ASSERT_EQ(report.dropped.size(), 11u);  // the pooler, cls.predictions.* (the tied decoder too), cls.seq_relationship.*
-  for (const std::string& name : report.dropped) {
-    EXPECT_TRUE(name.rfind("cls.", 0) == 0 || name.rfind("bert.pooler.", 0) == 0) << name;
-  }
-  for (size_t i = 0; i + 2 < qa->parameters().size(); ++i) {  // bert.*, as saved
-    const Parameter* p = qa->parameters()[i];
-    EXPECT_EQ(p->name, pretrained->parameters()[i]->name);
-    EXPECT_EQ(std::memcmp(p->value.raw_data(), pretrained->parameters()[i]->value.raw_data(), p->value.nbytes()), 0)
-        << p->name;
-  }
 }
 
 // A captured step would replay its first masks: dropout blocks capture,
@@ -329,7 +195,7 @@ TEST(BertTest, DropoutBlocksGraphCapture) {
   Model with_dropout("bert", BuildBertForSequenceClassification(c, 3), 7);
   EXPECT_NE(with_dropout.CaptureBlocker().find("dropout masks are keyed by the step"), std::string::npos);
   EXPECT_NE(with_dropout.CaptureBlocker().find("--dropout 0"), std::string::npos);
-  EXPECT_EQ(MakeModel(Small())->loss_stats_size(), 0);  // pretraining reads its loss on the host
+  EXPECT_EQ(MakeModel(Small())->loss_stats_size(), 6);  // pretraining's loss stays on the device too
 }
 
 TEST(BertTest, ClassifierFineTunesFromPretrainingWeights) {

@@ -252,10 +252,8 @@ std::vector<BertTokenizer::TokenSpan> BertTokenizer::EncodeWithOffsets(const std
       out.push_back(TokenSpan{unk_, word.begin, word.end});
       continue;
     }
-    // Greedy longest match first, over code points. A piece's characters
-    // come from the word's span as a whole (normalization may change their
-    // count): the first piece starts where the word does, the last ends
-    // where it does, and the others split it at its characters' count.
+    // Greedy longest match first, over code points; each piece traced
+    // through its first and last characters.
     std::vector<TokenSpan> pieces;
     bool covered = true;
     for (int32_t start = 0; start < n;) {

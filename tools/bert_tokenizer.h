@@ -42,8 +42,9 @@ class BertTokenizer {
   std::vector<uint32_t> Encode(const std::string& text) const;
   // Encode's ids, each with the characters of `text` it came from: code
   // point indices [begin, end), as Hugging Face's fast tokenizers give
-  // offsets. A word that normalization reshapes (Greek's final sigma) has
-  // its pieces split by their characters' count within it.
+  // offsets. Every piece of a word whose normalization a character at a
+  // time differs from the whole word's (Greek's final sigma) is traced to
+  // the whole word.
   struct TokenSpan {
     uint32_t id;
     int64_t begin, end;

@@ -1,6 +1,6 @@
 // A SQuAD v1.1 file to question answering features for ddp_train --task
 // question-answering (tools/squad_features.h):
-//   make_squad_tensors --vocab vocab.txt --squad train-v1.1.json --seq-len 384 --doc-stride 128 \
+//   make_squad_tensors --vocab vocab.txt --squad train-v1.1.json --seq-len 384 --doc-stride 128
 //       --max-query-len 64 --out train.safetensors
 // --eval adds example_index and offset_mapping, for --predictions-file and
 // tools/squad_eval.

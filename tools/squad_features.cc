@@ -83,11 +83,13 @@ StatusOr<std::vector<NamedTensor>> MakeSquadFeatures(const SquadSet& set, const 
     const std::vector<BertTokenizer::TokenSpan>& context = contexts[q.context];
     if (context.empty()) return InvalidArgument("question '" + q.id + "': its context has no tokens");
     const SquadAnswer& answer = q.answers.front();
-    const int64_t answer_end = answer.start + static_cast<int64_t>(CodePointStarts(answer.text).size()) - 1;
+    // One past the answer's last character, as run_qa's end_char
+    // (CodePointStarts ends with the text's end: one more than its characters).
+    const int64_t answer_stop = answer.start + static_cast<int64_t>(CodePointStarts(answer.text).size()) - 1;
     const int64_t n = static_cast<int64_t>(context.size());
     for (int64_t from = 0;; from += room - options.doc_stride) {
       const int64_t to = std::min(n, from + room);
-      AddWindow(question, context, from, to, answer.start, answer_end, static_cast<int64_t>(e), special, t, c, *counts);
+      AddWindow(question, context, from, to, answer.start, answer_stop, static_cast<int64_t>(e), special, t, c, *counts);
       if (to == n) break;
     }
   }

@@ -77,6 +77,28 @@ TEST(SquadFeaturesTest, WindowsLabelsAndOffsetsAsRunQaMakesThem) {
   EXPECT_EQ(std::vector<int64_t>(offsets.begin() + 12, offsets.begin() + 16), (std::vector<int64_t>{0, 5, 6, 10}));
 }
 
+// An answer whose last token is a continuation right after the one
+// before ("1990" "##s"): the end is the continuation, and a window that
+// stops before it does not hold the answer.
+TEST(SquadFeaturesTest, AnAnswerEndingInAContinuationEndsThere) {
+  const BertTokenizer vocab =
+      BertTokenizer::FromTokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "when", "?", "in", "the", "1990", "##s"})
+          .value();
+  SquadSet set;
+  set.contexts = {"in the 1990s the"};  // in [0,2) the [3,6) 1990 [7,11) ##s [11,12) the [13,16)
+  set.questions = {{"q", "when?", 0, {{"1990s", 7}}}};
+  SquadFeatureOptions options;
+  options.seq_len = 7;  // [CLS] when ? [SEP] 2 context tokens [SEP]
+  options.doc_stride = 1;
+  SquadFeatureCounts counts;
+  const StatusOr<std::vector<NamedTensor>> f = MakeSquadFeatures(set, vocab, options, &counts);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  // Windows [0,2) [1,3) [2,4) [3,5): only [2,4) holds 1990 ##s, at 4..5;
+  // [1,3) ends at 1990, one character short.
+  EXPECT_EQ(Values(*f, "start_positions"), (std::vector<int64_t>{0, 0, 4, 0}));
+  EXPECT_EQ(Values(*f, "end_positions"), (std::vector<int64_t>{0, 0, 5, 0}));
+}
+
 TEST(SquadFeaturesTest, AQuestionWithoutRoomIsOneLineNamingIt) {
   SquadSet set = Set();
   set.questions[1].question = "a b c d e f a b";

@@ -103,6 +103,8 @@ class TokenSource : public BatchSource {
       case TokenTask::kPretraining:
         specs.push_back({"labels", tokens, DType::kI64});
         specs.push_back({"next_sentence_label", {count}, DType::kI64});
+        specs.push_back({"mlm_positions", {count * data_->max_predictions()}, DType::kI64});
+        specs.push_back({"mlm_labels", {count * data_->max_predictions()}, DType::kI64});
         break;
     }
     return specs;
@@ -120,6 +122,11 @@ class TokenSource : public BatchSource {
     put("attention_mask", filled.attention_mask);
     for (const char* name : {"labels", "next_sentence_label", "start_positions", "end_positions", "offset_mapping"}) {
       if (batch.Find(name) != nullptr) put(name, TokenTensor(filled, name));
+    }
+    if (batch.Find("mlm_positions") != nullptr) {  // the tensors share the batch's storage
+      Tensor rows = batch.Get("mlm_positions"), targets = batch.Get("mlm_labels");
+      FindMlmPositions(filled.labels.data<int64_t>(), count, data_->seq_len(), data_->max_predictions(),
+                       rows.data<int64_t>(), targets.data<int64_t>());
     }
     int64_t real = 0;
     const int64_t* mask = filled.attention_mask.data<int64_t>();

@@ -28,7 +28,8 @@ TEST(BatchSourceTest, TokenPretrainingBatchesAreTheDatasetsSamples) {
   auto reference = std::move(OpenTokenDataset("--data", "synthetic", options)).value();
   auto source = TokenBatches(std::move(OpenTokenDataset("--data", "synthetic", options)).value(), "synthetic");
   EXPECT_EQ(Names(source->Specs(5)),
-            (std::vector<std::string>{"input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label"}));
+            (std::vector<std::string>{"input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label",
+                                      "mlm_positions", "mlm_labels"}));
   EXPECT_EQ(source->tokens_per_sample(), 24);
   EXPECT_STREQ(source->sample_noun(), "sequences");
   EXPECT_EQ(source->Describe(), "sequences of 24 tokens from synthetic");
@@ -47,6 +48,29 @@ TEST(BatchSourceTest, TokenPretrainingBatchesAreTheDatasetsSamples) {
   for (int64_t i = 0; i < want.attention_mask.numel(); ++i) real += want.attention_mask.data<int64_t>()[i];
   EXPECT_EQ(batch.real_tokens, real);
   EXPECT_LT(real, 16 * 24);  // padding is not counted
+  // The MLM rows, found before upload: round(15%) of 21 content positions
+  // bound each sequence's, 3; each labelled position once, in order, then
+  // row b * 24 with label -100.
+  const int64_t per = 3;
+  ASSERT_EQ(batch.Get("mlm_positions").shape(), (Shape{16 * per}));
+  const int64_t* rows = batch.Get("mlm_positions").data<int64_t>();
+  const int64_t* targets = batch.Get("mlm_labels").data<int64_t>();
+  for (int64_t b = 0; b < 16; ++b) {
+    std::vector<int64_t> want_rows, want_targets;
+    for (int64_t i = 0; i < 24; ++i) {
+      const int64_t label = want.labels.data<int64_t>()[b * 24 + i];
+      if (label == -100) continue;
+      want_rows.push_back(b * 24 + i);
+      want_targets.push_back(label);
+    }
+    ASSERT_LE(want_rows.size(), static_cast<size_t>(per));
+    while (want_rows.size() < static_cast<size_t>(per)) {
+      want_rows.push_back(b * 24);
+      want_targets.push_back(-100);
+    }
+    EXPECT_EQ(std::vector<int64_t>(rows + b * per, rows + (b + 1) * per), want_rows) << "sequence " << b;
+    EXPECT_EQ(std::vector<int64_t>(targets + b * per, targets + (b + 1) * per), want_targets) << "sequence " << b;
+  }
 
   // Copied into other buffers, counters and all.
   ExecutionContext ctx = ExecutionContext::Cpu(1);

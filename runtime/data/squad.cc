@@ -37,6 +37,14 @@ Status ReadQuestion(const json& qa, const std::string& path, const std::string& 
     return InvalidArgument(named + ": no 'answers' (a list of text and answer_start)");
   }
   const int64_t characters = static_cast<int64_t>(CodePointStarts(context).size()) - 1;
+  // Every answer within the context; the first (the one features label)
+  // its characters there, whitespace aside (Google's run_squad compares so).
+  auto spaced = [](const std::string& s) {
+    std::istringstream in(s);
+    std::string out;
+    for (std::string w; in >> w;) out += (out.empty() ? "" : " ") + w;
+    return out;
+  };
   for (const json& a : *answers) {
     SquadAnswer answer;
     RETURN_IF_ERROR(GetString(a, "text", named + ": an answer", &answer.text));
@@ -46,8 +54,9 @@ Status ReadQuestion(const json& qa, const std::string& path, const std::string& 
     }
     answer.start = start->get<int64_t>();
     const int64_t length = static_cast<int64_t>(CodePointStarts(answer.text).size()) - 1;
+    const bool first = q->answers.empty();
     if (answer.start < 0 || answer.start + length > characters ||
-        CodePointSlice(context, answer.start, answer.start + length) != answer.text) {
+        (first && spaced(CodePointSlice(context, answer.start, answer.start + length)) != spaced(answer.text))) {
       return InvalidArgument(named + ": answer '" + answer.text + "' at character " + std::to_string(answer.start) +
                              " is not in its context");
     }
@@ -187,7 +196,7 @@ Status WriteFeatureSpans(const std::string& path, const std::vector<FeatureSpan>
   std::string out = "feature\tstart\tend\tscore\n";
   char line[128];
   for (size_t i = 0; i < spans.size(); ++i) {
-    std::snprintf(line, sizeof(line), "%zu\t%" PRId64 "\t%" PRId64 "\t%.9g\n", i, spans[i].start, spans[i].end,
+    std::snprintf(line, sizeof(line), "%zu\t%" PRId64 "\t%" PRId64 "\t%.17g\n", i, spans[i].start, spans[i].end,
                   spans[i].score);
     out += line;
   }

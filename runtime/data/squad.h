@@ -31,9 +31,10 @@ struct SquadSet {
   std::vector<SquadQuestion> questions;  // in the file's order: features' example_index counts them
 };
 
-// Malformed JSON, a missing or mistyped field, or an answer whose text is
-// not its context's characters at answer_start is one line naming the file
-// and the question id.
+// Malformed JSON, a missing or mistyped field, an answer past its context,
+// or a first answer (the one features label) whose text is not its
+// context's characters at answer_start (whitespace aside) is one line
+// naming the file and the question id.
 StatusOr<SquadSet> ReadSquad(const std::string& path);
 
 // Byte offset of each code point of `utf8`, and the size at the end.
@@ -42,7 +43,10 @@ std::vector<size_t> CodePointStarts(const std::string& utf8);
 std::string CodePointSlice(const std::string& utf8, int64_t begin, int64_t end);
 
 // The official script's normalize_answer: lower case, ASCII punctuation
-// removed, the articles a, an and the removed, whitespace collapsed.
+// removed, the articles a, an and the removed, whitespace collapsed. Words
+// are split on whitespace before the articles go, where the script's
+// regular expression (\b(a|an|the)\b) would also take an article from
+// beside a non-ASCII symbol ("the€").
 std::string NormalizeAnswer(const std::string& text);
 // 1 when the normalized texts are equal; F1 of their normalized words'
 // overlap (a bag of words), each the best over the ground truths.
@@ -76,8 +80,8 @@ Status CheckFeatures(const SquadSet& set, const Tensor& example_index, const Ten
 // The features' spans back to text (offset_mapping i64 [N, T, 2] into
 // their questions' contexts, example_index i64 [N]), the best-scoring
 // feature per question, then EM and F1 against its answers. A question
-// with no valid span predicts "" (scored 0, as the official script scores
-// a missing prediction). Features that do not fit `set` (an index outside
+// with no valid span predicts "" (as the official script scores a missing
+// prediction). Features that do not fit `set` (an index outside
 // it, a question without features) are refused, naming `features_name`.
 StatusOr<SquadScores> ScoreSpans(const SquadSet& set, const Tensor& example_index, const Tensor& offset_mapping,
                                  const std::vector<FeatureSpan>& spans, const std::string& features_name);

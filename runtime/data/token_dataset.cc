@@ -1,5 +1,7 @@
 #include "runtime/data/token_dataset.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -38,6 +40,9 @@ class SyntheticTokens : public TokenDataset {
 
   int64_t size() const override { return kEndless; }
   int64_t seq_len() const override { return options_.seq_len; }
+  int64_t max_predictions() const override {
+    return task() == TokenTask::kPretraining ? MaskedCount(options_.seq_len - 3) : 0;
+  }
   TokenTask task() const override {
     if (options_.question_answering) return TokenTask::kQuestionAnswering;
     return options_.classes > 0 ? TokenTask::kClassification : TokenTask::kPretraining;
@@ -85,15 +90,18 @@ class SyntheticTokens : public TokenDataset {
         labels[b] = topic % options_.classes;
         continue;
       }
-      // MLM: 15% of content tokens (at least one), BERT's 80/10/10.
-      bool any = false;
+      // MLM: round(15%) of the content tokens (at least one), drawn
+      // without replacement; BERT's 80/10/10.
+      std::vector<int64_t> content;
       for (int64_t i = 1; i < length; ++i) {
-        const bool content = row[i] >= kFirstContent;
-        if (!content || draw.Below(100) >= 15) continue;
-        any = true;
-        Mask(draw, row, labels.data() + b * t, i);
+        if (row[i] >= kFirstContent) content.push_back(i);
       }
-      if (!any) Mask(draw, row, labels.data() + b * t, 1);
+      const int64_t wanted = std::min<int64_t>(MaskedCount(static_cast<int64_t>(content.size())),
+                                               static_cast<int64_t>(content.size()));
+      for (int64_t k = 0; k < wanted; ++k) {
+        std::swap(content[k], content[k + draw.Below(static_cast<int64_t>(content.size()) - k)]);
+        Mask(draw, row, labels.data() + b * t, content[k]);
+      }
     }
     TokenBatch batch;
     batch.input_ids = Tensor::FromVector<int64_t>(ids, {count, t});
@@ -132,11 +140,12 @@ class SyntheticTokens : public TokenDataset {
 class TensorTokens : public TokenDataset {
  public:
   TensorTokens(TokenBatch all, TokenTask task, int64_t clamped = 0)
-      : all_(std::move(all)), task_(task), clamped_(clamped) {}
+      : all_(std::move(all)), task_(task), clamped_(clamped), max_predictions_(MostLabels()) {}
   int64_t size() const override { return all_.input_ids.dim(0); }
   int64_t seq_len() const override { return all_.input_ids.dim(1); }
   TokenTask task() const override { return task_; }
   bool has_offsets() const override { return all_.offset_mapping.defined(); }
+  int64_t max_predictions() const override { return max_predictions_; }
   int64_t clamped_positions() const override { return clamped_; }
 
   TokenBatch Fill(const int64_t* indices, int64_t count, int64_t /*epoch*/) const override {
@@ -174,9 +183,23 @@ class TensorTokens : public TokenDataset {
   }
 
  private:
+  // Pretraining: the most MLM labels a sequence of the file has (at least 1).
+  int64_t MostLabels() const {
+    if (task_ != TokenTask::kPretraining) return 0;
+    int64_t most = 1;
+    const int64_t t = seq_len();
+    for (int64_t row = 0; row < size(); ++row) {
+      int64_t labelled = 0;
+      for (int64_t i = 0; i < t; ++i) labelled += all_.labels.data<int64_t>()[row * t + i] != -100;
+      most = std::max(most, labelled);
+    }
+    return most;
+  }
+
   TokenBatch all_;
   TokenTask task_;
   int64_t clamped_;
+  int64_t max_predictions_;
 };
 
 // Every element of `t` within [lo, hi) (or equal to `except`), else one
@@ -301,6 +324,30 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path
 }
 
 }  // namespace
+
+int64_t MaskedCount(int64_t tokens) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(static_cast<double>(tokens) * 0.15)));
+}
+
+void FindMlmPositions(const int64_t* labels, int64_t count, int64_t t, int64_t per_sequence, int64_t* rows,
+                      int64_t* targets) {
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t label = labels[b * t + i];
+      if (label == -100) continue;
+      CHECK_LT(k, per_sequence) << "sequence " << b << " has more MLM labels than the " << per_sequence
+                                << " the dataset bounds them by";
+      rows[b * per_sequence + k] = b * t + i;
+      targets[b * per_sequence + k] = label;
+      ++k;
+    }
+    for (; k < per_sequence; ++k) {
+      rows[b * per_sequence + k] = b * t;
+      targets[b * per_sequence + k] = -100;
+    }
+  }
+}
 
 StatusOr<std::unique_ptr<TokenDataset>> OpenTokenDataset(const std::string& flag, const std::string& spec,
                                                          const TokenDataOptions& options) {

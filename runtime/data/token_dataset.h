@@ -12,8 +12,8 @@
 // segment (1 in 8 at best, against 1 in 400 for the most frequent token);
 // segment B shares A's topic (IsNext, label 0) or has another (NotNext,
 // label 1); a quarter of the samples are shorter than --seq-len and padded;
-// 15% of content tokens are chosen for MLM, of which 80% become [MASK], 10%
-// a random token and 10% stay, as BERT masks. `tensors:FILE`
+// round(15%) of content tokens (at least one) are chosen for MLM, of which
+// 80% become [MASK], 10% a random token and 10% stay, as BERT masks. `tensors:FILE`
 // holds a whole set, checked on opening: ids within the vocabulary,
 // sequences within the positions, shapes alike.
 #pragma once
@@ -43,6 +43,9 @@ class TokenDataset {
   virtual TokenTask task() const = 0;
   // Question answering features with offset_mapping (evaluation features).
   virtual bool has_offsets() const { return false; }
+  // Pretraining: the most MLM labels a sequence can have (the MLM head's
+  // rows per sequence: mlm_positions); 0 for the fine-tuning tasks.
+  virtual int64_t max_predictions() const { return 0; }
   // Question answering: start or end positions past the sequence, clamped
   // to T (which the loss ignores) when the file was opened.
   virtual int64_t clamped_positions() const { return 0; }
@@ -71,6 +74,18 @@ struct TokenDataOptions {
   // --seq-len was given).
   int64_t expect_seq_len = 0;
 };
+
+// The MLM head's rows, found before the batch goes to its device (a step
+// then reads no labels on the host): for each of `count` sequences of `t`
+// labels (-100: none), its labelled positions as rows of the batch's hidden
+// states (b * t + i) and their labels, padded to `per_sequence` with row
+// b * t and label -100. More labels than `per_sequence` is fatal (the
+// dataset's max_predictions bounds them).
+void FindMlmPositions(const int64_t* labels, int64_t count, int64_t t, int64_t per_sequence, int64_t* rows,
+                      int64_t* targets);
+
+// Masked positions per sequence: round(15%) of `tokens`, at least one.
+int64_t MaskedCount(int64_t tokens);
 
 // BERT's special ids (bert-base-uncased's vocabulary).
 constexpr int64_t kPadToken = 0, kClsToken = 101, kSepToken = 102, kMaskToken = 103;

@@ -50,6 +50,13 @@ TEST(SyntheticTokensTest, DeterministicAndShapedAsBertInputs) {
       }
       content += mask[i] && ids[i] != kClsToken && ids[i] != kSepToken;
     }
+    // Exactly round(15%) of the sequence's content tokens (at least one).
+    int64_t sample_content = 0, sample_chosen = 0;
+    for (int64_t i = 0; i < t; ++i) {
+      sample_content += mask[i] && ids[i] != kClsToken && ids[i] != kSepToken;
+      sample_chosen += labels[i] != -100;
+    }
+    EXPECT_EQ(sample_chosen, MaskedCount(sample_content)) << "sample " << s;
     EXPECT_EQ(seps, 2);
     EXPECT_EQ(ids[length - 1], kSepToken);
     EXPECT_EQ(types[0], 0);

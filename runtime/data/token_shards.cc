@@ -209,6 +209,7 @@ class ShardedTokens : public TokenDataset {
 
   int64_t size() const override { return static_cast<int64_t>(chunks_.size()); }
   int64_t seq_len() const override { return options_.seq_len; }
+  int64_t max_predictions() const override { return MaskedCount(options_.seq_len); }
   TokenTask task() const override { return TokenTask::kPretraining; }
   bool ReadsFiles() const override { return true; }
 
@@ -295,7 +296,7 @@ class ShardedTokens : public TokenDataset {
     *nsp = random_next ? 1 : 0;
     // MLM: round(15%) of the sequence's length (at least one), among the
     // segments' positions, in a keyed shuffle's order; 80/10/10.
-    const int64_t wanted = std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(at * 0.15)));
+    const int64_t wanted = MaskedCount(at);
     const int64_t chosen = std::min<int64_t>(wanted, static_cast<int64_t>(candidates.size()));
     for (int64_t k = 0; k < chosen; ++k) {
       const int64_t j = k + rng.Below(static_cast<int64_t>(candidates.size()) - k);

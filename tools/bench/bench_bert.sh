@@ -4,7 +4,10 @@
 # F.gelu, matmul-softmax-matmul attention, AdamW; same model, batch,
 # sequence length, threads and dropout) in the same command, interleaved so
 # both see the same machine load. Reports tokens/s (every position of the
-# batch) and peak resident memory; throughput excludes 2 warm-up steps.
+# batch) and peak resident memory; throughput excludes 2 warm-up steps. The
+# peer runs twice a round: as users write it (the MLM decoder over every
+# position), and with the decoder over the masked positions only, as
+# ddp_train (and NVIDIA's BERT) project.
 #   bash tools/bench/bench_bert.sh [--model bert-base] [--batch-size 8] [--seq-len 128]
 #                            [--threads 2] [--steps 8] [--rounds 2]
 # The peer's GEMMs are OpenBLAS's: PyTorch runs with OPENBLAS_L2_SIZE unset
@@ -22,17 +25,23 @@ coretype=""
 grep -q avx512f /proc/cpuinfo && coretype="OPENBLAS_CORETYPE=SkylakeX"
 bench_tmp
 metrics="$tmp/metrics.jsonl" results="$tmp/results"
+# The peer's tokens/s and peak resident bytes; its extra flags after.
+peer() {
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $coretype /usr/bin/python3 tools/bench/pytorch/bench_bert_pytorch.py \
+    --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" --steps "$steps" "$@" |
+    awk '{v[$1]=$2} END {print v["tokens_per_s"], v["peak_resident_bytes"]}'
+}
 for round in $(seq "$rounds"); do
   bazel-bin/launch/ddp_train --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" \
     --steps "$steps" --optimizer adamw --lr 1e-4 --weight-decay 0.01 --nodecay-bn-bias --metrics-file "$metrics" \
     >/dev/null
   ours=$(bench_summary "$metrics" tokens_per_s memory.peak_resident_bytes)
-  theirs=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $coretype /usr/bin/python3 tools/bench/pytorch/bench_bert_pytorch.py \
-    --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" --steps "$steps" |
-    awk '{v[$1]=$2} END {print v["tokens_per_s"], v["peak_resident_bytes"]}')
+  theirs=$(peer)
+  masked=$(peer --masked-only)
   echo "ddp_train $ours" >> "$results"
   echo "pytorch $theirs" >> "$results"
-  echo "round $round: ddp_train ${ours% *} tokens/s, PyTorch ${theirs% *} tokens/s"
+  echo "pytorch_masked $masked" >> "$results"
+  echo "round $round: ddp_train ${ours% *} tokens/s, PyTorch ${theirs% *} tokens/s, masked-only ${masked% *}"
 done
 python3 - "$model" "$batch" "$seq" "$threads" "$results" <<'PY'
 import collections, statistics, sys
@@ -47,5 +56,7 @@ om = max(r[1] for r in runs["ddp_train"]) / 2**20
 tm = max(r[1] for r in runs["pytorch"]) / 2**20
 print(f"{model} batch {batch} seq {seq} {threads} threads: ddp_train {o:.0f} tokens/s, PyTorch {t:.0f} tokens/s, "
       f"ratio {o / t:.2f} (median of {len(runs['ddp_train'])})")
+m = statistics.median(r[0] for r in runs["pytorch_masked"])
+print(f"against the peer projecting only the masked positions: PyTorch {m:.0f} tokens/s, ratio {o / m:.2f}")
 print(f"peak resident memory: ddp_train {om:.0f} MiB, PyTorch {tm:.0f} MiB, ratio {om / tm:.2f}")
 PY

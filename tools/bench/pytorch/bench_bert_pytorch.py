@@ -4,7 +4,9 @@ of ddp_train in tools/bench/bench_bert.sh) or a GPU (--device cuda, fp32; the
 self-test's peer). Written as a user would write it:
 nn.Embedding, nn.Linear, nn.LayerNorm, F.gelu, matmul-softmax-matmul
 attention with an additive padding mask, the MLM decoder tied to the word
-embeddings over every position, cross-entropy with ignore_index -100, NSP,
+embeddings over every position (--masked-only: over the masked positions
+only, as NVIDIA's BERT and ddp_train project), cross-entropy with
+ignore_index -100, NSP,
 torch.optim.AdamW. Prints "sequences_per_s X", "tokens_per_s X" and
 "peak_resident_bytes X" (throughput excludes 2 warm-up steps); on a GPU
 also "peak_bytes X" (torch.cuda.max_memory_allocated).
@@ -49,8 +51,9 @@ class Layer(nn.Module):
 
 
 class Bert(nn.Module):
-    def __init__(self, layers, hidden, heads, intermediate, dropout):
+    def __init__(self, layers, hidden, heads, intermediate, dropout, masked_only=False):
         super().__init__()
+        self.masked_only = masked_only
         self.words = nn.Embedding(VOCAB, hidden, padding_idx=0)
         self.positions = nn.Embedding(POSITIONS, hidden)
         self.types = nn.Embedding(TYPES, hidden)
@@ -70,8 +73,12 @@ class Bert(nn.Module):
         for layer in self.layers:
             x = layer(x, additive)
         pooled = torch.tanh(self.pooler(x[:, 0]))
-        logits = self.transform_norm(F.gelu(self.transform(x))) @ self.words.weight.T + self.mlm_bias
-        mlm = F.cross_entropy(logits.view(-1, VOCAB), labels.view(-1), ignore_index=-100)
+        rows, targets = x.reshape(-1, x.shape[-1]), labels.view(-1)
+        if self.masked_only:
+            chosen = targets != -100
+            rows, targets = rows[chosen], targets[chosen]
+        logits = self.transform_norm(F.gelu(self.transform(rows))) @ self.words.weight.T + self.mlm_bias
+        mlm = F.cross_entropy(logits, targets, ignore_index=-100)
         return mlm + F.cross_entropy(self.nsp(pooled), nsp_labels)
 
 
@@ -84,6 +91,7 @@ def main():
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--masked-only", action="store_true", help="the MLM head over the masked positions only")
     args = p.parse_args()
     device = torch.device(args.device)
     if args.device == "cuda":
@@ -91,7 +99,7 @@ def main():
         torch.backends.cudnn.allow_tf32 = False
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = Bert(*CONFIGS[args.model], args.dropout).to(device)
+    model = Bert(*CONFIGS[args.model], args.dropout, args.masked_only).to(device)
     decay = [w for name, w in model.named_parameters() if w.dim() > 1]
     no_decay = [w for name, w in model.named_parameters() if w.dim() <= 1]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
