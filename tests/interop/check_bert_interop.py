@@ -7,8 +7,13 @@
    loss on the same batch within 1e-4.
 2. transformers -> ddp_train: a file saved from a BertForPreTraining loads
    into ddp_train (--load-weights) and gives transformers' loss within 1e-4.
-3. The state dict manifest (names and shapes) is regenerated from
-   transformers and must equal the checked-in one.
+3. Question answering: a bert-tiny file saved by ddp_train --task
+   question-answering loads into BertForQuestionAnswering with strict=True
+   and gives ddp_train's loss within 1e-4 (one end position past the
+   sequence: clamped and ignored on both sides).
+4. The state dict manifests (names and shapes) of BertForPreTraining and
+   BertForQuestionAnswering are regenerated from transformers and must
+   equal the checked-in ones.
 
 ddp_train runs on the CPU with dropout off, one step at a learning rate of
 1e-30 (the weights it saves are the ones it started from). Exit 0 when all
@@ -60,7 +65,7 @@ def main():
         with torch.no_grad():
             return model(**batch).loss.item()
 
-    def ddp_train(name, *extra):
+    def ddp_train(name, *extra, data=data):
         metrics = os.path.join(args.out, name + ".jsonl")
         cmd = [args.ddp_train, "--model", "bert-tiny", "--device", "cpu", "--data", "tensors:" + data,
                "--batch-size", str(n), "--steps", "1", "--lr", "1e-30", "--optimizer", "adamw", "--dropout", "0",
@@ -94,13 +99,29 @@ def main():
     save_file(state, theirs_file)
     check("transformers -> ddp_train", ddp_train("load", "--load-weights", theirs_file), hf_loss(model))
 
-    # 3. The manifest.
+    # 3. Question answering: ddp_train's file into transformers.
+    qa_batch = dict(input_ids=ids, token_type_ids=types, attention_mask=mask,
+                    start_positions=torch.tensor([1, 5, 9, 20]), end_positions=torch.tensor([3, 5, 12, t + 2]))
+    qa_data = os.path.join(args.out, "interop_qa_batch.safetensors")
+    save_file({k: v.contiguous() for k, v in qa_batch.items()}, qa_data)
+    qa_saved = os.path.join(args.out, "from_ddp_train_qa.safetensors")
+    ours = ddp_train("save_qa", "--task", "question-answering", "--save-weights", qa_saved, data=qa_data)
+    qa_model = transformers.BertForQuestionAnswering(config)
+    qa_model.load_state_dict(load_file(qa_saved), strict=True)
+    qa_model.eval()
+    with torch.no_grad():
+        theirs = qa_model(**qa_batch).loss.item()
+    check("question answering: ddp_train -> transformers (strict)", ours, theirs)
+
+    # 4. The manifests.
     if args.manifest:
-        expected = json.load(open(args.manifest))["models"]["bert-tiny"]
-        actual = [[k, list(v.shape)] for k, v in transformers.BertForPreTraining(config).state_dict().items()]
-        same = expected == actual
-        ok = ok and same
-        print(f"manifest (bert-tiny) against transformers {transformers.__version__}: {'passed' if same else 'FAILED'}")
+        for key, cls in (("bert-tiny", transformers.BertForPreTraining),
+                         ("bert-tiny question-answering", transformers.BertForQuestionAnswering)):
+            expected = json.load(open(args.manifest))["models"][key]
+            actual = [[k, list(v.shape)] for k, v in cls(config).state_dict().items()]
+            same = expected == actual
+            ok = ok and same
+            print(f"manifest ({key}) against transformers {transformers.__version__}: {'passed' if same else 'FAILED'}")
     print("all checks passed" if ok else "some checks failed")
     return 0 if ok else 1
 
