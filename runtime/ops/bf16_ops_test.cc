@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "runtime/ops/batch_norm.h"
 #include "runtime/ops/conv2d.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/pooling.h"
+#include "runtime/ops/transformer.h"
 #include "runtime/testing/gradient_checker.h"
 #include "runtime/testing/op_cases.h"
 #include "runtime/testing/reference_ops.h"
@@ -248,6 +250,60 @@ TEST(Bf16ElementwiseTest, ReluAndAddMatchFloat64) {
     ASSERT_EQ(sum_got[i], BFloat16ToFloat(FloatToBFloat16(static_cast<float>(sum_ref[i]))))
         << "the f32 sum rounded once to bf16, element " << i;
   }
+}
+
+// BERT's layer norm, GELU and tanh with bf16 activations: each computes in
+// f32 (the statistics in double) from the bf16 inputs and rounds once on
+// store, so its output is exactly the f32 op's output on the same values
+// rounded to bf16; layer norm's statistics and parameter gradients (f32)
+// equal the f32 op's bit for bit. These are plain loops, not oneDNN's: no
+// CPU feature is needed.
+TEST(Bf16TransformerOpsTest, LayerNormGeluTanhRoundTheF32OpOnce) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(13);
+  const Shape s = {37, 96};
+  const int64_t n = NumElements(s);
+  const Vec x = RoundedRandom(n, rng), dy = RoundedRandom(n, rng);
+  const Tensor x32 = testing::ToF32Tensor(x, s), dy32 = testing::ToF32Tensor(dy, s);
+  const Tensor x16 = Bf16(ctx, x, s), dy16 = Bf16(ctx, dy, s);
+  auto rounded = [&](const Tensor& f32) { return Bf16(ctx, testing::ToDoubles(f32), f32.shape()); };
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    return a.dtype() == b.dtype() && a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+  };
+  Tensor gamma = testing::ToF32Tensor(testing::RandomValues(96, rng), {96});
+  Tensor beta = testing::ToF32Tensor(testing::RandomValues(96, rng), {96});
+  Tensor y32 = Tensor::Empty(s, DType::kF32), y16 = Tensor::Empty(s, DType::kBF16);
+  Tensor mean32 = Tensor::Empty({37}, DType::kF32), rstd32 = Tensor::Empty({37}, DType::kF32);
+  Tensor mean16 = Tensor::Empty({37}, DType::kF32), rstd16 = Tensor::Empty({37}, DType::kF32);
+  LayerNormForward(ctx, x32, gamma, beta, 1e-12, y32, mean32, rstd32);
+  LayerNormForward(ctx, x16, gamma, beta, 1e-12, y16, mean16, rstd16);
+  EXPECT_TRUE(same_bits(y16, rounded(y32))) << "layer norm";
+  EXPECT_TRUE(same_bits(mean16, mean32) && same_bits(rstd16, rstd32)) << "layer norm statistics";
+  Tensor dx32 = Tensor::Empty(s, DType::kF32), dx16 = Tensor::Empty(s, DType::kBF16);
+  Tensor dg32 = Tensor::Empty({96}, DType::kF32), db32 = Tensor::Empty({96}, DType::kF32);
+  Tensor dg16 = Tensor::Empty({96}, DType::kF32), db16 = Tensor::Empty({96}, DType::kF32);
+  LayerNormBackward(ctx, x32, dy32, gamma, mean32, rstd32, dx32, dg32, db32);
+  LayerNormBackward(ctx, x16, dy16, gamma, mean16, rstd16, dx16, dg16, db16);
+  EXPECT_TRUE(same_bits(dx16, rounded(dx32))) << "layer norm backward";
+  EXPECT_TRUE(same_bits(dg16, dg32) && same_bits(db16, db32)) << "layer norm parameter gradients, f32";
+
+  Tensor g32 = Tensor::Empty(s, DType::kF32), g16 = Tensor::Empty(s, DType::kBF16);
+  GeluForward(ctx, x32, g32);
+  GeluForward(ctx, x16, g16);
+  EXPECT_TRUE(same_bits(g16, rounded(g32))) << "GELU";
+  GeluBackward(ctx, x32, dy32, g32);
+  GeluBackward(ctx, x16, dy16, g16);
+  EXPECT_TRUE(same_bits(g16, rounded(g32))) << "GELU backward";
+  Tensor t32 = Tensor::Empty(s, DType::kF32), t16 = Tensor::Empty(s, DType::kBF16);
+  TanhForward(ctx, x32, t32);
+  TanhForward(ctx, x16, t16);
+  EXPECT_TRUE(same_bits(t16, rounded(t32))) << "tanh";
+  // The backward reads the forward's output: the bf16 one, as training keeps.
+  const Tensor t16_as_f32 = testing::ToF32Tensor(testing::ToDoubles(t16), s);
+  Tensor dt32 = Tensor::Empty(s, DType::kF32), dt16 = Tensor::Empty(s, DType::kBF16);
+  TanhBackward(ctx, t16_as_f32, dy32, dt32);
+  TanhBackward(ctx, t16, dy16, dt16);
+  EXPECT_TRUE(same_bits(dt16, rounded(dt32))) << "tanh backward";
 }
 
 TEST(Bf16PoolingTest, MaxPoolIsExactAndGlobalAveragePoolAccumulatesInF32) {

@@ -15,6 +15,7 @@
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/pooling.h"
+#include "runtime/ops/transformer.h"
 #include "runtime/testing/gpu_testing.h"
 #include "runtime/testing/gradient_checker.h"
 #include "runtime/testing/op_cases.h"
@@ -235,6 +236,43 @@ TEST_P(CudaLowPrecisionTest, ElementwiseAndPoolingMatchTheCpu) {
   Tensor gavg16 = Low(avg.To(Device::Cpu()));
   GlobalAvgPoolBackward(gpu_, gavg16, gdx);
   EXPECT_TRUE(Near(gdx, dx)) << "global average pool backward";
+}
+
+// BERT's layer norm (f32 statistics and parameter gradients), GELU and
+// tanh with 16-bit activations against the CPU's f32 ops.
+TEST_P(CudaLowPrecisionTest, TransformerOpsMatchTheCpu) {
+  std::mt19937_64 rng(17);
+  const Shape s = {37, 96};
+  Tensor x = Random(s, rng), dy = Random(s, rng), gamma = Random({96}, rng), beta = Random({96}, rng);
+  Tensor y = Tensor::Empty(s, DType::kF32), mean = Tensor::Empty({37}, DType::kF32), rstd = Tensor::Empty({37}, DType::kF32);
+  LayerNormForward(cpu_, x, gamma, beta, 1e-12, y, mean, rstd);
+  Tensor gy = GpuEmpty(s, low()), gmean = GpuEmpty({37}, DType::kF32), grstd = GpuEmpty({37}, DType::kF32);
+  LayerNormForward(gpu_, Low(x), OnGpu(gamma), OnGpu(beta), 1e-12, gy, gmean, grstd);
+  EXPECT_TRUE(Near(gy, y)) << "layer norm";
+  EXPECT_TRUE(Near(grstd, rstd)) << "layer norm statistics";
+  Tensor dx = Tensor::Empty(s, DType::kF32), dg = Tensor::Empty({96}, DType::kF32), db = Tensor::Empty({96}, DType::kF32);
+  LayerNormBackward(cpu_, x, dy, gamma, mean, rstd, dx, dg, db);
+  Tensor gdx = GpuEmpty(s, low()), gdg = GpuEmpty({96}, DType::kF32), gdb = GpuEmpty({96}, DType::kF32);
+  LayerNormBackward(gpu_, Low(x), Low(dy), OnGpu(gamma), gmean, grstd, gdx, gdg, gdb);
+  EXPECT_TRUE(Near(gdx, dx)) << "layer norm backward";
+  EXPECT_TRUE(Near(gdg, dg)) << "layer norm weight gradient";
+  EXPECT_TRUE(Near(gdb, db)) << "layer norm bias gradient";
+
+  Tensor gelu = Tensor::Empty(s, DType::kF32), ggelu = GpuEmpty(s, low());
+  GeluForward(cpu_, x, gelu);
+  GeluForward(gpu_, Low(x), ggelu);
+  EXPECT_TRUE(Near(ggelu, gelu)) << "GELU";
+  GeluBackward(cpu_, x, dy, gelu);
+  GeluBackward(gpu_, Low(x), Low(dy), ggelu);
+  EXPECT_TRUE(Near(ggelu, gelu)) << "GELU backward";
+  Tensor tanh_y = Tensor::Empty(s, DType::kF32), gtanh = GpuEmpty(s, low());
+  TanhForward(cpu_, x, tanh_y);
+  TanhForward(gpu_, Low(x), gtanh);
+  EXPECT_TRUE(Near(gtanh, tanh_y)) << "tanh";
+  Tensor dtanh = Tensor::Empty(s, DType::kF32), gdtanh = GpuEmpty(s, low());
+  TanhBackward(cpu_, tanh_y, dy, dtanh);
+  TanhBackward(gpu_, gtanh, Low(dy), gdtanh);
+  EXPECT_TRUE(Near(gdtanh, dtanh)) << "tanh backward";
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaLowPrecisionTest, ::testing::Values(DType::kBF16, DType::kF16),

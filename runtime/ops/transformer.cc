@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/ops/cpu/float_types.h"
 #include "runtime/ops/cuda/transformer_cuda.h"
 #include "runtime/ops/op_checks.h"
 #include "runtime/philox.h"
@@ -81,10 +82,108 @@ void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& d
   }
 }
 
+namespace {
+
+// An op's activations (layer norm's x, y, dy, dx; GELU's and tanh's) share
+// one dtype: f32, or 16-bit for mixed precision; the others (gamma, beta,
+// statistics, parameter gradients) are f32.
+void CheckActivationsAndF32(const ExecutionContext& ctx, const char* op, std::initializer_list<const Tensor*> activations,
+                           std::initializer_list<const Tensor*> f32) {
+  const Tensor& first = **activations.begin();
+  for (const Tensor* t : activations) {
+    CheckActivation(ctx, *t, op);
+    CHECK(t->dtype() == first.dtype()) << op << ": " << t->DebugString() << " and " << first.DebugString()
+                                       << " differ in dtype";
+  }
+  for (const Tensor* t : f32) CheckF32(*t, op);
+}
+
+// The CPU's forward over storage type S: per row, two passes in double (the
+// mean, then the centred squares), then y rounded to S.
+template <typename S>
+void LayerNormForwardCpu(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, int64_t rows,
+                         int64_t hidden, Tensor& y, Tensor& mean, Tensor& rstd) {
+  const S* in = cpu::Elements<S>(x);
+  const float* g = gamma.data<float>();
+  const float* b = beta.data<float>();
+  S* out = cpu::Elements<S>(y);
+  float* m = mean.data<float>();
+  float* s = rstd.data<float>();
+#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const S* xr = in + r * hidden;
+    double sum = 0.0;
+    for (int64_t c = 0; c < hidden; ++c) sum += cpu::ToFloat(xr[c]);
+    const double mu = sum / static_cast<double>(hidden);
+    double squares = 0.0;
+    for (int64_t c = 0; c < hidden; ++c) {
+      const double d = cpu::ToFloat(xr[c]) - mu;
+      squares += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(squares / static_cast<double>(hidden) + eps);
+    m[r] = static_cast<float>(mu);
+    s[r] = static_cast<float>(inv);
+    S* yr = out + r * hidden;
+    for (int64_t c = 0; c < hidden; ++c) {
+      yr[c] = cpu::FromFloat<S>(static_cast<float>((cpu::ToFloat(xr[c]) - mu) * inv * g[c] + b[c]));
+    }
+  }
+}
+
+// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat =
+// dy * gamma, per row in double; the parameter gradients per column, rows
+// in order (the same sums whatever the thread count).
+template <typename S>
+void LayerNormBackwardCpu(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                          const Tensor& rstd, int64_t rows, int64_t hidden, Tensor& dx, Tensor& dgamma,
+                          Tensor& dbeta) {
+  const S* in = cpu::Elements<S>(x);
+  const S* grad = cpu::Elements<S>(dy);
+  const float* g = gamma.data<float>();
+  const float* m = mean.data<float>();
+  const float* s = rstd.data<float>();
+  S* out = cpu::Elements<S>(dx);
+#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const S* xr = in + r * hidden;
+    const S* dyr = grad + r * hidden;
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+    for (int64_t c = 0; c < hidden; ++c) {
+      const double xhat = (cpu::ToFloat(xr[c]) - static_cast<double>(m[r])) * s[r];
+      const double dxhat = static_cast<double>(cpu::ToFloat(dyr[c])) * g[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+    }
+    const double mean_dxhat = sum_dxhat / static_cast<double>(hidden);
+    const double mean_dxhat_xhat = sum_dxhat_xhat / static_cast<double>(hidden);
+    S* dxr = out + r * hidden;
+    for (int64_t c = 0; c < hidden; ++c) {
+      const double xhat = (cpu::ToFloat(xr[c]) - static_cast<double>(m[r])) * s[r];
+      const double dxhat = static_cast<double>(cpu::ToFloat(dyr[c])) * g[c];
+      dxr[c] = cpu::FromFloat<S>(static_cast<float>(s[r] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat)));
+    }
+  }
+  float* dg = dgamma.data<float>();
+  float* db = dbeta.data<float>();
+#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
+  for (int64_t c = 0; c < hidden; ++c) {
+    double sum_g = 0.0, sum_b = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double d = cpu::ToFloat(grad[r * hidden + c]);
+      sum_g += d * ((cpu::ToFloat(in[r * hidden + c]) - static_cast<double>(m[r])) * s[r]);
+      sum_b += d;
+    }
+    dg[c] = static_cast<float>(sum_g);
+    db[c] = static_cast<float>(sum_b);
+  }
+}
+
+}  // namespace
+
 void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
                       Tensor& y, Tensor& mean, Tensor& rstd) {
   CheckOnDevice(ctx, "LayerNormForward", {&x, &gamma, &beta, &y, &mean, &rstd});
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &gamma, &beta, &y, &mean, &rstd}) CheckF32(*t, "layer norm tensor");
+  CheckActivationsAndF32(ctx, "LayerNormForward", {&x, &y}, {&gamma, &beta, &mean, &rstd});
   CheckSameShapeAs(x, y, "LayerNormForward");
   const int64_t hidden = x.ndim() == 0 ? 0 : x.dim(x.ndim() - 1);
   const int64_t rows = RowsOf(x, hidden);
@@ -95,36 +194,15 @@ void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamm
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("LayerNormForward", cuda::LayerNormForward(ctx, x, gamma, beta, eps, y, mean, rstd));
   }
-  const float* in = x.data<float>();
-  const float* g = gamma.data<float>();
-  const float* b = beta.data<float>();
-  float* out = y.data<float>();
-  float* m = mean.data<float>();
-  float* s = rstd.data<float>();
-#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = in + r * hidden;
-    // Two passes in double: the mean, then the centred squares.
-    double sum = 0.0;
-    for (int64_t c = 0; c < hidden; ++c) sum += xr[c];
-    const double mu = sum / static_cast<double>(hidden);
-    double squares = 0.0;
-    for (int64_t c = 0; c < hidden; ++c) {
-      const double d = xr[c] - mu;
-      squares += d * d;
-    }
-    const double inv = 1.0 / std::sqrt(squares / static_cast<double>(hidden) + eps);
-    m[r] = static_cast<float>(mu);
-    s[r] = static_cast<float>(inv);
-    float* yr = out + r * hidden;
-    for (int64_t c = 0; c < hidden; ++c) yr[c] = static_cast<float>((xr[c] - mu) * inv * g[c] + b[c]);
-  }
+  cpu::DispatchFloat(x.dtype(), "LayerNormForward", [&](auto tag) {
+    LayerNormForwardCpu<decltype(tag)>(x, gamma, beta, eps, rows, hidden, y, mean, rstd);
+  });
 }
 
 void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   CheckOnDevice(ctx, "LayerNormBackward", {&x, &dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta}) CheckF32(*t, "layer norm tensor");
+  CheckActivationsAndF32(ctx, "LayerNormBackward", {&x, &dy, &dx}, {&gamma, &mean, &rstd, &dgamma, &dbeta});
   CheckSameShapeAs(x, dy, "LayerNormBackward");
   CheckSameShapeAs(x, dx, "LayerNormBackward");
   const int64_t hidden = x.ndim() == 0 ? 0 : x.dim(x.ndim() - 1);
@@ -136,86 +214,51 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
     return DDP_ON_CUDA("LayerNormBackward",
                        cuda::LayerNormBackward(ctx, x, dy, gamma, mean, rstd, dx, dgamma, dbeta));
   }
-  const float* in = x.data<float>();
-  const float* grad = dy.data<float>();
-  const float* g = gamma.data<float>();
-  const float* m = mean.data<float>();
-  const float* s = rstd.data<float>();
-  float* out = dx.data<float>();
-#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = in + r * hidden;
-    const float* dyr = grad + r * hidden;
-    // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
-    // dxhat = dy * gamma.
-    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
-    for (int64_t c = 0; c < hidden; ++c) {
-      const double xhat = (xr[c] - static_cast<double>(m[r])) * s[r];
-      const double dxhat = static_cast<double>(dyr[c]) * g[c];
-      sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * xhat;
-    }
-    const double mean_dxhat = sum_dxhat / static_cast<double>(hidden);
-    const double mean_dxhat_xhat = sum_dxhat_xhat / static_cast<double>(hidden);
-    float* dxr = out + r * hidden;
-    for (int64_t c = 0; c < hidden; ++c) {
-      const double xhat = (xr[c] - static_cast<double>(m[r])) * s[r];
-      const double dxhat = static_cast<double>(dyr[c]) * g[c];
-      dxr[c] = static_cast<float>(s[r] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
-    }
-  }
-  // Parameter gradients: per column, rows in order (the same sums whatever
-  // the thread count).
-  float* dg = dgamma.data<float>();
-  float* db = dbeta.data<float>();
-#pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
-  for (int64_t c = 0; c < hidden; ++c) {
-    double sum_g = 0.0, sum_b = 0.0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const double d = grad[r * hidden + c];
-      sum_g += d * ((in[r * hidden + c] - static_cast<double>(m[r])) * s[r]);
-      sum_b += d;
-    }
-    dg[c] = static_cast<float>(sum_g);
-    db[c] = static_cast<float>(sum_b);
-  }
+  cpu::DispatchFloat(x.dtype(), "LayerNormBackward", [&](auto tag) {
+    LayerNormBackwardCpu<decltype(tag)>(x, dy, gamma, mean, rstd, rows, hidden, dx, dgamma, dbeta);
+  });
 }
 
 namespace {
 
-// y[i] = f(x[i]).
-// `on_cuda` runs the op on a CUDA context.
+// y[i] = f(x[i]), computed in f32 whatever the storage (f32, or 16-bit
+// for mixed precision: x and y share it). `on_cuda` runs the op on a CUDA
+// context.
 template <typename F, typename G>
 void Elementwise(ExecutionContext& ctx, const char* op, const Tensor& x, Tensor& y, F f, G on_cuda) {
   CheckOnDevice(ctx, op, {&x, &y});
-  CheckF32(x, op);
-  CheckF32(y, op);
+  CheckActivationsAndF32(ctx, op, {&x, &y}, {});
   CheckSameShapeAs(x, y, op);
   if (ctx.device().is_cuda()) return on_cuda();
   const int64_t n = x.numel();
-  const float* in = x.data<float>();
-  float* out = y.data<float>();
+  cpu::DispatchFloat(x.dtype(), op, [&](auto tag) {
+    using S = decltype(tag);
+    const S* in = cpu::Elements<S>(x);
+    S* out = cpu::Elements<S>(y);
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = cpu::FromFloat<S>(f(cpu::ToFloat(in[i])));
+  });
 }
 
-// dx[i] = dy[i] * f(saved[i]): the derivative from what forward kept.
+// dx[i] = dy[i] * f(saved[i]): the derivative from what forward kept; the
+// three share one storage type.
 template <typename F, typename G>
 void ElementwiseGrad(ExecutionContext& ctx, const char* op, const Tensor& saved, const Tensor& dy, Tensor& dx, F f,
                      G on_cuda) {
   CheckOnDevice(ctx, op, {&saved, &dy, &dx});
-  CheckF32(saved, op);
-  CheckF32(dy, op);
-  CheckF32(dx, op);
+  CheckActivationsAndF32(ctx, op, {&saved, &dy, &dx}, {});
   CheckSameShapeAs(saved, dy, op);
   CheckSameShapeAs(saved, dx, op);
   if (ctx.device().is_cuda()) return on_cuda();
   const int64_t n = saved.numel();
-  const float* s = saved.data<float>();
-  const float* grad = dy.data<float>();
-  float* out = dx.data<float>();
+  cpu::DispatchFloat(saved.dtype(), op, [&](auto tag) {
+    using S = decltype(tag);
+    const S* s = cpu::Elements<S>(saved);
+    const S* grad = cpu::Elements<S>(dy);
+    S* out = cpu::Elements<S>(dx);
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * f(s[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = cpu::FromFloat<S>(cpu::ToFloat(grad[i]) * f(cpu::ToFloat(s[i])));
+  });
 }
 
 float NormalCdf(float v) { return 0.5f * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2))); }

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime/ops/cuda/float16.cuh"
 #include "runtime/ops/cuda/kernel_util.cuh"
 #include "runtime/ops/cuda/transformer_cuda.h"
 #include "runtime/philox.h"
@@ -53,18 +54,20 @@ __global__ void EmbeddingBackwardKernel(const int64_t* ids, const float* dout, i
   }
 }
 
-// One block per row: the CPU's two passes in double.
-__global__ void LayerNormForwardKernel(const float* x, const float* gamma, const float* beta, double eps,
-                                       int64_t hidden, float* y, float* mean, float* rstd) {
+// One block per row: the CPU's two passes in double. The activations are
+// of storage type S (f32, or 16-bit for mixed precision); the rest f32.
+template <typename S>
+__global__ void LayerNormForwardKernel(const S* x, const float* gamma, const float* beta, double eps,
+                                       int64_t hidden, S* y, float* mean, float* rstd) {
   __shared__ double shared[kThreads];
   const int64_t row = blockIdx.x;
-  const float* xr = x + row * hidden;
+  const S* xr = x + row * hidden;
   double sum = 0.0;
-  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) sum += xr[c];
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) sum += ToFloat(xr[c]);
   const double mu = BlockSum(sum, shared) / static_cast<double>(hidden);
   double squares = 0.0;
   for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-    const double d = xr[c] - mu;
+    const double d = ToFloat(xr[c]) - mu;
     squares += d * d;
   }
   const double inv = 1.0 / sqrt(BlockSum(squares, shared) / static_cast<double>(hidden) + eps);
@@ -72,41 +75,43 @@ __global__ void LayerNormForwardKernel(const float* x, const float* gamma, const
     mean[row] = static_cast<float>(mu);
     rstd[row] = static_cast<float>(inv);
   }
-  float* yr = y + row * hidden;
+  S* yr = y + row * hidden;
   for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-    yr[c] = static_cast<float>((xr[c] - mu) * inv * gamma[c] + beta[c]);
+    yr[c] = FromFloat<S>(static_cast<float>((ToFloat(xr[c]) - mu) * inv * gamma[c] + beta[c]));
   }
 }
 
 // One block per row: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
-__global__ void LayerNormBackwardDataKernel(const float* x, const float* dy, const float* gamma, const float* mean,
-                                            const float* rstd, int64_t hidden, float* dx) {
+template <typename S>
+__global__ void LayerNormBackwardDataKernel(const S* x, const S* dy, const float* gamma, const float* mean,
+                                            const float* rstd, int64_t hidden, S* dx) {
   __shared__ double shared[kThreads];
   const int64_t row = blockIdx.x;
-  const float* xr = x + row * hidden;
-  const float* dyr = dy + row * hidden;
+  const S* xr = x + row * hidden;
+  const S* dyr = dy + row * hidden;
   const double m = mean[row], s = rstd[row];
   double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
   for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-    const double xhat = (xr[c] - m) * s;
-    const double dxhat = static_cast<double>(dyr[c]) * gamma[c];
+    const double xhat = (ToFloat(xr[c]) - m) * s;
+    const double dxhat = static_cast<double>(ToFloat(dyr[c])) * gamma[c];
     sum_dxhat += dxhat;
     sum_dxhat_xhat += dxhat * xhat;
   }
   const double mean_dxhat = BlockSum(sum_dxhat, shared) / static_cast<double>(hidden);
   const double mean_dxhat_xhat = BlockSum(sum_dxhat_xhat, shared) / static_cast<double>(hidden);
-  float* dxr = dx + row * hidden;
+  S* dxr = dx + row * hidden;
   for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-    const double xhat = (xr[c] - m) * s;
-    const double dxhat = static_cast<double>(dyr[c]) * gamma[c];
-    dxr[c] = static_cast<float>(s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+    const double xhat = (ToFloat(xr[c]) - m) * s;
+    const double dxhat = static_cast<double>(ToFloat(dyr[c])) * gamma[c];
+    dxr[c] = FromFloat<S>(static_cast<float>(s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat)));
   }
 }
 
 // Partial column sums over kRowsPerPartial rows each (partial p covers
 // rows [p * kRowsPerPartial, ...)), in row order; block y strides over the
 // partials.
-__global__ void LayerNormParamPartialKernel(const float* x, const float* dy, const float* mean, const float* rstd,
+template <typename S>
+__global__ void LayerNormParamPartialKernel(const S* x, const S* dy, const float* mean, const float* rstd,
                                             int64_t rows, int64_t hidden, int64_t partials, double* partial_g,
                                             double* partial_b) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -116,8 +121,8 @@ __global__ void LayerNormParamPartialKernel(const float* x, const float* dy, con
     const int64_t r1 = r0 + kRowsPerPartial < rows ? r0 + kRowsPerPartial : rows;
     double sum_g = 0.0, sum_b = 0.0;
     for (int64_t r = r0; r < r1; ++r) {
-      const double d = dy[r * hidden + c];
-      sum_g += d * ((x[r * hidden + c] - static_cast<double>(mean[r])) * rstd[r]);
+      const double d = ToFloat(dy[r * hidden + c]);
+      sum_g += d * ((ToFloat(x[r * hidden + c]) - static_cast<double>(mean[r])) * rstd[r]);
       sum_b += d;
     }
     partial_g[p * hidden + c] = sum_g;
@@ -140,27 +145,40 @@ __global__ void LayerNormParamTotalKernel(const double* partial_g, const double*
 
 __device__ inline float NormalCdf(float v) { return 0.5f * (1.0f + erff(v * 0.70710678118654752f)); }
 
-__global__ void GeluForwardKernel(const float* x, float* y, int64_t n) {
+// GELU and tanh over storage type S, computed in f32.
+template <typename S>
+__global__ void GeluForwardKernel(const S* x, S* y, int64_t n) {
   DDP_GRID_STRIDE(i, n) {
-    const float v = x[i];
-    y[i] = v * NormalCdf(v);
+    const float v = ToFloat(x[i]);
+    y[i] = FromFloat<S>(v * NormalCdf(v));
   }
 }
 
-__global__ void GeluBackwardKernel(const float* x, const float* dy, float* dx, int64_t n) {
+template <typename S>
+__global__ void GeluBackwardKernel(const S* x, const S* dy, S* dx, int64_t n) {
   const float inv_sqrt_2pi = 0.39894228040143268f;
   DDP_GRID_STRIDE(i, n) {
-    const float v = x[i];
-    dx[i] = dy[i] * (NormalCdf(v) + v * inv_sqrt_2pi * expf(-0.5f * v * v));
+    const float v = ToFloat(x[i]);
+    dx[i] = FromFloat<S>(ToFloat(dy[i]) * (NormalCdf(v) + v * inv_sqrt_2pi * expf(-0.5f * v * v)));
   }
 }
 
-__global__ void TanhForwardKernel(const float* x, float* y, int64_t n) {
-  DDP_GRID_STRIDE(i, n) { y[i] = tanhf(x[i]); }
+template <typename S>
+__global__ void TanhForwardKernel(const S* x, S* y, int64_t n) {
+  DDP_GRID_STRIDE(i, n) { y[i] = FromFloat<S>(tanhf(ToFloat(x[i]))); }
 }
 
-__global__ void TanhBackwardKernel(const float* y, const float* dy, float* dx, int64_t n) {
-  DDP_GRID_STRIDE(i, n) { dx[i] = dy[i] * (1.0f - y[i] * y[i]); }
+template <typename S>
+__global__ void TanhBackwardKernel(const S* y, const S* dy, S* dx, int64_t n) {
+  DDP_GRID_STRIDE(i, n) {
+    const float out = ToFloat(y[i]);
+    dx[i] = FromFloat<S>(ToFloat(dy[i]) * (1.0f - out * out));
+  }
+}
+
+template <typename S>
+S* Storage(const Tensor& t) {
+  return static_cast<S*>(t.raw_data());
 }
 
 // Element i of the head layout [N * heads, T, d] and its place in the rows
@@ -280,9 +298,12 @@ void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamm
                       Tensor& y, Tensor& mean, Tensor& rstd) {
   const int64_t hidden = gamma.numel(), rows = mean.numel();
   if (rows == 0) return;
-  LayerNormForwardKernel<<<RowBlocks(rows, "LayerNormForward"), kThreads, 0, StreamOf(ctx)>>>(
-      x.data<float>(), gamma.data<float>(), beta.data<float>(), eps, hidden, y.data<float>(), mean.data<float>(),
-      rstd.data<float>());
+  DispatchFloat(x.dtype(), "cuda::LayerNormForward", [&](auto tag) {
+    using S = decltype(tag);
+    LayerNormForwardKernel<S><<<RowBlocks(rows, "LayerNormForward"), kThreads, 0, StreamOf(ctx)>>>(
+        Storage<S>(x), gamma.data<float>(), beta.data<float>(), eps, hidden, Storage<S>(y), mean.data<float>(),
+        rstd.data<float>());
+  });
   DDP_CHECK_LAUNCH("LayerNormForwardKernel");
 }
 
@@ -294,18 +315,24 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
     DDP_CUDA_CHECK(cudaMemsetAsync(dbeta.raw_data(), 0, dbeta.nbytes(), StreamOf(ctx)));
     return;
   }
-  LayerNormBackwardDataKernel<<<RowBlocks(rows, "LayerNormBackward"), kThreads, 0, StreamOf(ctx)>>>(
-      x.data<float>(), dy.data<float>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(), hidden,
-      dx.data<float>());
+  DispatchFloat(x.dtype(), "cuda::LayerNormBackward", [&](auto tag) {
+    using S = decltype(tag);
+    LayerNormBackwardDataKernel<S><<<RowBlocks(rows, "LayerNormBackward"), kThreads, 0, StreamOf(ctx)>>>(
+        Storage<S>(x), Storage<S>(dy), gamma.data<float>(), mean.data<float>(), rstd.data<float>(), hidden,
+        Storage<S>(dx));
+  });
   DDP_CHECK_LAUNCH("LayerNormBackwardDataKernel");
   const int64_t partials = (rows + kRowsPerPartial - 1) / kRowsPerPartial;
   Tensor partial_g = Tensor::Empty({partials, hidden}, DType::kF64, x.device());
   Tensor partial_b = Tensor::Empty({partials, hidden}, DType::kF64, x.device());
   const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads),
                   static_cast<unsigned>(partials < 65535 ? partials : 65535));
-  LayerNormParamPartialKernel<<<grid, kThreads, 0, StreamOf(ctx)>>>(
-      x.data<float>(), dy.data<float>(), mean.data<float>(), rstd.data<float>(), rows, hidden, partials,
-      partial_g.data<double>(), partial_b.data<double>());
+  DispatchFloat(x.dtype(), "cuda::LayerNormBackward", [&](auto tag) {
+    using S = decltype(tag);
+    LayerNormParamPartialKernel<S><<<grid, kThreads, 0, StreamOf(ctx)>>>(
+        Storage<S>(x), Storage<S>(dy), mean.data<float>(), rstd.data<float>(), rows, hidden, partials,
+        partial_g.data<double>(), partial_b.data<double>());
+  });
   DDP_CHECK_LAUNCH("LayerNormParamPartialKernel");
   LayerNormParamTotalKernel<<<BlocksFor(hidden), kThreads, 0, StreamOf(ctx)>>>(
       partial_g.data<double>(), partial_b.data<double>(), partials, hidden, dgamma.data<float>(), dbeta.data<float>());
@@ -315,30 +342,42 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
 void GeluForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  GeluForwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), y.data<float>(), n);
+  DispatchFloat(x.dtype(), "cuda::GeluForward", [&](auto tag) {
+    using S = decltype(tag);
+    GeluForwardKernel<S><<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(Storage<S>(x), Storage<S>(y), n);
+  });
   DDP_CHECK_LAUNCH("GeluForwardKernel");
 }
 
 void GeluBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy, Tensor& dx) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  GeluBackwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), dy.data<float>(),
-                                                                   dx.data<float>(), n);
+  DispatchFloat(x.dtype(), "cuda::GeluBackward", [&](auto tag) {
+    using S = decltype(tag);
+    GeluBackwardKernel<S><<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(Storage<S>(x), Storage<S>(dy),
+                                                                      Storage<S>(dx), n);
+  });
   DDP_CHECK_LAUNCH("GeluBackwardKernel");
 }
 
 void TanhForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  TanhForwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), y.data<float>(), n);
+  DispatchFloat(x.dtype(), "cuda::TanhForward", [&](auto tag) {
+    using S = decltype(tag);
+    TanhForwardKernel<S><<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(Storage<S>(x), Storage<S>(y), n);
+  });
   DDP_CHECK_LAUNCH("TanhForwardKernel");
 }
 
 void TanhBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
   const int64_t n = y.numel();
   if (n == 0) return;
-  TanhBackwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(y.data<float>(), dy.data<float>(),
-                                                                   dx.data<float>(), n);
+  DispatchFloat(y.dtype(), "cuda::TanhBackward", [&](auto tag) {
+    using S = decltype(tag);
+    TanhBackwardKernel<S><<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(Storage<S>(y), Storage<S>(dy),
+                                                                      Storage<S>(dx), n);
+  });
   DDP_CHECK_LAUNCH("TanhBackwardKernel");
 }
 
