@@ -252,7 +252,8 @@ TEST(Bf16ElementwiseTest, ReluAndAddMatchFloat64) {
   }
 }
 
-// BERT's layer norm, GELU and tanh with bf16 activations: each computes in
+// BERT's layer norm, GELU, tanh, head layout and dropout with bf16
+// activations: each computes in
 // f32 (the statistics in double) from the bf16 inputs and rounds once on
 // store, so its output is exactly the f32 op's output on the same values
 // rounded to bf16; layer norm's statistics and parameter gradients (f32)
@@ -304,6 +305,30 @@ TEST(Bf16TransformerOpsTest, LayerNormGeluTanhRoundTheF32OpOnce) {
   TanhBackward(ctx, t16_as_f32, dy32, dt32);
   TanhBackward(ctx, t16, dy16, dt16);
   EXPECT_TRUE(same_bits(dt16, rounded(dt32))) << "tanh backward";
+
+  // Attention's head layout: a copy, exact in any type.
+  const Shape rows = {6 * 5, 4 * 8}, heads = {6 * 4, 5, 8};
+  const Vec r = RoundedRandom(NumElements(rows), rng);
+  Tensor split32 = Tensor::Empty(heads, DType::kF32), split16 = Tensor::Empty(heads, DType::kBF16);
+  SplitHeads(ctx, testing::ToF32Tensor(r, rows), 4, split32);
+  SplitHeads(ctx, Bf16(ctx, r, rows), 4, split16);
+  EXPECT_TRUE(same_bits(split16, rounded(split32))) << "SplitHeads";
+  Tensor merged16 = Tensor::Empty(rows, DType::kBF16);
+  MergeHeads(ctx, split16, 4, merged16);
+  EXPECT_TRUE(same_bits(merged16, Bf16(ctx, r, rows))) << "MergeHeads undoes SplitHeads";
+
+  // Dropout: the same mask as f32's, the kept values scaled in f32 and
+  // rounded once.
+  const DropoutKey key{/*seed=*/5, /*step=*/9, /*site=*/2};
+  Tensor d32 = Tensor::Empty(s, DType::kF32), d16 = Tensor::Empty(s, DType::kBF16);
+  Tensor keep32 = Tensor::Empty(s, DType::kU8), keep16 = Tensor::Empty(s, DType::kU8);
+  DropoutForward(ctx, x32, 0.3f, key, 11, d32, keep32);
+  DropoutForward(ctx, x16, 0.3f, key, 11, d16, keep16);
+  EXPECT_TRUE(same_bits(keep16, keep32)) << "dropout mask";
+  EXPECT_TRUE(same_bits(d16, rounded(d32))) << "dropout";
+  DropoutBackward(ctx, dy32, keep32, 0.3f, d32);
+  DropoutBackward(ctx, dy16, keep16, 0.3f, d16);
+  EXPECT_TRUE(same_bits(d16, rounded(d32))) << "dropout backward";
 }
 
 TEST(Bf16PoolingTest, MaxPoolIsExactAndGlobalAveragePoolAccumulatesInF32) {

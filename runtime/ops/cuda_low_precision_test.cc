@@ -5,6 +5,7 @@
 // f32 accumulation gets right, pin the accumulation type down. Reports
 // SKIPPED without a GPU.
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -273,6 +274,27 @@ TEST_P(CudaLowPrecisionTest, TransformerOpsMatchTheCpu) {
   TanhBackward(cpu_, tanh_y, dy, dtanh);
   TanhBackward(gpu_, gtanh, Low(dy), gdtanh);
   EXPECT_TRUE(Near(gdtanh, dtanh)) << "tanh backward";
+
+  const Shape rows = {6 * 5, 4 * 8}, heads = {6 * 4, 5, 8};
+  Tensor r = Random(rows, rng), split = Tensor::Empty(heads, DType::kF32), gsplit = GpuEmpty(heads, low());
+  SplitHeads(cpu_, r, 4, split);
+  SplitHeads(gpu_, Low(r), 4, gsplit);
+  EXPECT_TRUE(Near(gsplit, split)) << "SplitHeads";
+  Tensor gmerged = GpuEmpty(rows, low());
+  MergeHeads(gpu_, gsplit, 4, gmerged);
+  EXPECT_TRUE(Near(gmerged, r)) << "MergeHeads";
+  // Dropout: the CPU's mask bit for bit, the values within 16-bit rounding.
+  const DropoutKey key{/*seed=*/5, /*step=*/9, /*site=*/2};
+  Tensor drop = Tensor::Empty(s, DType::kF32), keep = Tensor::Empty(s, DType::kU8);
+  Tensor gdrop = GpuEmpty(s, low()), gkeep = GpuEmpty(s, DType::kU8);
+  DropoutForward(cpu_, x, 0.3f, key, 11, drop, keep);
+  DropoutForward(gpu_, Low(x), 0.3f, key, 11, gdrop, gkeep);
+  const Tensor host_keep = OnCpu(gkeep);
+  EXPECT_EQ(std::memcmp(host_keep.raw_data(), keep.raw_data(), keep.nbytes()), 0) << "dropout mask";
+  EXPECT_TRUE(Near(gdrop, drop)) << "dropout";
+  DropoutBackward(cpu_, dy, keep, 0.3f, drop);
+  DropoutBackward(gpu_, Low(dy), gkeep, 0.3f, gdrop);
+  EXPECT_TRUE(Near(gdrop, drop)) << "dropout backward";
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaLowPrecisionTest, ::testing::Values(DType::kBF16, DType::kF16),

@@ -294,8 +294,7 @@ namespace {
 // into out's head-major layout, else back.
 void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out, bool to_heads, const char* op) {
   CheckOnDevice(ctx, op, {&x, &out});
-  CheckF32(x, op);
-  CheckF32(out, op);
+  CheckActivationsAndF32(ctx, op, {&x, &out}, {});
   const Tensor& rows = to_heads ? x : out;
   const Tensor& split = to_heads ? out : x;
   CHECK(rows.ndim() == 2 && split.ndim() == 3 && heads > 0 && rows.dim(1) % heads == 0 &&
@@ -305,8 +304,10 @@ void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor&
       << " heads";
   if (ctx.device().is_cuda()) return DDP_ON_CUDA(op, cuda::PermuteHeads(ctx, x, heads, out, to_heads));
   const int64_t samples = split.dim(0) / heads, t = split.dim(1), d = split.dim(2), width = rows.dim(1);
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
+  // A copy of d elements at a time, whatever their type.
+  const size_t size = DTypeSize(x.dtype());
+  const char* src = static_cast<const char*>(x.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
 #pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelThreshold)
   for (int64_t n = 0; n < samples; ++n) {
     for (int64_t h = 0; h < heads; ++h) {
@@ -314,9 +315,9 @@ void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor&
         const int64_t row_at = (n * t + i) * width + h * d;
         const int64_t head_at = ((n * heads + h) * t + i) * d;
         if (to_heads) {
-          std::memcpy(dst + head_at, src + row_at, d * sizeof(float));
+          std::memcpy(dst + head_at * size, src + row_at * size, d * size);
         } else {
-          std::memcpy(dst + row_at, src + head_at, d * sizeof(float));
+          std::memcpy(dst + row_at * size, src + head_at * size, d * size);
         }
       }
     }
@@ -331,84 +332,6 @@ void SplitHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& o
 
 void MergeHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out) {
   PermuteHeads(ctx, x, heads, out, /*to_heads=*/false, "MergeHeads");
-}
-
-namespace {
-
-struct PhiloxKey {
-  uint32_t k0, k1;
-};
-
-PhiloxKey KeyOf(const DropoutKey& key) {
-  const uint64_t k = SplitMix64(key.seed ^ SplitMix64(static_cast<uint64_t>(key.site)));
-  return {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
-}
-
-Philox4x32 DropoutBits(const PhiloxKey& k, const DropoutKey& key, int64_t sample, int64_t group) {
-  const uint64_t step = static_cast<uint64_t>(key.step);
-  return Philox4x32_10(Philox4x32{{static_cast<uint32_t>(group), static_cast<uint32_t>(sample),
-                                   static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)}},
-                       k.k0, k.k1);
-}
-
-}  // namespace
-
-float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element) {
-  return UniformFromBits(DropoutBits(KeyOf(key), key, sample, element / 4).v[element % 4]);
-}
-
-void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,
-                    Tensor& y, Tensor& keep) {
-  CheckOnDevice(ctx, "DropoutForward", {&x, &y, &keep});
-  CheckF32(x, "dropout input");
-  CheckF32(y, "dropout output");
-  CheckSameShapeAs(x, y, "DropoutForward");
-  CHECK(keep.dtype() == DType::kU8 && keep.numel() == x.numel())
-      << "dropout mask must be u8 with " << x.numel() << " elements, got " << keep.DebugString();
-  CHECK(p >= 0.0f && p < 1.0f) << "dropout probability " << p << " is outside [0, 1)";
-  CHECK(x.ndim() >= 1) << "dropout input " << x.DebugString() << " has no sample dimension";
-  const int64_t samples = x.dim(0);
-  const int64_t per_sample = samples == 0 ? 0 : x.numel() / samples;
-  CHECK_LT(per_sample, int64_t{1} << 34) << "dropout: samples of over 2^34 elements";
-  const PhiloxKey k = KeyOf(key);
-  if (ctx.device().is_cuda()) {
-    return DDP_ON_CUDA("DropoutForward",
-                       cuda::DropoutForward(ctx, x, p, k.k0, k.k1, key.step, first_sample, y, keep));
-  }
-  const float* in = x.data<float>();
-  float* out = y.data<float>();
-  uint8_t* mask = keep.data<uint8_t>();
-  const float scale = 1.0f / (1.0f - p);
-  const int64_t groups = (per_sample + 3) / 4;
-#pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelThreshold)
-  for (int64_t s = 0; s < samples; ++s) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const Philox4x32 bits = p > 0.0f ? DropoutBits(k, key, first_sample + s, g) : Philox4x32{{0, 0, 0, 0}};
-      for (int64_t lane = 0; lane < 4 && g * 4 + lane < per_sample; ++lane) {
-        const int64_t i = s * per_sample + g * 4 + lane;
-        const bool kept = p == 0.0f || UniformFromBits(bits.v[lane]) >= p;
-        mask[i] = kept ? 1 : 0;
-        out[i] = kept ? in[i] * scale : 0.0f;
-      }
-    }
-  }
-}
-
-void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx) {
-  CheckOnDevice(ctx, "DropoutBackward", {&dy, &keep, &dx});
-  CheckF32(dy, "dropout output gradient");
-  CheckF32(dx, "dropout input gradient");
-  CheckSameShapeAs(dy, dx, "DropoutBackward");
-  CHECK(keep.dtype() == DType::kU8 && keep.numel() == dy.numel())
-      << "dropout mask must be u8 with " << dy.numel() << " elements, got " << keep.DebugString();
-  if (ctx.device().is_cuda()) return DDP_ON_CUDA("DropoutBackward", cuda::DropoutBackward(ctx, dy, keep, p, dx));
-  const int64_t n = dy.numel();
-  const float scale = 1.0f / (1.0f - p);
-  const float* grad = dy.data<float>();
-  const uint8_t* mask = keep.data<uint8_t>();
-  float* out = dx.data<float>();
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) out[i] = mask[i] ? grad[i] * scale : 0.0f;
 }
 
 void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Tensor* key_mask, Tensor& probs) {

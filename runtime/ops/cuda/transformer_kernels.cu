@@ -183,8 +183,9 @@ S* Storage(const Tensor& t) {
 
 // Element i of the head layout [N * heads, T, d] and its place in the rows
 // layout [N * T, heads * d].
-__global__ void PermuteHeadsKernel(const float* src, float* dst, int64_t samples, int64_t heads, int64_t t,
-                                   int64_t d, bool to_heads) {
+template <typename S>
+__global__ void PermuteHeadsKernel(const S* src, S* dst, int64_t samples, int64_t heads, int64_t t, int64_t d,
+                                   bool to_heads) {
   const int64_t total = samples * heads * t * d;
   DDP_GRID_STRIDE(i, total) {
     const int64_t k = i % d, q = (i / d) % t, h = (i / (d * t)) % heads, n = i / (d * t * heads);
@@ -198,8 +199,10 @@ __global__ void PermuteHeadsKernel(const float* src, float* dst, int64_t samples
 }
 
 // One thread per group of four elements of a sample: one Philox draw.
-__global__ void DropoutForwardKernel(const float* x, float p, uint32_t key0, uint32_t key1, uint64_t step,
-                                     int64_t first_sample, int64_t samples, int64_t per_sample, float* y,
+// Activations of storage type S, scaled in f32.
+template <typename S>
+__global__ void DropoutForwardKernel(const S* x, float p, uint32_t key0, uint32_t key1, uint64_t step,
+                                     int64_t first_sample, int64_t samples, int64_t per_sample, S* y,
                                      uint8_t* keep) {
   const int64_t groups = (per_sample + 3) / 4;
   const float scale = 1.0f / (1.0f - p);
@@ -216,13 +219,14 @@ __global__ void DropoutForwardKernel(const float* x, float p, uint32_t key0, uin
       const int64_t e = s * per_sample + g * 4 + lane;
       const bool kept = p == 0.0f || UniformFromBits(bits.v[lane]) >= p;
       keep[e] = kept ? 1 : 0;
-      y[e] = kept ? x[e] * scale : 0.0f;
+      y[e] = FromFloat<S>(kept ? ToFloat(x[e]) * scale : 0.0f);
     }
   }
 }
 
-__global__ void DropoutBackwardKernel(const float* dy, const uint8_t* keep, float scale, float* dx, int64_t n) {
-  DDP_GRID_STRIDE(i, n) { dx[i] = keep[i] ? dy[i] * scale : 0.0f; }
+template <typename S>
+__global__ void DropoutBackwardKernel(const S* dy, const uint8_t* keep, float scale, S* dx, int64_t n) {
+  DDP_GRID_STRIDE(i, n) { dx[i] = FromFloat<S>(keep[i] ? ToFloat(dy[i]) * scale : 0.0f); }
 }
 
 // One block per row of Tk scores: the additive mask, the maximum, exp, a
@@ -386,8 +390,11 @@ void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor&
   const int64_t samples = split.dim(0) / heads, t = split.dim(1), d = split.dim(2);
   const int64_t n = x.numel();
   if (n == 0) return;
-  PermuteHeadsKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(x.data<float>(), out.data<float>(), samples,
-                                                                   heads, t, d, to_heads);
+  DispatchFloat(x.dtype(), "cuda::PermuteHeads", [&](auto tag) {
+    using S = decltype(tag);
+    PermuteHeadsKernel<S><<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(Storage<S>(x), Storage<S>(out), samples,
+                                                                      heads, t, d, to_heads);
+  });
   DDP_CHECK_LAUNCH("PermuteHeadsKernel");
 }
 
@@ -397,17 +404,23 @@ void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, uint32_t ke
   const int64_t per_sample = samples == 0 ? 0 : x.numel() / samples;
   const int64_t work = samples * ((per_sample + 3) / 4);
   if (work == 0) return;
-  DropoutForwardKernel<<<BlocksFor(work), kThreads, 0, StreamOf(ctx)>>>(
-      x.data<float>(), p, key0, key1, static_cast<uint64_t>(step), first_sample, samples, per_sample, y.data<float>(),
-      keep.data<uint8_t>());
+  DispatchFloat(x.dtype(), "cuda::DropoutForward", [&](auto tag) {
+    using S = decltype(tag);
+    DropoutForwardKernel<S><<<BlocksFor(work), kThreads, 0, StreamOf(ctx)>>>(
+        Storage<S>(x), p, key0, key1, static_cast<uint64_t>(step), first_sample, samples, per_sample, Storage<S>(y),
+        keep.data<uint8_t>());
+  });
   DDP_CHECK_LAUNCH("DropoutForwardKernel");
 }
 
 void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx) {
   const int64_t n = dy.numel();
   if (n == 0) return;
-  DropoutBackwardKernel<<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(dy.data<float>(), keep.data<uint8_t>(),
-                                                                      1.0f / (1.0f - p), dx.data<float>(), n);
+  DispatchFloat(dy.dtype(), "cuda::DropoutBackward", [&](auto tag) {
+    using S = decltype(tag);
+    DropoutBackwardKernel<S><<<BlocksFor(n), kThreads, 0, StreamOf(ctx)>>>(Storage<S>(dy), keep.data<uint8_t>(),
+                                                                         1.0f / (1.0f - p), Storage<S>(dx), n);
+  });
   DDP_CHECK_LAUNCH("DropoutBackwardKernel");
 }
 

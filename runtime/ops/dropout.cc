@@ -1,0 +1,101 @@
+// Dropout (runtime/ops/transformer.h): masks from Philox4x32-10 keyed by
+// the seed and the site, with the step and each sample's global index in
+// the counter; activations f32 or 16-bit, scaled in f32.
+#include "runtime/ops/cpu/float_types.h"
+#include "runtime/ops/cuda/transformer_cuda.h"
+#include "runtime/ops/op_checks.h"
+#include "runtime/ops/transformer.h"
+#include "runtime/philox.h"
+
+namespace ddp {
+namespace {
+
+constexpr int64_t kParallelThreshold = 1 << 14;
+
+}  // namespace
+
+namespace {
+
+struct PhiloxKey {
+  uint32_t k0, k1;
+};
+
+PhiloxKey KeyOf(const DropoutKey& key) {
+  const uint64_t k = SplitMix64(key.seed ^ SplitMix64(static_cast<uint64_t>(key.site)));
+  return {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
+}
+
+Philox4x32 DropoutBits(const PhiloxKey& k, const DropoutKey& key, int64_t sample, int64_t group) {
+  const uint64_t step = static_cast<uint64_t>(key.step);
+  return Philox4x32_10(Philox4x32{{static_cast<uint32_t>(group), static_cast<uint32_t>(sample),
+                                   static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)}},
+                       k.k0, k.k1);
+}
+
+}  // namespace
+
+float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element) {
+  return UniformFromBits(DropoutBits(KeyOf(key), key, sample, element / 4).v[element % 4]);
+}
+
+void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,
+                    Tensor& y, Tensor& keep) {
+  CheckOnDevice(ctx, "DropoutForward", {&x, &y, &keep});
+  CheckActivation(ctx, x, "dropout input");
+  CHECK(y.dtype() == x.dtype() && y.shape() == x.shape())
+      << "DropoutForward: " << x.DebugString() << " and " << y.DebugString() << " differ";
+  CHECK(keep.dtype() == DType::kU8 && keep.numel() == x.numel())
+      << "dropout mask must be u8 with " << x.numel() << " elements, got " << keep.DebugString();
+  CHECK(p >= 0.0f && p < 1.0f) << "dropout probability " << p << " is outside [0, 1)";
+  CHECK(x.ndim() >= 1) << "dropout input " << x.DebugString() << " has no sample dimension";
+  const int64_t samples = x.dim(0);
+  const int64_t per_sample = samples == 0 ? 0 : x.numel() / samples;
+  CHECK_LT(per_sample, int64_t{1} << 34) << "dropout: samples of over 2^34 elements";
+  const PhiloxKey k = KeyOf(key);
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("DropoutForward",
+                       cuda::DropoutForward(ctx, x, p, k.k0, k.k1, key.step, first_sample, y, keep));
+  }
+  cpu::DispatchFloat(x.dtype(), "DropoutForward", [&](auto tag) {
+    using S = decltype(tag);
+    const S* in = cpu::Elements<S>(x);
+    S* out = cpu::Elements<S>(y);
+    uint8_t* mask = keep.data<uint8_t>();
+    const float scale = 1.0f / (1.0f - p);
+    const int64_t groups = (per_sample + 3) / 4;
+#pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelThreshold)
+    for (int64_t s = 0; s < samples; ++s) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const Philox4x32 bits = p > 0.0f ? DropoutBits(k, key, first_sample + s, g) : Philox4x32{{0, 0, 0, 0}};
+        for (int64_t lane = 0; lane < 4 && g * 4 + lane < per_sample; ++lane) {
+          const int64_t i = s * per_sample + g * 4 + lane;
+          const bool kept = p == 0.0f || UniformFromBits(bits.v[lane]) >= p;
+          mask[i] = kept ? 1 : 0;
+          out[i] = cpu::FromFloat<S>(kept ? cpu::ToFloat(in[i]) * scale : 0.0f);
+        }
+      }
+    }
+  });
+}
+
+void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx) {
+  CheckOnDevice(ctx, "DropoutBackward", {&dy, &keep, &dx});
+  CheckActivation(ctx, dy, "dropout output gradient");
+  CHECK(dx.dtype() == dy.dtype() && dx.shape() == dy.shape())
+      << "DropoutBackward: " << dy.DebugString() << " and " << dx.DebugString() << " differ";
+  CHECK(keep.dtype() == DType::kU8 && keep.numel() == dy.numel())
+      << "dropout mask must be u8 with " << dy.numel() << " elements, got " << keep.DebugString();
+  if (ctx.device().is_cuda()) return DDP_ON_CUDA("DropoutBackward", cuda::DropoutBackward(ctx, dy, keep, p, dx));
+  const int64_t n = dy.numel();
+  const float scale = 1.0f / (1.0f - p);
+  cpu::DispatchFloat(dy.dtype(), "DropoutBackward", [&](auto tag) {
+    using S = decltype(tag);
+    const S* grad = cpu::Elements<S>(dy);
+    const uint8_t* mask = keep.data<uint8_t>();
+    S* out = cpu::Elements<S>(dx);
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) out[i] = cpu::FromFloat<S>(mask[i] ? cpu::ToFloat(grad[i]) * scale : 0.0f);
+  });
+}
+
+}  // namespace ddp
