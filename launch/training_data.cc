@@ -4,7 +4,6 @@
 #include "models/registry.h"
 #include "runtime/data/data_spec.h"
 #include "runtime/data/image_folder.h"
-#include "runtime/safetensors.h"
 
 namespace ddp {
 namespace {
@@ -87,6 +86,7 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
   };
   clamped("--data", *train);
   data.train = TokenBatches(std::move(train), options.data);
+  Tensor examples, offsets;  // question answering evaluation features' links to their questions
   if (!options.eval_data.empty()) {
     ASSIGN_OR_RETURN(std::unique_ptr<TokenDataset> eval,
                      OpenTokenDataset("--eval-data", options.eval_data, data_options));
@@ -94,7 +94,8 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
       return InvalidArgument("--eval-data must be a tensors:FILE dataset, not '" + options.eval_data + "'");
     }
     clamped("--eval-data", *eval);
-    data.eval_has_offsets = eval->has_offsets();
+    examples = eval->example_index();
+    offsets = eval->offset_mapping();
     data.eval = TokenBatches(std::move(eval), options.eval_data);
   }
   if (!options.squad_eval_file.empty()) {
@@ -104,21 +105,18 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
     if (!set.ok()) return Status(set.status().code(), "--squad-eval-file " + set.status().message());
     squad->set = std::move(*set);
     const std::string features = SpecPath(options.eval_data, "tensors:");
-    ASSIGN_OR_RETURN(const SafetensorsContents contents, ReadSafetensors(features));
-    const Tensor* examples = contents.Find("example_index");
-    const Tensor* offsets = contents.Find("offset_mapping");
-    if (examples == nullptr || offsets == nullptr) {
+    if (!examples.defined() || !offsets.defined()) {
       return InvalidArgument("--eval-data " + features + ": no example_index and offset_mapping, which "
                              "--squad-eval-file needs (tools/make_squad_tensors --eval writes them)");
     }
-    squad->example_index = *examples;
-    squad->offset_mapping = *offsets;
-    RETURN_IF_ERROR(CheckFeatures(squad->set, *examples, *offsets,
+    squad->example_index = examples;
+    squad->offset_mapping = offsets;
+    RETURN_IF_ERROR(CheckFeatures(squad->set, examples, offsets,
                                   "--eval-data " + features + " (against --squad-eval-file " +
                                       options.squad_eval_file + ")"));
     data.squad = std::move(squad);
   }
-  if (!options.predictions_file.empty() && !data.eval_has_offsets) {
+  if (!options.predictions_file.empty() && !offsets.defined()) {
     return InvalidArgument("--predictions-file needs --eval-data question answering features with offset_mapping "
                            "(tools/make_squad_tensors --eval writes them)" +
                            std::string(options.eval_data.empty() ? "; no --eval-data was given" : ""));

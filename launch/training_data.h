@@ -18,9 +18,6 @@ namespace ddp {
 struct TrainingData {
   std::unique_ptr<BatchSource> train;
   std::unique_ptr<BatchSource> eval;  // null without --eval-data
-  // Question answering: the evaluation features carry offset_mapping, so
-  // their best spans map back to the context's text.
-  bool eval_has_offsets = false;
   // --squad-eval-file: its questions, and the evaluation features' links
   // to them (null without it).
   struct Squad {

@@ -1,8 +1,6 @@
 // BERT's pretraining heads (bert.h): cls.predictions, the MLM decoder tied
 // to the word embeddings, and cls.seq_relationship; BertForPreTraining's
 // loss over the MLM rows the data source found.
-#include <algorithm>
-
 #include "models/bert.h"
 #include "runtime/data/token_dataset.h"
 #include "runtime/ops/linear.h"
@@ -112,12 +110,7 @@ void BertForPreTraining::MlmRows(const Batch& batch, int64_t n, int64_t t, const
   }
   // A batch made by hand (a test's): its labels scanned here.
   const Tensor host_labels = batch.Get("labels").View(0, {n * t}).To(Device::Cpu());
-  int64_t most = 1;
-  for (int64_t b = 0; b < n; ++b) {
-    int64_t labelled = 0;
-    for (int64_t i = 0; i < t; ++i) labelled += host_labels.data<int64_t>()[b * t + i] != -100;
-    most = std::max(most, labelled);
-  }
+  const int64_t most = MostMlmLabels(host_labels.data<int64_t>(), n, t);
   Tensor rows = Tensor::Empty({n * most}, DType::kI64), targets = Tensor::Empty({n * most}, DType::kI64);
   FindMlmPositions(host_labels.data<int64_t>(), n, t, most, rows.data<int64_t>(), targets.data<int64_t>());
   *positions = rows.To(device);

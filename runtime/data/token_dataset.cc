@@ -139,12 +139,19 @@ class SyntheticTokens : public TokenDataset {
 // A whole set in memory.
 class TensorTokens : public TokenDataset {
  public:
-  TensorTokens(TokenBatch all, TokenTask task, int64_t clamped = 0)
-      : all_(std::move(all)), task_(task), clamped_(clamped), max_predictions_(MostLabels()) {}
+  TensorTokens(TokenBatch all, TokenTask task, int64_t clamped = 0, Tensor example_index = Tensor())
+      : all_(std::move(all)),
+        task_(task),
+        clamped_(clamped),
+        max_predictions_(task == TokenTask::kPretraining
+                             ? MostMlmLabels(all_.labels.data<int64_t>(), all_.input_ids.dim(0), all_.input_ids.dim(1))
+                             : 0),
+        example_index_(std::move(example_index)) {}
   int64_t size() const override { return all_.input_ids.dim(0); }
   int64_t seq_len() const override { return all_.input_ids.dim(1); }
   TokenTask task() const override { return task_; }
-  bool has_offsets() const override { return all_.offset_mapping.defined(); }
+  Tensor offset_mapping() const override { return all_.offset_mapping; }
+  Tensor example_index() const override { return example_index_; }
   int64_t max_predictions() const override { return max_predictions_; }
   int64_t clamped_positions() const override { return clamped_; }
 
@@ -169,7 +176,7 @@ class TensorTokens : public TokenDataset {
       case TokenTask::kQuestionAnswering:
         batch.start_positions = gather(all_.start_positions, 1);
         batch.end_positions = gather(all_.end_positions, 1);
-        if (has_offsets()) batch.offset_mapping = gather(all_.offset_mapping, 2 * t);
+        if (all_.offset_mapping.defined()) batch.offset_mapping = gather(all_.offset_mapping, 2 * t);
         break;
       case TokenTask::kClassification:
         batch.labels = gather(all_.labels, 1);
@@ -183,23 +190,11 @@ class TensorTokens : public TokenDataset {
   }
 
  private:
-  // Pretraining: the most MLM labels a sequence of the file has (at least 1).
-  int64_t MostLabels() const {
-    if (task_ != TokenTask::kPretraining) return 0;
-    int64_t most = 1;
-    const int64_t t = seq_len();
-    for (int64_t row = 0; row < size(); ++row) {
-      int64_t labelled = 0;
-      for (int64_t i = 0; i < t; ++i) labelled += all_.labels.data<int64_t>()[row * t + i] != -100;
-      most = std::max(most, labelled);
-    }
-    return most;
-  }
-
   TokenBatch all_;
   TokenTask task_;
   int64_t clamped_;
-  int64_t max_predictions_;
+  int64_t max_predictions_;  // pretraining: the most MLM labels a sequence of the file has
+  Tensor example_index_;     // question answering evaluation features: as the file holds it
 };
 
 // Every element of `t` within [lo, hi) (or equal to `except`), else one
@@ -259,8 +254,9 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenAnswerSpans(const std::string& path,
     }
     all.offset_mapping = *offsets;
   }
-  return std::unique_ptr<TokenDataset>(
-      std::make_unique<TensorTokens>(std::move(all), TokenTask::kQuestionAnswering, clamped));
+  const Tensor* examples = contents.Find("example_index");  // checked against its SQuAD file where one is used
+  return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(
+      std::move(all), TokenTask::kQuestionAnswering, clamped, examples != nullptr ? *examples : Tensor()));
 }
 
 StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path, const TokenDataOptions& options) {
@@ -327,6 +323,16 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path
 
 int64_t MaskedCount(int64_t tokens) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(static_cast<double>(tokens) * 0.15)));
+}
+
+int64_t MostMlmLabels(const int64_t* labels, int64_t count, int64_t t) {
+  int64_t most = 1;
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t labelled = 0;
+    for (int64_t i = 0; i < t; ++i) labelled += labels[b * t + i] != -100;
+    most = std::max(most, labelled);
+  }
+  return most;
 }
 
 void FindMlmPositions(const int64_t* labels, int64_t count, int64_t t, int64_t per_sequence, int64_t* rows,

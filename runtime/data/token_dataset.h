@@ -41,8 +41,11 @@ class TokenDataset {
   virtual int64_t size() const = 0;
   virtual int64_t seq_len() const = 0;
   virtual TokenTask task() const = 0;
-  // Question answering features with offset_mapping (evaluation features).
-  virtual bool has_offsets() const { return false; }
+  // Question answering evaluation features' links to their questions, as
+  // the file holds them (undefined where it has none): every feature's
+  // offset_mapping (i64 [N, T, 2]) and example_index.
+  virtual Tensor offset_mapping() const { return Tensor(); }
+  virtual Tensor example_index() const { return Tensor(); }
   // Pretraining: the most MLM labels a sequence can have (the MLM head's
   // rows per sequence: mlm_positions); 0 for the fine-tuning tasks.
   virtual int64_t max_predictions() const { return 0; }
@@ -83,6 +86,9 @@ struct TokenDataOptions {
 // dataset's max_predictions bounds them).
 void FindMlmPositions(const int64_t* labels, int64_t count, int64_t t, int64_t per_sequence, int64_t* rows,
                       int64_t* targets);
+// The most labels (not -100) any of `count` sequences of `t` has; at
+// least 1 (FindMlmPositions' per_sequence for a batch or file of them).
+int64_t MostMlmLabels(const int64_t* labels, int64_t count, int64_t t);
 
 // Masked positions per sequence: round(15%) of `tokens`, at least one.
 int64_t MaskedCount(int64_t tokens);

@@ -171,7 +171,7 @@ TEST(TensorTokensTest, AnswerSpansAreClampedCheckedAndCarryTheirOffsets) {
   qa.question_answering = true;
   auto data = std::move(OpenTokenDataset("--data", "tensors:" + path, qa)).value();
   EXPECT_EQ(data->task(), TokenTask::kQuestionAnswering);
-  EXPECT_TRUE(data->has_offsets());
+  EXPECT_TRUE(data->offset_mapping().defined());
   EXPECT_EQ(data->clamped_positions(), 2);  // 9 and 9; 4 is T itself, already the ignored position
   const int64_t both[] = {1, 0};
   const TokenBatch b = data->Fill(both, 2);
