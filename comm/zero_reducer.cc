@@ -67,7 +67,7 @@ void ZeroReducer::PlanExtras(int world) {
       const int64_t lo = r * b.shard, hi = std::min(b.numel, lo + b.shard);
       int64_t packed = 0;
       for (const Parameter* p : b.params) {
-        if (!p->is_bias_or_norm) continue;  // read through the 16-bit copy
+        if (!p->forward_reads_f32) continue;  // read through the 16-bit copy
         const int64_t start = flat_offset_.at(p) - b.offset, end = start + NumElements(p->shape);
         const int64_t a = std::max(lo, start), z = std::min(hi, end);
         if (a >= z) continue;

@@ -15,9 +15,9 @@
 // with gather_dtype 16-bit (the default there), each owner rounds its
 // updated piece and the 16-bit bucket is gathered, half the bytes, then
 // put into that copy (rearranged where it is channels-last) as the forward
-// reaches it; the parameters the forward reads in f32 (batch norm's and
-// biases: Parameter::is_bias_or_norm) travel in f32 beside it, packed per
-// rank. Other parameters' f32 master values are then current only in this
+// reaches it; the parameters the forward reads in f32 (norms, embedding
+// tables, f32 outputs' biases: Parameter::forward_reads_f32) travel in f32
+// beside it, packed per rank. Other parameters' f32 master values are then current only in this
 // rank's pieces, which is all the optimizer reads: GatherMasterWeights
 // makes every one current (before saving). With gather_dtype f32 the f32
 // pieces are gathered and rounded into the copy on arrival; both give the

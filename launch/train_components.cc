@@ -229,7 +229,6 @@ Status Builder::BuildModel() {
   model_options.task = options_.task;
   model_options.activation_checkpointing = options_.activation_checkpointing;
   model_options.label_smoothing = options_.label_smoothing;
-  model_options.compute_dtype = precision_->compute_dtype();
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
   if (checkpoints_) {
     ASSIGN_OR_RETURN(start_step_, checkpoints_->ResumeModel(*model_, sampler_->global_batch(), total_steps_));

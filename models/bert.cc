@@ -37,7 +37,7 @@ StatusOr<BertConfig> BertConfigFor(const std::string& name) {
 
 namespace {
 
-Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), DType::kF32, t.device()); }
+Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), t.dtype(), t.device()); }
 
 // a + b into a new tensor.
 Tensor Added(ExecutionContext& ctx, const Tensor& a, const Tensor& b) {
@@ -81,12 +81,25 @@ Tensor BertEmbeddings::Forward(ExecutionContext& ctx, const Tensor& ids, const T
   }
   Tensor types = token_types != nullptr ? *token_types : Tensor::Zeros({n, t}, DType::kI64, ids.device());
   const Tensor words = word_->Forward(ctx, ids);
-  const Tensor summed = Added(ctx, Added(ctx, words, position_->Forward(ctx, positions_)), token_type_->Forward(ctx, types));
+  Tensor summed = Added(ctx, Added(ctx, words, position_->Forward(ctx, positions_)), token_type_->Forward(ctx, types));
+  // Mixed precision: the f32 sum is rounded once, and the activations are
+  // 16-bit from its LayerNorm on.
+  const Parameter& word = *word_->weight();
+  if (word.low.defined()) {
+    Tensor rounded = Tensor::Empty(summed.shape(), word.low.dtype(), summed.device());
+    CastScaled(ctx, summed, 1.0f, rounded);
+    summed = rounded;
+  }
   return dropout_.Forward(ctx, layer_norm_->Forward(ctx, summed));
 }
 
 void BertEmbeddings::Backward(ExecutionContext& ctx, const Tensor& dy, Tensor tied_word_gradient) {
-  const Tensor dsum = layer_norm_->Backward(ctx, dropout_.Backward(ctx, dy));
+  Tensor dsum = layer_norm_->Backward(ctx, dropout_.Backward(ctx, dy));
+  if (dsum.dtype() != DType::kF32) {  // the tables' gradients are f32
+    Tensor widened = Tensor::Empty(dsum.shape(), DType::kF32, dsum.device());
+    CastScaled(ctx, dsum, 1.0f, widened);
+    dsum = widened;
+  }
   token_type_->Backward(ctx, dsum);
   position_->Backward(ctx, dsum);
   word_->AddTiedGradient(std::move(tied_word_gradient));
@@ -99,27 +112,27 @@ BertSelfAttention::BertSelfAttention(const BertConfig& config, const StepState* 
     : state_(state), heads_(config.heads), head_dim_(config.hidden / config.heads), site_(site) {
   CHECK_EQ(config.hidden % config.heads, 0) << "hidden " << config.hidden << " is not a multiple of " << config.heads
                                             << " heads";
-  query_ = AddChild<LinearLayer>("query", config.hidden, config.hidden, true, config.initializer_range);
-  key_ = AddChild<LinearLayer>("key", config.hidden, config.hidden, true, config.initializer_range);
-  value_ = AddChild<LinearLayer>("value", config.hidden, config.hidden, true, config.initializer_range);
+  query_ = AddChild<LinearLayer>("query", config.hidden, config.hidden, true, config.initializer_range, kHiddenOutput);
+  key_ = AddChild<LinearLayer>("key", config.hidden, config.hidden, true, config.initializer_range, kHiddenOutput);
+  value_ = AddChild<LinearLayer>("value", config.hidden, config.hidden, true, config.initializer_range, kHiddenOutput);
 }
 
 Tensor BertSelfAttention::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   const int64_t n = state_->batch, t = state_->seq;
   const Device device = x.device();
   auto split = [&](const Tensor& rows) {
-    Tensor out = Tensor::Empty({n * heads_, t, head_dim_}, DType::kF32, device);
+    Tensor out = Tensor::Empty({n * heads_, t, head_dim_}, rows.dtype(), device);
     SplitHeads(ctx, rows, heads_, out);
     return out;
   };
   const Tensor q = split(query_->Forward(ctx, x));
   const Tensor k = split(key_->Forward(ctx, x));
   const Tensor v = split(value_->Forward(ctx, x));
-  Tensor context = Tensor::Empty({n * heads_, t, head_dim_}, DType::kF32, device);
+  Tensor context = Like(q);
   AttentionForward(ctx, q, k, v, n, state_->attention_mask.defined() ? &state_->attention_mask : nullptr,
                    state_->dropout, DropoutKey{state_->seed, state_->step, site_}, state_->first_sample, context,
                    keeps_for_backward() ? &saved_ : nullptr);
-  Tensor out = Tensor::Empty(x.shape(), DType::kF32, device);
+  Tensor out = Like(x);
   MergeHeads(ctx, context, heads_, out);
   if (keeps_for_backward()) {
     q_ = q;
@@ -131,12 +144,12 @@ Tensor BertSelfAttention::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
 
 Tensor BertSelfAttention::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(q_.defined()) << "attention Backward without a training Forward";
-  Tensor dcontext = Like(q_);
+  Tensor dcontext = Tensor::Empty(q_.shape(), dy.dtype(), dy.device());
   SplitHeads(ctx, dy, heads_, dcontext);
   Tensor dq = Like(q_), dk = Like(k_), dv = Like(v_);
   AttentionBackward(ctx, q_, k_, v_, saved_, dcontext, dq, dk, dv);
   auto merge = [&](const Tensor& split) {
-    Tensor rows = Tensor::Empty(dy.shape(), DType::kF32, dy.device());
+    Tensor rows = Like(dy);
     MergeHeads(ctx, split, heads_, rows);
     return rows;
   };
@@ -151,7 +164,7 @@ Tensor BertSelfAttention::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) 
 
 BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& config, const StepState* state, int64_t site)
     : dropout_(state, site) {
-  dense_ = AddChild<LinearLayer>("dense", in, config.hidden, true, config.initializer_range);
+  dense_ = AddChild<LinearLayer>("dense", in, config.hidden, true, config.initializer_range, kHiddenOutput);
   layer_norm_ = AddChild<LayerNormLayer>("LayerNorm", config.hidden, config.layer_norm_eps);
 }
 
@@ -187,7 +200,8 @@ namespace {
 class BertIntermediate : public ModuleContainer {
  public:
   explicit BertIntermediate(const BertConfig& config) {
-    dense = AddChild<LinearLayer>("dense", config.hidden, config.intermediate, true, config.initializer_range);
+    dense = AddChild<LinearLayer>("dense", config.hidden, config.intermediate, true, config.initializer_range,
+                                  kHiddenOutput);
   }
   LinearLayer* dense;
 };
@@ -226,7 +240,7 @@ Tensor BertLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
 // --------------------------------------------------------------- pooler
 
 BertPooler::BertPooler(const BertConfig& config) {
-  dense_ = AddChild<LinearLayer>("dense", config.hidden, config.hidden, true, config.initializer_range);
+  dense_ = AddChild<LinearLayer>("dense", config.hidden, config.hidden, true, config.initializer_range, kHiddenOutput);
 }
 
 Tensor BertPooler::Forward(ExecutionContext& ctx, const Tensor& hidden, int64_t batch, int64_t seq) {
@@ -240,7 +254,7 @@ Tensor BertPooler::Forward(ExecutionContext& ctx, const Tensor& hidden, int64_t 
     first_rows_ = Tensor::FromVector<int64_t>(rows, {batch}).To(hidden.device());
     hidden_rows_ = batch * seq;
   }
-  Tensor first = Tensor::Empty({batch, hidden.dim(1)}, DType::kF32, hidden.device());
+  Tensor first = Tensor::Empty({batch, hidden.dim(1)}, hidden.dtype(), hidden.device());
   GatherRows(ctx, hidden, first_rows_, first);
   const Tensor dense = dense_->Forward(ctx, first);
   Tensor pooled = Like(dense);
@@ -254,7 +268,7 @@ Tensor BertPooler::Backward(ExecutionContext& ctx, const Tensor& dpooled) {
   Tensor ddense = Like(pooled_);
   TanhBackward(ctx, pooled_, dpooled, ddense);
   const Tensor dfirst = dense_->Backward(ctx, ddense);
-  Tensor dhidden = Tensor::Empty({hidden_rows_, dfirst.dim(1)}, DType::kF32, dpooled.device());
+  Tensor dhidden = Tensor::Empty({hidden_rows_, dfirst.dim(1)}, dfirst.dtype(), dpooled.device());
   ScatterAddRows(ctx, first_rows_, dfirst, dhidden);
   pooled_ = Tensor();
   return dhidden;

@@ -22,6 +22,11 @@
 
 namespace ddp {
 
+// The linear layers inside the model keep a 16-bit input's dtype (mixed
+// precision: 16-bit activations from the embeddings' LayerNorm to the
+// heads); the heads' logits are f32, for the losses.
+inline constexpr LinearOutput kHiddenOutput = LinearOutput::kInputDType;
+
 struct BertConfig {
   int64_t vocab_size = 30522;
   int64_t hidden = 768;

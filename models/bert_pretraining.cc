@@ -10,7 +10,7 @@
 namespace ddp {
 namespace {
 
-Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), DType::kF32, t.device()); }
+Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), t.dtype(), t.device()); }
 
 }  // namespace
 
@@ -20,7 +20,8 @@ namespace {
 class BertPredictionHeadTransform : public ModuleContainer {
  public:
   explicit BertPredictionHeadTransform(const BertConfig& config) {
-    dense = AddChild<LinearLayer>("dense", config.hidden, config.hidden, true, config.initializer_range);
+    dense = AddChild<LinearLayer>("dense", config.hidden, config.hidden, true, config.initializer_range,
+                                  kHiddenOutput);
     layer_norm = AddChild<LayerNormLayer>("LayerNorm", config.hidden, config.layer_norm_eps);
   }
   LinearLayer* dense;
@@ -45,7 +46,9 @@ Tensor BertLMPredictionHead::Forward(ExecutionContext& ctx, const Tensor& hidden
   GeluForward(ctx, pre_gelu, activated);
   const Tensor transformed = layer_norm_->Forward(ctx, activated);
   Tensor logits = Tensor::Empty({hidden.dim(0), bias_->shape[0]}, DType::kF32, hidden.device());
-  LinearForward(ctx, transformed, word_embeddings.value, &bias_->value, logits);
+  // The decoder reads the word embeddings in the activations' dtype (their
+  // 16-bit copy in mixed precision); its logits and bias are f32.
+  LinearForward(ctx, transformed, WeightsFor(word_embeddings, transformed), &bias_->value, logits);
   if (keeps_for_backward()) {
     pre_gelu_ = pre_gelu;
     transformed_ = transformed;
@@ -57,7 +60,7 @@ Tensor BertLMPredictionHead::Backward(ExecutionContext& ctx, const Tensor& dlogi
                                       Tensor* tied_gradient) {
   CHECK(transformed_.defined()) << "MLM head Backward without a training Forward";
   Tensor dtransformed = Like(transformed_);
-  LinearBackwardData(ctx, dlogits, word_embeddings.value, &dtransformed);
+  LinearBackwardData(ctx, dlogits, WeightsFor(word_embeddings, transformed_), &dtransformed);
   *tied_gradient = Tensor::Empty(word_embeddings.shape, DType::kF32, dlogits.device());
   Tensor dbias = Tensor::Empty(bias_->shape, DType::kF32, dlogits.device());
   LinearBackwardWeights(ctx, transformed_, dlogits, *tied_gradient, &dbias);
@@ -129,7 +132,7 @@ void BertForPreTraining::Heads(ExecutionContext& ctx, const Batch& batch, Tensor
   Tensor positions, labels;
   MlmRows(batch, n, t, hidden.device(), &positions, &labels);
   const int64_t m = positions.numel();
-  Tensor gathered = Tensor::Empty({m, hidden.dim(1)}, DType::kF32, hidden.device());
+  Tensor gathered = Tensor::Empty({m, hidden.dim(1)}, hidden.dtype(), hidden.device());
   GatherRows(ctx, hidden, positions, gathered);
   *mlm_logits = predictions_->Forward(ctx, gathered, *bert_->embeddings()->word_embeddings()->weight());
   *nsp_logits = seq_relationship_->Forward(ctx, pooled);
@@ -192,7 +195,7 @@ void BertForPreTraining::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
   Tensor tied;
   const Tensor dgathered = predictions_->Backward(ctx, dlogits, words, &tied);
   dlogits = Tensor();
-  Tensor dhidden_mlm = Tensor::Empty({hidden_rows_, dgathered.dim(1)}, DType::kF32, dgathered.device());
+  Tensor dhidden_mlm = Tensor::Empty({hidden_rows_, dgathered.dim(1)}, dgathered.dtype(), dgathered.device());
   ScatterAddRows(ctx, mlm_positions_, dgathered, dhidden_mlm);  // scattered back to their rows
   mlm_positions_ = Tensor();
   BackwardEncoder(ctx, dhidden_mlm, dpooled, std::move(tied));

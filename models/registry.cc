@@ -56,11 +56,6 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
   if (InputOf(options.name) == ModelInput::kTokens) {
     StatusOr<BertConfig> config = BertConfigFor(options.name);
     if (config.ok()) {
-      // BERT's kernels are f32 so far (CPU and CUDA).
-      if (options.compute_dtype != DType::kF32) {
-        return Unimplemented(std::string("--precision ") + (options.compute_dtype == DType::kF16 ? "fp16" : "bf16") +
-                             " with --model " + options.name + ": BERT trains in fp32 in this build");
-      }
       config->dropout = options.dropout;
       config->seed = options.seed;
       config->activation_checkpointing = options.activation_checkpointing;

@@ -20,9 +20,6 @@ struct ModelOptions {
   bool activation_checkpointing = false;  // BERT's encoder layers, ResNet's stages
   double label_smoothing = 0.0;  // image classifiers' cross-entropy
   uint64_t seed = 1;
-  // What it will train in: a model whose kernels that dtype lacks is
-  // refused, naming the flag.
-  DType compute_dtype = DType::kF32;
 };
 
 // Every name CreateModel accepts.

@@ -15,17 +15,6 @@ tools/make_token_dataset --out "$tmp/eval.safetensors" --samples 12 --seq-len 32
 common=(--model bert-tiny --seq-len 32 --batch-size 3 --steps 3 --optimizer adamw --lr 1e-3 --weight-decay 0.01
         --nodecay-bn-bias --dropout 0.1 --threads 1 --seed 3 --bucket-mb 4 --first-bucket-mb 0.5
         --eval-data "tensors:$tmp/eval.safetensors" --eval-every 2)
-one() {  # one NAME MICRO ARGS...
-  local name="$1" micro="$2"; shift 2
-  timeout 300 "$bin" "${common[@]}" --accumulation-steps "$micro" "$@" --metrics-file "$tmp/$name.jsonl" \
-    --save-weights "$tmp/$name.safetensors" > "$tmp/$name.log" 2>&1 || { cat "$tmp/$name.log"; fail "$name"; }
-}
-many() {  # many NAME NP ARGS...
-  local name="$1" np="$2"; shift 2
-  timeout 300 mpirun -np "$np" --oversubscribe --bind-to none "$bin" "${common[@]}" "$@" \
-    --metrics-file "$tmp/$name.jsonl" --save-weights "$tmp/$name.safetensors" > "$tmp/$name.log" 2>&1 ||
-    { cat "$tmp/$name.log"; fail "$name"; }
-}
 same() {  # same A B LOSS_RTOL WEIGHT_RTOL [COMPARE_WEIGHTS_ARGS...]
   local a="$1" b="$2" loss_rtol="$3" weight_rtol="$4"; shift 4
   /usr/bin/python3 tests/compare_losses.py "$tmp/$a.jsonl" "$tmp/$b.jsonl" --rtol "$loss_rtol" --steps 3 ||
@@ -34,19 +23,19 @@ same() {  # same A B LOSS_RTOL WEIGHT_RTOL [COMPARE_WEIGHTS_ARGS...]
     fail "weights of $a and $b differ"
 }
 
-one one2 2
+one one2 --accumulation-steps 2
 for stage in 0 1 2; do
   many "two_zero$stage" 2 --zero-stage "$stage"
   echo "2 ranks, ZeRO $stage, vs 1 rank with 2 micro-batches:"; same one2 "two_zero$stage" 0 0
 done
-one one4 4
+one one4 --accumulation-steps 4
 many four 4
 # The key projection's bias has an exactly zero gradient (softmax ignores a
 # constant added to a query's every score): its gradient is rounding noise,
 # which Adam's normalization turns into steps of +-lr whose signs follow the
 # summation order. Every other tensor is compared.
 echo "4 ranks vs 1 rank with 4 micro-batches:"; same one4 four 1e-4 1e-5 --exclude attention.self.key.bias
-one one2_nodropout 2 --dropout 0
+one one2_nodropout --accumulation-steps 2 --dropout 0
 /usr/bin/python3 tests/compare_losses.py "$tmp/one2.jsonl" "$tmp/one2_nodropout.jsonl" --rtol 0 >/dev/null &&
   fail "--dropout 0.1 left every loss unchanged"
 grep -q '"eval_accuracy"' "$tmp/two_zero0.jsonl" || fail "no evaluation in the 2-rank run"

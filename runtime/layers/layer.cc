@@ -106,6 +106,7 @@ Parameter* Layer::AddParameter(const std::string& local_name, const Shape& shape
   p->name = local_name;
   p->shape = shape;
   p->is_bias_or_norm = is_bias_or_norm;
+  p->forward_reads_f32 = is_bias_or_norm;
   Parameter* raw = p.get();
   params_.push_back({local_name, std::move(p)});
   return raw;

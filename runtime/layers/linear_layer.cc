@@ -6,10 +6,13 @@
 
 namespace ddp {
 
-LinearLayer::LinearLayer(int64_t in_features, int64_t out_features, bool bias, double init_std)
-    : in_(in_features), out_(out_features), init_std_(init_std) {
+LinearLayer::LinearLayer(int64_t in_features, int64_t out_features, bool bias, double init_std, LinearOutput output)
+    : in_(in_features), out_(out_features), init_std_(init_std), output_(output) {
   weight_ = AddParameter("weight", {out_features, in_features}, false);
-  if (bias) bias_ = AddParameter("bias", {out_features}, true);
+  if (bias) {
+    bias_ = AddParameter("bias", {out_features}, true);
+    bias_->forward_reads_f32 = output == LinearOutput::kF32;  // else its 16-bit copy rides the epilogue
+  }
 }
 
 void LinearLayer::ResetOwnParameters(std::mt19937_64& rng) {
@@ -30,9 +33,9 @@ void LinearLayer::ResetOwnParameters(std::mt19937_64& rng) {
 }
 
 Tensor LinearLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
-  // f32 output whatever the input: logits go to the loss in f32.
-  Tensor y = Tensor::Empty({x.dim(0), out_}, DType::kF32, x.device());
-  LinearForward(ctx, x, WeightsFor(*weight_, x), bias_ ? &bias_->value : nullptr, y);
+  const DType dtype = output_ == LinearOutput::kInputDType ? x.dtype() : DType::kF32;
+  Tensor y = Tensor::Empty({x.dim(0), out_}, dtype, x.device());
+  LinearForward(ctx, x, WeightsFor(*weight_, x), bias_ ? &WeightsFor(*bias_, y) : nullptr, y);
   if (keeps_for_backward()) input_ = x;
   return y;
 }

@@ -22,6 +22,11 @@ struct Parameter {
   // Biases and normalization weights: what --no-decay-bn-bias exempts from
   // weight decay.
   bool is_bias_or_norm = false;
+  // Whether forward reads the f32 `value` even in mixed precision (batch and
+  // layer norm, embedding tables, the biases of f32-output linears) rather
+  // than `low`: ZeRO's 16-bit parameter gather sends these in f32 too.
+  // Biases and norms by default; layers set it otherwise.
+  bool forward_reads_f32 = false;
 };
 
 // Model state that is not trained by gradients (BN running statistics).

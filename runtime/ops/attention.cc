@@ -9,7 +9,7 @@
 namespace ddp {
 namespace {
 
-Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), DType::kF32, t.device()); }
+Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), t.dtype(), t.device()); }
 
 float Scale(const Tensor& q) { return 1.0f / std::sqrt(static_cast<float>(q.dim(2))); }
 
@@ -25,7 +25,7 @@ void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   CHECK(samples > 0 && bh % samples == 0) << "attention: " << bh << " rows of heads over " << samples << " samples";
   CHECK(key_mask == nullptr || key_mask->shape() == (Shape{samples, t}))
       << "attention key mask " << key_mask->DebugString() << " for " << samples << " samples of " << t;
-  Tensor scores = Tensor::Empty({bh, t, t}, DType::kF32, q.device());
+  Tensor scores = Tensor::Empty({bh, t, t}, q.dtype(), q.device());
   BatchedGemm(ctx, false, true, Scale(q), q, k, 0.0f, scores);
   Tensor probs = Like(scores);
   Tensor probs_view = probs.View(0, {samples, bh / samples, t, t});

@@ -27,8 +27,8 @@ using testing::Vec;
 
 // Values rounded to bf16, so the f32 and f64 references see the bf16 op's
 // exact inputs.
-Vec RoundedRandom(int64_t n, std::mt19937_64& rng) {
-  Vec v = testing::RandomValues(n, rng);
+Vec RoundedRandom(int64_t n, std::mt19937_64& rng, double bound = 1.0) {
+  Vec v = testing::RandomValues(n, rng, -bound, bound);
   for (double& x : v) x = BFloat16ToFloat(FloatToBFloat16(static_cast<float>(x)));
   return v;
 }
@@ -45,6 +45,11 @@ Tensor Bf16(ExecutionContext& ctx, const Vec& values, const Shape& shape) {
   double scale = 0.0;
   for (double e : expected) scale = std::max(scale, std::abs(e));
   return testing::AllClose(testing::ToDoubles(actual), expected, 1e-2, 1e-2 * scale);
+}
+
+// The same dtype and the same bytes.
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 // ddp_train trains bf16 on CPUs with AVX-512 BF16 (or AMX) only; elsewhere
@@ -268,9 +273,6 @@ TEST(Bf16TransformerOpsTest, LayerNormGeluTanhRoundTheF32OpOnce) {
   const Tensor x32 = testing::ToF32Tensor(x, s), dy32 = testing::ToF32Tensor(dy, s);
   const Tensor x16 = Bf16(ctx, x, s), dy16 = Bf16(ctx, dy, s);
   auto rounded = [&](const Tensor& f32) { return Bf16(ctx, testing::ToDoubles(f32), f32.shape()); };
-  auto same_bits = [](const Tensor& a, const Tensor& b) {
-    return a.dtype() == b.dtype() && a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-  };
   Tensor gamma = testing::ToF32Tensor(testing::RandomValues(96, rng), {96});
   Tensor beta = testing::ToF32Tensor(testing::RandomValues(96, rng), {96});
   Tensor y32 = Tensor::Empty(s, DType::kF32), y16 = Tensor::Empty(s, DType::kBF16);
@@ -278,33 +280,33 @@ TEST(Bf16TransformerOpsTest, LayerNormGeluTanhRoundTheF32OpOnce) {
   Tensor mean16 = Tensor::Empty({37}, DType::kF32), rstd16 = Tensor::Empty({37}, DType::kF32);
   LayerNormForward(ctx, x32, gamma, beta, 1e-12, y32, mean32, rstd32);
   LayerNormForward(ctx, x16, gamma, beta, 1e-12, y16, mean16, rstd16);
-  EXPECT_TRUE(same_bits(y16, rounded(y32))) << "layer norm";
-  EXPECT_TRUE(same_bits(mean16, mean32) && same_bits(rstd16, rstd32)) << "layer norm statistics";
+  EXPECT_TRUE(SameBits(y16, rounded(y32))) << "layer norm";
+  EXPECT_TRUE(SameBits(mean16, mean32) && SameBits(rstd16, rstd32)) << "layer norm statistics";
   Tensor dx32 = Tensor::Empty(s, DType::kF32), dx16 = Tensor::Empty(s, DType::kBF16);
   Tensor dg32 = Tensor::Empty({96}, DType::kF32), db32 = Tensor::Empty({96}, DType::kF32);
   Tensor dg16 = Tensor::Empty({96}, DType::kF32), db16 = Tensor::Empty({96}, DType::kF32);
   LayerNormBackward(ctx, x32, dy32, gamma, mean32, rstd32, dx32, dg32, db32);
   LayerNormBackward(ctx, x16, dy16, gamma, mean16, rstd16, dx16, dg16, db16);
-  EXPECT_TRUE(same_bits(dx16, rounded(dx32))) << "layer norm backward";
-  EXPECT_TRUE(same_bits(dg16, dg32) && same_bits(db16, db32)) << "layer norm parameter gradients, f32";
+  EXPECT_TRUE(SameBits(dx16, rounded(dx32))) << "layer norm backward";
+  EXPECT_TRUE(SameBits(dg16, dg32) && SameBits(db16, db32)) << "layer norm parameter gradients, f32";
 
   Tensor g32 = Tensor::Empty(s, DType::kF32), g16 = Tensor::Empty(s, DType::kBF16);
   GeluForward(ctx, x32, g32);
   GeluForward(ctx, x16, g16);
-  EXPECT_TRUE(same_bits(g16, rounded(g32))) << "GELU";
+  EXPECT_TRUE(SameBits(g16, rounded(g32))) << "GELU";
   GeluBackward(ctx, x32, dy32, g32);
   GeluBackward(ctx, x16, dy16, g16);
-  EXPECT_TRUE(same_bits(g16, rounded(g32))) << "GELU backward";
+  EXPECT_TRUE(SameBits(g16, rounded(g32))) << "GELU backward";
   Tensor t32 = Tensor::Empty(s, DType::kF32), t16 = Tensor::Empty(s, DType::kBF16);
   TanhForward(ctx, x32, t32);
   TanhForward(ctx, x16, t16);
-  EXPECT_TRUE(same_bits(t16, rounded(t32))) << "tanh";
+  EXPECT_TRUE(SameBits(t16, rounded(t32))) << "tanh";
   // The backward reads the forward's output: the bf16 one, as training keeps.
   const Tensor t16_as_f32 = testing::ToF32Tensor(testing::ToDoubles(t16), s);
   Tensor dt32 = Tensor::Empty(s, DType::kF32), dt16 = Tensor::Empty(s, DType::kBF16);
   TanhBackward(ctx, t16_as_f32, dy32, dt32);
   TanhBackward(ctx, t16, dy16, dt16);
-  EXPECT_TRUE(same_bits(dt16, rounded(dt32))) << "tanh backward";
+  EXPECT_TRUE(SameBits(dt16, rounded(dt32))) << "tanh backward";
 
   // Attention's head layout: a copy, exact in any type.
   const Shape rows = {6 * 5, 4 * 8}, heads = {6 * 4, 5, 8};
@@ -312,10 +314,10 @@ TEST(Bf16TransformerOpsTest, LayerNormGeluTanhRoundTheF32OpOnce) {
   Tensor split32 = Tensor::Empty(heads, DType::kF32), split16 = Tensor::Empty(heads, DType::kBF16);
   SplitHeads(ctx, testing::ToF32Tensor(r, rows), 4, split32);
   SplitHeads(ctx, Bf16(ctx, r, rows), 4, split16);
-  EXPECT_TRUE(same_bits(split16, rounded(split32))) << "SplitHeads";
+  EXPECT_TRUE(SameBits(split16, rounded(split32))) << "SplitHeads";
   Tensor merged16 = Tensor::Empty(rows, DType::kBF16);
   MergeHeads(ctx, split16, 4, merged16);
-  EXPECT_TRUE(same_bits(merged16, Bf16(ctx, r, rows))) << "MergeHeads undoes SplitHeads";
+  EXPECT_TRUE(SameBits(merged16, Bf16(ctx, r, rows))) << "MergeHeads undoes SplitHeads";
 
   // Dropout: the same mask as f32's, the kept values scaled in f32 and
   // rounded once.
@@ -324,11 +326,96 @@ TEST(Bf16TransformerOpsTest, LayerNormGeluTanhRoundTheF32OpOnce) {
   Tensor keep32 = Tensor::Empty(s, DType::kU8), keep16 = Tensor::Empty(s, DType::kU8);
   DropoutForward(ctx, x32, 0.3f, key, 11, d32, keep32);
   DropoutForward(ctx, x16, 0.3f, key, 11, d16, keep16);
-  EXPECT_TRUE(same_bits(keep16, keep32)) << "dropout mask";
-  EXPECT_TRUE(same_bits(d16, rounded(d32))) << "dropout";
+  EXPECT_TRUE(SameBits(keep16, keep32)) << "dropout mask";
+  EXPECT_TRUE(SameBits(d16, rounded(d32))) << "dropout";
   DropoutBackward(ctx, dy32, keep32, 0.3f, d32);
   DropoutBackward(ctx, dy16, keep16, 0.3f, d16);
-  EXPECT_TRUE(same_bits(d16, rounded(d32))) << "dropout backward";
+  EXPECT_TRUE(SameBits(d16, rounded(d32))) << "dropout backward";
+}
+
+// Attention's masked softmax and its backward, and the row gather and
+// scatter-add (the pooler's and the MLM head's), with bf16 activations:
+// the f32 op's result rounded once, bit for bit (plain loops: no CPU
+// feature needed).
+TEST(Bf16TransformerOpsTest, SoftmaxGatherAndScatterRoundTheF32OpOnce) {
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(17);
+  auto rounded = [&](const Tensor& f32) { return Bf16(ctx, testing::ToDoubles(f32), f32.shape()); };
+  const Shape s = {3, 2, 7, 9};  // [N, heads, Tq, Tk]
+  const Vec scores = RoundedRandom(NumElements(s), rng, 4.0), dprobs = RoundedRandom(NumElements(s), rng);
+  Tensor mask = Tensor::FromVector<int64_t>({1, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                             1, 1, 1, 1, 1, 0, 0, 0, 0,  //
+                                             0, 0, 0, 0, 0, 0, 0, 0, 0},
+                                            {3, 9});
+  Tensor p32 = Tensor::Empty(s, DType::kF32), p16 = Tensor::Empty(s, DType::kBF16);
+  MaskedSoftmaxForward(ctx, testing::ToF32Tensor(scores, s), &mask, p32);
+  MaskedSoftmaxForward(ctx, Bf16(ctx, scores, s), &mask, p16);
+  EXPECT_TRUE(SameBits(p16, rounded(p32))) << "masked softmax";
+  // The backward reads the bf16 probabilities, as training keeps them.
+  const Tensor p16_as_f32 = testing::ToF32Tensor(testing::ToDoubles(p16), s);
+  Tensor ds32 = Tensor::Empty(s, DType::kF32), ds16 = Tensor::Empty(s, DType::kBF16);
+  SoftmaxBackward(ctx, p16_as_f32, testing::ToF32Tensor(dprobs, s), ds32);
+  SoftmaxBackward(ctx, p16, Bf16(ctx, dprobs, s), ds16);
+  EXPECT_TRUE(SameBits(ds16, rounded(ds32))) << "softmax backward";
+
+  // Rows 4, 0 and 9 of a [12, 16] table, and back (distinct rows: the
+  // scatter adds each to zero, so the f32 and bf16 sums agree exactly).
+  const Shape table_shape = {12, 16};
+  const Vec table = RoundedRandom(NumElements(table_shape), rng);
+  const Tensor rows = Tensor::FromVector<int64_t>({4, 0, 9}, {3});
+  Tensor g32 = Tensor::Empty({3, 16}, DType::kF32), g16 = Tensor::Empty({3, 16}, DType::kBF16);
+  GatherRows(ctx, testing::ToF32Tensor(table, table_shape), rows, g32);
+  GatherRows(ctx, Bf16(ctx, table, table_shape), rows, g16);
+  EXPECT_TRUE(SameBits(g16, rounded(g32))) << "gather";
+  Tensor back32 = Tensor::Empty(table_shape, DType::kF32), back16 = Tensor::Empty(table_shape, DType::kBF16);
+  ScatterAddRows(ctx, rows, g32, back32);
+  ScatterAddRows(ctx, rows, g16, back16);
+  EXPECT_TRUE(SameBits(back16, rounded(back32))) << "scatter-add";
+  EXPECT_EQ(back16.GetAsDouble(4 * 16 + 3), table[4 * 16 + 3]);
+  EXPECT_EQ(back16.GetAsDouble(16 + 3), 0.0) << "rows no one gathered get zero";
+}
+
+// Attention's batched products and BERT's hidden linear layers with bf16
+// activations: f32 accumulation of exact bf16 products, so the f32 result
+// follows the f32 op on the same values to 1e-5, and a bf16 result is that
+// rounded (within one bf16 step). The bias gradient of bf16 output
+// gradients sums in double: the f32 op's, bit for bit.
+TEST(Bf16LinearTest, BatchedProductsAndHiddenLayersAccumulateInF32) {
+  SKIP_WITHOUT_CPU_BF16();
+  ExecutionContext ctx = ExecutionContext::Cpu(2);
+  std::mt19937_64 rng(19);
+  const int64_t batch = 6, m = 7, n = 5, k = 300;
+  struct Case {
+    bool ta, tb;
+  };
+  for (const Case c : {Case{false, true}, Case{false, false}, Case{true, false}}) {
+    const Shape as = c.ta ? Shape{batch, k, m} : Shape{batch, m, k};
+    const Shape bs = c.tb ? Shape{batch, n, k} : Shape{batch, k, n};
+    const Vec a = RoundedRandom(NumElements(as), rng), b = RoundedRandom(NumElements(bs), rng);
+    Tensor c32 = Tensor::Empty({batch, m, n}, DType::kF32);
+    BatchedGemm(ctx, c.ta, c.tb, 0.125f, testing::ToF32Tensor(a, as), testing::ToF32Tensor(b, bs), 0.0f, c32);
+    const Vec expected = testing::ToDoubles(c32);
+    Tensor wide = Tensor::Empty({batch, m, n}, DType::kF32), narrow = Tensor::Empty({batch, m, n}, DType::kBF16);
+    BatchedGemm(ctx, c.ta, c.tb, 0.125f, Bf16(ctx, a, as), Bf16(ctx, b, bs), 0.0f, wide);
+    BatchedGemm(ctx, c.ta, c.tb, 0.125f, Bf16(ctx, a, as), Bf16(ctx, b, bs), 0.0f, narrow);
+    EXPECT_TRUE(testing::AllClose(testing::ToDoubles(wide), expected, 1e-5, 1e-5)) << c.ta << c.tb;
+    EXPECT_TRUE(testing::AllClose(testing::ToDoubles(narrow), expected, 1.0 / 128, 1e-6)) << c.ta << c.tb;
+  }
+
+  const Shape xs = {9, 64}, ws = {32, 64};
+  const Vec x = RoundedRandom(NumElements(xs), rng), w = RoundedRandom(NumElements(ws), rng);
+  const Vec bias = RoundedRandom(32, rng);
+  Tensor y = Tensor::Empty({9, 32}, DType::kBF16);  // a hidden layer: bf16 in, bf16 out, bf16 bias
+  Tensor bias16 = Bf16(ctx, bias, {32});
+  LinearForward(ctx, Bf16(ctx, x, xs), Bf16(ctx, w, ws), &bias16, y);
+  EXPECT_TRUE(testing::AllClose(testing::ToDoubles(y), testing::RefLinear(x, xs, w, ws, bias), 1.0 / 128, 1e-6));
+  const Vec dy = RoundedRandom(9 * 32, rng);
+  Tensor dw = Tensor::Empty(ws, DType::kF32), db = Tensor::Empty({32}, DType::kF32);
+  Tensor dw32 = Tensor::Empty(ws, DType::kF32), db32 = Tensor::Empty({32}, DType::kF32);
+  LinearBackwardWeights(ctx, Bf16(ctx, x, xs), Bf16(ctx, dy, {9, 32}), dw, &db);
+  LinearBackwardWeights(ctx, testing::ToF32Tensor(x, xs), testing::ToF32Tensor(dy, {9, 32}), dw32, &db32);
+  EXPECT_TRUE(testing::AllClose(testing::ToDoubles(dw), testing::ToDoubles(dw32), 1e-5, 1e-6));
+  EXPECT_EQ(testing::ToDoubles(db), testing::ToDoubles(db32)) << "bias gradient: double sums of the same values";
 }
 
 TEST(Bf16PoolingTest, MaxPoolIsExactAndGlobalAveragePoolAccumulatesInF32) {

@@ -297,6 +297,64 @@ TEST_P(CudaLowPrecisionTest, TransformerOpsMatchTheCpu) {
   EXPECT_TRUE(Near(gdrop, drop)) << "dropout backward";
 }
 
+// Attention in 16 bits: the batched products (one strided-batched call,
+// 16-bit scores and context), the masked softmax and its backward in f32
+// from 16-bit storage, and the row gather and scatter-add; then a hidden
+// linear layer (16-bit output, 16-bit bias in cuBLASLt's epilogue) and the
+// bias gradient summed from 16-bit output gradients.
+TEST_P(CudaLowPrecisionTest, AttentionAndHiddenLinearMatchTheCpu) {
+  std::mt19937_64 rng(23);
+  const int64_t batch = 6, t = 9, d = 16;
+  Tensor q = Random({batch, t, d}, rng), k = Random({batch, t, d}, rng);
+  Tensor scores = Tensor::Empty({batch, t, t}, DType::kF32), gscores = GpuEmpty({batch, t, t}, low());
+  BatchedGemm(cpu_, false, true, 0.25f, q, k, 0.0f, scores);
+  BatchedGemm(gpu_, false, true, 0.25f, Low(q), Low(k), 0.0f, gscores);
+  EXPECT_TRUE(Near(gscores, scores)) << "Q K^T";
+  Tensor ctx_out = Tensor::Empty({batch, t, d}, DType::kF32), gctx = GpuEmpty({batch, t, d}, low());
+  BatchedGemm(cpu_, true, false, 1.0f, scores, q, 0.0f, ctx_out);
+  BatchedGemm(gpu_, true, false, 1.0f, gscores, Low(q), 0.0f, gctx);
+  EXPECT_TRUE(Near(gctx, ctx_out)) << "S^T Q";
+
+  const Shape s = {3, 2, t, t};
+  Tensor mask = Tensor::FromVector<int64_t>({1, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                             1, 1, 1, 1, 1, 0, 0, 0, 0,  //
+                                             0, 0, 0, 0, 0, 0, 0, 0, 0},
+                                            {3, t});
+  Tensor probs = Tensor::Empty(s, DType::kF32), gprobs = GpuEmpty(s, low());
+  // Both read the GPU's 16-bit scores, so they see the same inputs.
+  const Tensor gscores4 = gscores.View(0, s), gmask = OnGpu(mask);
+  MaskedSoftmaxForward(cpu_, ToF32Tensor(ToDoubles(OnCpu(gscores4)), s), &mask, probs);
+  MaskedSoftmaxForward(gpu_, gscores4, &gmask, gprobs);
+  EXPECT_TRUE(Near(gprobs, probs)) << "masked softmax";
+  Tensor dprobs = Random(s, rng), dscores = Tensor::Empty(s, DType::kF32), gdscores = GpuEmpty(s, low());
+  SoftmaxBackward(cpu_, probs, dprobs, dscores);
+  SoftmaxBackward(gpu_, gprobs, Low(dprobs), gdscores);
+  EXPECT_TRUE(Near(gdscores, dscores)) << "softmax backward";
+
+  Tensor table = Random({12, 16}, rng), rows = Tensor::FromVector<int64_t>({4, 0, 9}, {3});
+  Tensor gathered = Tensor::Empty({3, 16}, DType::kF32), ggathered = GpuEmpty({3, 16}, low());
+  GatherRows(cpu_, table, rows, gathered);
+  GatherRows(gpu_, Low(table), OnGpu(rows), ggathered);
+  EXPECT_TRUE(Near(ggathered, gathered)) << "gather";
+  Tensor back = Tensor::Empty({12, 16}, DType::kF32), gback = GpuEmpty({12, 16}, low());
+  ScatterAddRows(cpu_, rows, gathered, back);
+  ScatterAddRows(gpu_, OnGpu(rows), ggathered, gback);
+  EXPECT_TRUE(Near(gback, back)) << "scatter-add";
+
+  const Shape xs = {9, 64}, ws = {32, 64};
+  Tensor x = Random(xs, rng), w = Random(ws, rng), b = Random({32}, rng);
+  Tensor y = Tensor::Empty({9, 32}, DType::kF32), gy = GpuEmpty({9, 32}, low()), gb = Low(b);
+  LinearForward(cpu_, x, w, &b, y);
+  LinearForward(gpu_, Low(x), Low(w), &gb, gy);
+  EXPECT_TRUE(Near(gy, y)) << "hidden linear, 16-bit output and bias";
+  Tensor dy = Random({9, 32}, rng), dw = Tensor::Empty(ws, DType::kF32), db = Tensor::Empty({32}, DType::kF32);
+  LinearBackwardWeights(cpu_, x, dy, dw, &db);
+  Tensor gdw = GpuEmpty(ws, DType::kF32), gdb = GpuEmpty({32}, DType::kF32);
+  LinearBackwardWeights(gpu_, Low(x), Low(dy), gdw, &gdb);
+  EXPECT_TRUE(Near(gdw, dw)) << "weight gradient from 16-bit output gradients";
+  EXPECT_TRUE(Near(gdb, db)) << "bias gradient from 16-bit output gradients";
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, CudaLowPrecisionTest, ::testing::Values(DType::kBF16, DType::kF16),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 

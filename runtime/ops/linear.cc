@@ -43,7 +43,7 @@ void LowPrecisionMatmul(ExecutionContext& ctx, bool transpose_a, bool transpose_
   const int64_t m = c.dim(0), n = c.dim(1), k = transpose_a ? a.dim(0) : a.dim(1);
   DDP_ON_CUDA("LowPrecisionMatmul", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, 1.0f, a16.raw_data(),
                                                 a16.dim(1), b16.raw_data(), b16.dim(1), 0.0f, c.raw_data(), n,
-                                                bias ? bias->data<float>() : nullptr, low, c.dtype()));
+                                                bias ? bias->raw_data() : nullptr, low, c.dtype()));
 }
 
 }  // namespace
@@ -72,9 +72,10 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha
 
 void BatchedGemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha, const Tensor& a,
                  const Tensor& b, float beta, Tensor& c) {
-  CheckF32(a, "batched gemm A");
-  CheckF32(b, "batched gemm B");
-  CheckF32(c, "batched gemm C");
+  CheckActivation(ctx, a, "batched gemm A");
+  CHECK(b.dtype() == a.dtype() && (c.dtype() == a.dtype() || c.dtype() == DType::kF32))
+      << "batched gemm dtypes: A " << a.DebugString() << ", B " << b.DebugString() << ", C " << c.DebugString()
+      << " (A and B alike, C f32 or theirs)";
   CHECK(a.ndim() == 3 && b.ndim() == 3 && c.ndim() == 3 && a.dim(0) == b.dim(0) && a.dim(0) == c.dim(0))
       << "batched gemm takes 3-D tensors of one batch: A " << a.DebugString() << ", B " << b.DebugString() << ", C "
       << c.DebugString();
@@ -89,20 +90,20 @@ void BatchedGemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, floa
   const int64_t a_stride = a.dim(1) * a.dim(2), b_stride = b.dim(1) * b.dim(2), c_stride = m * n;
   if (ctx.device().is_cuda()) {  // one strided-batched call for every matrix
     const cuda::GemmBatch batch{a.dim(0), a_stride, b_stride, c_stride};
-    return DDP_ON_CUDA("BatchedGemm", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(),
-                                                 a.dim(2), b.data<float>(), b.dim(2), beta, c.data<float>(), n,
-                                                 nullptr, DType::kF32, DType::kF32, batch));
+    return DDP_ON_CUDA("BatchedGemm", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, alpha, a.raw_data(),
+                                                 a.dim(2), b.raw_data(), b.dim(2), beta, c.raw_data(), n, nullptr,
+                                                 a.dtype(), c.dtype(), batch));
   }
-  cpu::BatchedGemm(transpose_a, transpose_b, a.dim(0), m, n, k, alpha, a.data<float>(), b.data<float>(), beta,
-                   c.data<float>());
+  cpu::BatchedGemm(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
 }
 
 void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   CheckLinear(ctx, x, w, y);
-  if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "linear bias " << bias->DebugString();
-  if (bias) CheckF32(*bias, "linear bias");
-  if (bias) CHECK(y.dtype() == DType::kF32) << "linear with a bias writes f32 output, not " << y.DebugString();
-  if (bias) CheckOnDevice(ctx, "LinearForward", {bias});
+  if (bias) {
+    CHECK(bias->shape() == Shape{w.dim(0)} && bias->dtype() == y.dtype())
+        << "linear bias " << bias->DebugString() << " for output " << y.DebugString() << ": of the output's dtype";
+    CheckOnDevice(ctx, "LinearForward", {bias});
+  }
   if (x.dtype() != DType::kF32) {
     CheckOnDevice(ctx, "LinearForward", {&x, &w, &y});
     return LowPrecisionMatmul(ctx, false, true, x, w, bias, y);
@@ -145,13 +146,13 @@ void LinearBackwardWeights(ExecutionContext& ctx, const Tensor& x, const Tensor&
   }
   if (dbias) {
     CHECK(dbias->shape() == Shape{dw.dim(0)}) << "linear bias gradient " << dbias->DebugString();
+    CheckF32(*dbias, "linear bias gradient");
     CheckOnDevice(ctx, "LinearBackwardWeights", {dbias});
     if (ctx.device().is_cuda()) {
-      return DDP_ON_CUDA("LinearBackwardWeights",
-                         cuda::SumRows(ctx, dy.data<float>(), dy.dim(0), dy.dim(1), dbias->data<float>()));
+      return DDP_ON_CUDA("LinearBackwardWeights", cuda::SumRows(ctx, dy.raw_data(), dy.dtype(), dy.dim(0), dy.dim(1),
+                                                                dbias->data<float>()));
     }
-    CheckF32(dy, "linear output gradient (for the bias gradient)");
-    cpu::SumRows(dy.data<float>(), dy.dim(0), dy.dim(1), dbias->data<float>());
+    cpu::SumRows(dy, *dbias);
   }
 }
 

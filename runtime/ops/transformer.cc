@@ -23,12 +23,25 @@ void CheckSameShapeAs(const Tensor& a, const Tensor& b, const char* op) {
   CHECK(a.shape() == b.shape()) << op << ": " << a.DebugString() << " and " << b.DebugString() << " differ in shape";
 }
 
+// An op's activations (layer norm's x, y, dy, dx; GELU's and tanh's) share
+// one dtype: f32, or 16-bit for mixed precision; the others (gamma, beta,
+// statistics, parameter gradients) are f32.
+void CheckActivationsAndF32(const ExecutionContext& ctx, const char* op,
+                            std::initializer_list<const Tensor*> activations, std::initializer_list<const Tensor*> f32) {
+  const Tensor& first = **activations.begin();
+  for (const Tensor* t : activations) {
+    CheckActivation(ctx, *t, op);
+    CHECK(t->dtype() == first.dtype()) << op << ": " << t->DebugString() << " and " << first.DebugString()
+                                       << " differ in dtype";
+  }
+  for (const Tensor* t : f32) CheckF32(*t, op);
+}
+
 }  // namespace
 
 void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor& ids, Tensor& out) {
   CheckOnDevice(ctx, "EmbeddingForward", {&weight, &ids, &out});
-  CheckF32(weight, "embedding weight");
-  CheckF32(out, "embedding output");
+  CheckActivationsAndF32(ctx, "EmbeddingForward", {&weight, &out}, {});
   CHECK(ids.dtype() == DType::kI64) << "embedding ids must be i64, got " << ids.DebugString();
   CHECK(weight.ndim() == 2 && out.ndim() == 2 && out.dim(0) == ids.numel() && out.dim(1) == weight.dim(1))
       << "embedding shapes: weight " << weight.DebugString() << ", ids " << ids.DebugString() << ", output "
@@ -40,17 +53,18 @@ void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor&
     CHECK(id[r] >= 0 && id[r] < vocab) << "embedding id " << id[r] << " at position " << r << " is outside [0, "
                                        << vocab << ")";
   }
-  const float* w = weight.data<float>();
-  float* y = out.data<float>();
+  // Row copies, whatever the element type.
+  const size_t row_bytes = static_cast<size_t>(hidden) * DTypeSize(weight.dtype());
+  const char* w = static_cast<const char*>(weight.raw_data());
+  char* y = static_cast<char*>(out.raw_data());
 #pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * hidden, w + id[r] * hidden, hidden * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * row_bytes, w + id[r] * row_bytes, row_bytes);
 }
 
 void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight,
                        int64_t padding_idx) {
   CheckOnDevice(ctx, "EmbeddingBackward", {&ids, &dout, &dweight});
-  CheckF32(dout, "embedding output gradient");
-  CheckF32(dweight, "embedding weight gradient");
+  CheckActivationsAndF32(ctx, "EmbeddingBackward", {&dout, &dweight}, {});
   CHECK(ids.dtype() == DType::kI64 && dweight.ndim() == 2 && dout.ndim() == 2 && dout.dim(0) == ids.numel() &&
         dout.dim(1) == dweight.dim(1))
       << "embedding backward shapes: ids " << ids.DebugString() << ", output gradient " << dout.DebugString()
@@ -60,43 +74,33 @@ void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& d
   }
   const int64_t rows = ids.numel(), vocab = dweight.dim(0), hidden = dweight.dim(1);
   const int64_t* id = ids.data<int64_t>();
-  const float* dy = dout.data<float>();
-  float* dw = dweight.data<float>();
   for (int64_t r = 0; r < rows; ++r) {
     CHECK(id[r] >= 0 && id[r] < vocab) << "embedding id " << id[r] << " at position " << r << " is outside [0, "
                                        << vocab << ")";
   }
-  std::memset(dw, 0, dweight.nbytes());
-  // Threads split the columns, and each walks every row in order: repeated
-  // ids add up in the same order whatever the thread count.
-  const int64_t block = 64;
+  std::memset(dweight.raw_data(), 0, dweight.nbytes());
+  cpu::DispatchFloat(dout.dtype(), "EmbeddingBackward", [&](auto tag) {
+    using S = decltype(tag);
+    const S* dy = cpu::Elements<S>(dout);
+    S* dw = cpu::Elements<S>(dweight);
+    // Threads split the columns, and each walks every row in order: repeated
+    // ids add up in the same order whatever the thread count (in f32, each
+    // sum rounded to S).
+    const int64_t block = 64;
 #pragma omp parallel for schedule(static) if (rows * hidden > kParallelThreshold)
-  for (int64_t c0 = 0; c0 < hidden; c0 += block) {
-    const int64_t c1 = std::min(hidden, c0 + block);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (id[r] == padding_idx) continue;
-      float* dst = dw + id[r] * hidden;
-      const float* src = dy + r * hidden;
-      for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
+    for (int64_t c0 = 0; c0 < hidden; c0 += block) {
+      const int64_t c1 = std::min(hidden, c0 + block);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (id[r] == padding_idx) continue;
+        S* dst = dw + id[r] * hidden;
+        const S* src = dy + r * hidden;
+        for (int64_t c = c0; c < c1; ++c) dst[c] = cpu::FromFloat<S>(cpu::ToFloat(dst[c]) + cpu::ToFloat(src[c]));
+      }
     }
-  }
+  });
 }
 
 namespace {
-
-// An op's activations (layer norm's x, y, dy, dx; GELU's and tanh's) share
-// one dtype: f32, or 16-bit for mixed precision; the others (gamma, beta,
-// statistics, parameter gradients) are f32.
-void CheckActivationsAndF32(const ExecutionContext& ctx, const char* op, std::initializer_list<const Tensor*> activations,
-                           std::initializer_list<const Tensor*> f32) {
-  const Tensor& first = **activations.begin();
-  for (const Tensor* t : activations) {
-    CheckActivation(ctx, *t, op);
-    CHECK(t->dtype() == first.dtype()) << op << ": " << t->DebugString() << " and " << first.DebugString()
-                                       << " differ in dtype";
-  }
-  for (const Tensor* t : f32) CheckF32(*t, op);
-}
 
 // The CPU's forward over storage type S: per row, two passes in double (the
 // mean, then the centred squares), then y rounded to S.
@@ -336,8 +340,7 @@ void MergeHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& o
 
 void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Tensor* key_mask, Tensor& probs) {
   CheckOnDevice(ctx, "MaskedSoftmaxForward", {&scores, &probs});
-  CheckF32(scores, "attention scores");
-  CheckF32(probs, "attention probabilities");
+  CheckActivationsAndF32(ctx, "MaskedSoftmaxForward", {&scores, &probs}, {});
   CheckSameShapeAs(scores, probs, "MaskedSoftmaxForward");
   CHECK(scores.ndim() == 4) << "attention scores must be [N, heads, Tq, Tk], got " << scores.DebugString();
   const int64_t n = scores.dim(0), heads = scores.dim(1), tq = scores.dim(2), tk = scores.dim(3);
@@ -350,50 +353,62 @@ void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Ten
     return DDP_ON_CUDA("MaskedSoftmaxForward", cuda::MaskedSoftmaxForward(ctx, scores, key_mask, probs));
   }
   const int64_t rows = n * heads * tq;
-  const float* in = scores.data<float>();
-  float* out = probs.data<float>();
   const int64_t* mask = key_mask != nullptr ? key_mask->data<int64_t>() : nullptr;
   const float lowest = std::numeric_limits<float>::lowest();
-#pragma omp parallel for schedule(static) if (rows * tk > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* sr = in + r * tk;
-    float* pr = out + r * tk;
-    const int64_t* mr = mask != nullptr ? mask + (r / (heads * tq)) * tk : nullptr;
-    float max = lowest;
-    for (int64_t j = 0; j < tk; ++j) {
-      pr[j] = mr != nullptr && mr[j] == 0 ? sr[j] + lowest : sr[j];
-      max = std::max(max, pr[j]);
+  cpu::DispatchFloat(scores.dtype(), "MaskedSoftmaxForward", [&](auto tag) {
+    using S = decltype(tag);
+    const S* in = cpu::Elements<S>(scores);
+    S* out = cpu::Elements<S>(probs);
+#pragma omp parallel if (rows * tk > kParallelThreshold)
+    {
+      std::vector<float> row(static_cast<size_t>(tk));  // the row in f32, rounded to S once at the end
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        const S* sr = in + r * tk;
+        const int64_t* mr = mask != nullptr ? mask + (r / (heads * tq)) * tk : nullptr;
+        float max = lowest;
+        for (int64_t j = 0; j < tk; ++j) {
+          row[j] = mr != nullptr && mr[j] == 0 ? cpu::ToFloat(sr[j]) + lowest : cpu::ToFloat(sr[j]);
+          max = std::max(max, row[j]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < tk; ++j) {
+          row[j] = std::exp(row[j] - max);
+          sum += row[j];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        S* pr = out + r * tk;
+        for (int64_t j = 0; j < tk; ++j) pr[j] = cpu::FromFloat<S>(row[j] * inv);
+      }
     }
-    double sum = 0.0;
-    for (int64_t j = 0; j < tk; ++j) {
-      pr[j] = std::exp(pr[j] - max);
-      sum += pr[j];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < tk; ++j) pr[j] *= inv;
-  }
+  });
 }
 
 void SoftmaxBackward(ExecutionContext& ctx, const Tensor& probs, const Tensor& dprobs, Tensor& dscores) {
   CheckOnDevice(ctx, "SoftmaxBackward", {&probs, &dprobs, &dscores});
-  CheckF32(probs, "softmax probabilities");
-  CheckF32(dprobs, "softmax output gradient");
-  CheckF32(dscores, "softmax input gradient");
+  CheckActivationsAndF32(ctx, "SoftmaxBackward", {&probs, &dprobs, &dscores}, {});
   CheckSameShapeAs(probs, dprobs, "SoftmaxBackward");
   CheckSameShapeAs(probs, dscores, "SoftmaxBackward");
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("SoftmaxBackward", cuda::SoftmaxBackward(ctx, probs, dprobs, dscores));
   const int64_t cols = probs.ndim() == 0 ? 0 : probs.dim(probs.ndim() - 1);
   const int64_t rows = RowsOf(probs, cols);
-  const float* p = probs.data<float>();
-  const float* dp = dprobs.data<float>();
-  float* ds = dscores.data<float>();
+  cpu::DispatchFloat(probs.dtype(), "SoftmaxBackward", [&](auto tag) {
+    using S = decltype(tag);
+    const S* p = cpu::Elements<S>(probs);
+    const S* dp = cpu::Elements<S>(dprobs);
+    S* ds = cpu::Elements<S>(dscores);
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    double dot = 0.0;
-    for (int64_t j = 0; j < cols; ++j) dot += static_cast<double>(p[r * cols + j]) * dp[r * cols + j];
-    const float d = static_cast<float>(dot);
-    for (int64_t j = 0; j < cols; ++j) ds[r * cols + j] = p[r * cols + j] * (dp[r * cols + j] - d);
-  }
+    for (int64_t r = 0; r < rows; ++r) {
+      double dot = 0.0;
+      for (int64_t j = 0; j < cols; ++j) {
+        dot += static_cast<double>(cpu::ToFloat(p[r * cols + j])) * cpu::ToFloat(dp[r * cols + j]);
+      }
+      const float d = static_cast<float>(dot);
+      for (int64_t j = 0; j < cols; ++j) {
+        ds[r * cols + j] = cpu::FromFloat<S>(cpu::ToFloat(p[r * cols + j]) * (cpu::ToFloat(dp[r * cols + j]) - d));
+      }
+    }
+  });
 }
 
 }  // namespace ddp

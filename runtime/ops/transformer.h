@@ -3,10 +3,13 @@
 // over attention scores with a padding mask (batched matrix products are
 // BatchedGemm in runtime/ops/linear.h; the losses are loss.h's
 // cross-entropy, whose ignore_index serves the MLM labels' -100).
-// f32, on the CPU or CUDA (runtime/ops/cuda/transformer_cuda.h: the same
+// On the CPU or CUDA (runtime/ops/cuda/transformer_cuda.h: the same
 // semantics, the same dropout masks and embedding gradients bit for bit,
-// the rest within float rounding). Shapes are given per function; "rows"
-// are every leading dimension flattened.
+// the rest within float rounding). Activations are f32, or 16-bit for mixed
+// precision (bf16 on the CPU, bf16 or f16 on CUDA): each op computes in f32
+// (statistics and sums in double) and rounds its result once; parameters,
+// their gradients and layer norm's statistics stay f32. Shapes are given
+// per function; "rows" are every leading dimension flattened.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +20,11 @@
 namespace ddp {
 
 // out[r, :] = weight[ids[r], :], ids i64 of any shape with R elements,
-// weight [V, H], out [R, H]. An id outside [0, V) is fatal, naming it (the
+// weight [V, H], out [R, H] (of one dtype). An id outside [0, V) is fatal, naming it (the
 // data loader refuses such batches first, naming the tensor).
 void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor& ids, Tensor& out);
-// dweight = 0, then dweight[ids[r], :] += dout[r, :] for r in order:
+// dweight = 0, then dweight[ids[r], :] += dout[r, :] for r in order (dout
+// and dweight of one dtype; 16-bit sums are rounded as they go):
 // repeated ids accumulate, the same way every run. Rows whose id is
 // `padding_idx` (>= 0) add nothing, as torch.nn.Embedding(padding_idx=...).
 void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight,

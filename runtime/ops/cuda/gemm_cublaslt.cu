@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "runtime/ops/cuda/float16.cuh"
 #include "runtime/ops/cuda/kernel_util.cuh"
 
 namespace ddp::cuda {
@@ -149,14 +150,15 @@ __global__ void ScaleAddBiasKernel(float* c, int64_t m, int64_t n, int64_t ldc, 
   }
 }
 
-__global__ void SumRowsKernel(const float* m, int64_t rows, int64_t cols, float* out) {
+template <typename S>
+__global__ void SumRowsKernel(const S* m, int64_t rows, int64_t cols, float* out) {
   // Block (32, 8): x picks the column, y strides over rows; the 8 partial
   // sums are then added in a fixed order.
   __shared__ double partial[8][33];
   const int64_t col = blockIdx.x * 32 + threadIdx.x;
   double sum = 0.0;
   if (col < cols) {
-    for (int64_t r = threadIdx.y; r < rows; r += 8) sum += m[r * cols + col];
+    for (int64_t r = threadIdx.y; r < rows; r += 8) sum += ToFloat(m[r * cols + col]);
   }
   partial[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
@@ -194,37 +196,39 @@ uint32_t BatchAlignment(const void* first, int64_t count, int64_t stride, DType 
 
 // The bias epilogue wants an aligned vector: a misaligned one (a view into
 // the flat parameter buffer) is copied into scratch memory first.
-const float* AlignedBias(ExecutionContext& ctx, const float* bias, int64_t n, Tensor* holder) {
+const void* AlignedBias(ExecutionContext& ctx, const void* bias, DType dtype, int64_t n, Tensor* holder) {
   if (bias == nullptr || AddressAlignment(bias) >= 16) return bias;
-  *holder = ctx.Scratch(kBiasSlot, n * static_cast<int64_t>(sizeof(float)));
-  DDP_CUDA_CHECK(cudaMemcpyAsync(holder->raw_data(), bias, n * sizeof(float), cudaMemcpyDeviceToDevice, StreamOf(ctx)));
-  return static_cast<const float*>(holder->raw_data());
+  const int64_t bytes = n * static_cast<int64_t>(DTypeSize(dtype));
+  *holder = ctx.Scratch(kBiasSlot, bytes);
+  DDP_CUDA_CHECK(cudaMemcpyAsync(holder->raw_data(), bias, bytes, cudaMemcpyDeviceToDevice, StreamOf(ctx)));
+  return holder->raw_data();
 }
 
 }  // namespace
 
 void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
           const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
-          const float* bias, DType ab, DType cd, const GemmBatch& batch) {
+          const void* bias, DType ab, DType cd, const GemmBatch& batch) {
   if (m == 0 || n == 0 || batch.count == 0) return;
   if (cd != DType::kF32 && cd != ab) {  // f32 x f32 -> f32, 16 x 16 -> f32 or the same 16
     std::fprintf(stderr, "cuBLASLt GEMM: %s operands with a %s result\n", DTypeName(ab), DTypeName(cd));
     std::abort();
   }
-  if ((cd != DType::kF32 && bias != nullptr) || (k == 0 && cd != DType::kF32)) {
-    std::fprintf(stderr, "cuBLASLt GEMM: a %s result takes no bias and needs k > 0\n", DTypeName(cd));
+  if (k == 0 && cd != DType::kF32) {
+    std::fprintf(stderr, "cuBLASLt GEMM: a %s result needs k > 0\n", DTypeName(cd));
     std::abort();
   }
   if (k == 0) {  // no products: C = beta * C (+ bias), without cuBLASLt (ld >= 1 rules)
     for (int64_t i = 0; i < batch.count; ++i) {
       ScaleAddBiasKernel<<<BlocksFor(m * n), kThreads, 0, StreamOf(ctx)>>>(static_cast<float*>(c) + i * batch.stride_c,
-                                                                           m, n, ldc, beta, bias);
+                                                                           m, n, ldc, beta,
+                                                                           static_cast<const float*>(bias));
       DDP_CHECK_LAUNCH("ScaleAddBiasKernel");
     }
     return;
   }
   Tensor aligned_bias;
-  bias = AlignedBias(ctx, bias, n, &aligned_bias);
+  bias = AlignedBias(ctx, bias, cd, n, &aligned_bias);
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt
   // multiplies B's storage (as its "A") by A's storage (as its "B").
   const cublasOperation_t op_first = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -285,10 +289,14 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, 
                              workspace.raw_data(), kWorkspaceBytes, StreamOf(ctx)));
 }
 
-void SumRows(ExecutionContext& ctx, const float* m, int64_t rows, int64_t cols, float* out) {
+void SumRows(ExecutionContext& ctx, const void* m, DType dtype, int64_t rows, int64_t cols, float* out) {
   if (cols == 0) return;
   const dim3 block(32, 8);
-  SumRowsKernel<<<static_cast<unsigned>((cols + 31) / 32), block, 0, StreamOf(ctx)>>>(m, rows, cols, out);
+  DispatchFloat(dtype, "cuda::SumRows", [&](auto tag) {
+    using S = decltype(tag);
+    SumRowsKernel<S><<<static_cast<unsigned>((cols + 31) / 32), block, 0, StreamOf(ctx)>>>(static_cast<const S*>(m),
+                                                                                            rows, cols, out);
+  });
   DDP_CHECK_LAUNCH("SumRowsKernel");
 }
 

@@ -22,12 +22,13 @@ struct GemmBatch {
 // `bias` is not null), for each product of `batch`. Leading dimensions are
 // the row lengths as stored. A and B are of type `ab` (f32; or bf16 or f16
 // for mixed precision, on tensor cores with f32 accumulation), C of type
-// `cd` (f32, or `ab` when 16-bit); alpha, beta and the bias are f32.
+// `cd` (f32, or `ab` when 16-bit); alpha and beta are f32, the bias of C's
+// type (cuBLASLt's bias epilogue: PyTorch autocast's 16-bit bias too).
 void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
           const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
-          const float* bias, DType ab = DType::kF32, DType cd = DType::kF32, const GemmBatch& batch = {});
-// out[cols] = the sum over rows of m[rows, cols] (the bias gradient), in a
-// fixed order.
-void SumRows(ExecutionContext& ctx, const float* m, int64_t rows, int64_t cols, float* out);
+          const void* bias, DType ab = DType::kF32, DType cd = DType::kF32, const GemmBatch& batch = {});
+// out[cols] (f32) = the sum over rows of m[rows, cols] (the bias gradient;
+// m of `dtype`: f32, bf16 or f16), in double, in a fixed order.
+void SumRows(ExecutionContext& ctx, const void* m, DType dtype, int64_t rows, int64_t cols, float* out);
 
 }  // namespace ddp::cuda

@@ -16,8 +16,11 @@ constexpr int64_t kRowsPerPartial = 32;
 // with id % kIdBuckets == its bucket, and walks every row in order.
 constexpr int64_t kIdBuckets = 64;
 
-__global__ void EmbeddingForwardKernel(const float* weight, const int64_t* ids, int64_t rows, int64_t vocab,
-                                       int64_t hidden, float* out) {
+// The table and output (or the output gradient and the table's) are of
+// storage type S: f32 embeddings, or 16-bit rows of hidden states.
+template <typename S>
+__global__ void EmbeddingForwardKernel(const S* weight, const int64_t* ids, int64_t rows, int64_t vocab,
+                                       int64_t hidden, S* out) {
   DDP_GRID_STRIDE(i, rows * hidden) {
     const int64_t r = i / hidden, c = i % hidden;
     const int64_t id = ids[r];
@@ -34,9 +37,11 @@ __global__ void EmbeddingForwardKernel(const float* weight, const int64_t* ids, 
 }
 
 // dweight[ids[r], c] += dout[r, c] for r in order, the column c and the ids
-// of one bucket per thread: the CPU's additions in the CPU's order.
-__global__ void EmbeddingBackwardKernel(const int64_t* ids, const float* dout, int64_t rows, int64_t vocab,
-                                        int64_t hidden, int64_t padding_idx, float* dweight) {
+// of one bucket per thread: the CPU's additions in the CPU's order (in f32,
+// each sum rounded to S).
+template <typename S>
+__global__ void EmbeddingBackwardKernel(const int64_t* ids, const S* dout, int64_t rows, int64_t vocab,
+                                        int64_t hidden, int64_t padding_idx, S* dweight) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t bucket = blockIdx.y;
   if (c >= hidden) return;
@@ -50,7 +55,8 @@ __global__ void EmbeddingBackwardKernel(const int64_t* ids, const float* dout, i
       __trap();
     }
     if (id == padding_idx || id % kIdBuckets != bucket) continue;
-    dweight[id * hidden + c] += dout[r * hidden + c];
+    S& dst = dweight[id * hidden + c];
+    dst = FromFloat<S>(ToFloat(dst) + ToFloat(dout[r * hidden + c]));
   }
 }
 
@@ -230,43 +236,39 @@ __global__ void DropoutBackwardKernel(const S* dy, const uint8_t* keep, float sc
 }
 
 // One block per row of Tk scores: the additive mask, the maximum, exp, a
-// double sum, and the scaling, as the CPU op.
-__global__ void MaskedSoftmaxForwardKernel(const float* scores, const int64_t* mask, int64_t per_sample_rows,
-                                           int64_t tk, float* probs) {
+// double sum, and the scaling, as the CPU op; in f32 whatever the storage
+// type S, the probabilities rounded to S once.
+template <typename S>
+__global__ void MaskedSoftmaxForwardKernel(const S* scores, const int64_t* mask, int64_t per_sample_rows, int64_t tk,
+                                           S* probs) {
   __shared__ float shared_f[kThreads];
   __shared__ double shared_d[kThreads];
   const int64_t row = blockIdx.x;
-  const float* sr = scores + row * tk;
-  float* pr = probs + row * tk;
+  const S* sr = scores + row * tk;
+  S* pr = probs + row * tk;
   const int64_t* mr = mask != nullptr ? mask + (row / per_sample_rows) * tk : nullptr;
   const float lowest = -3.402823466e+38f;
+  auto masked = [&](int64_t j) { return mr != nullptr && mr[j] == 0 ? ToFloat(sr[j]) + lowest : ToFloat(sr[j]); };
   float local_max = lowest;
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) {
-    const float v = mr != nullptr && mr[j] == 0 ? sr[j] + lowest : sr[j];
-    pr[j] = v;
-    local_max = fmaxf(local_max, v);
-  }
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) local_max = fmaxf(local_max, masked(j));
   const float max = BlockMax(local_max, shared_f);
   double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) {
-    const float e = expf(pr[j] - max);
-    pr[j] = e;
-    sum += e;
-  }
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) sum += expf(masked(j) - max);
   const float inv = static_cast<float>(1.0 / BlockSum(sum, shared_d));
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) pr[j] *= inv;
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) pr[j] = FromFloat<S>(expf(masked(j) - max) * inv);
 }
 
-__global__ void SoftmaxBackwardKernel(const float* p, const float* dp, int64_t cols, float* ds) {
+template <typename S>
+__global__ void SoftmaxBackwardKernel(const S* p, const S* dp, int64_t cols, S* ds) {
   __shared__ double shared[kThreads];
   const int64_t row = blockIdx.x;
   double dot = 0.0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    dot += static_cast<double>(p[row * cols + j]) * dp[row * cols + j];
+    dot += static_cast<double>(ToFloat(p[row * cols + j])) * ToFloat(dp[row * cols + j]);
   }
   const float d = static_cast<float>(BlockSum(dot, shared));
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    ds[row * cols + j] = p[row * cols + j] * (dp[row * cols + j] - d);
+    ds[row * cols + j] = FromFloat<S>(ToFloat(p[row * cols + j]) * (ToFloat(dp[row * cols + j]) - d));
   }
 }
 
@@ -282,8 +284,11 @@ unsigned RowBlocks(int64_t rows, const char* op) {
 void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor& ids, Tensor& out) {
   const int64_t rows = ids.numel(), vocab = weight.dim(0), hidden = weight.dim(1);
   if (rows * hidden == 0) return;
-  EmbeddingForwardKernel<<<BlocksFor(rows * hidden), kThreads, 0, StreamOf(ctx)>>>(
-      weight.data<float>(), ids.data<int64_t>(), rows, vocab, hidden, out.data<float>());
+  DispatchFloat(weight.dtype(), "cuda::EmbeddingForward", [&](auto tag) {
+    using S = decltype(tag);
+    EmbeddingForwardKernel<S><<<BlocksFor(rows * hidden), kThreads, 0, StreamOf(ctx)>>>(
+        Storage<S>(weight), ids.data<int64_t>(), rows, vocab, hidden, Storage<S>(out));
+  });
   DDP_CHECK_LAUNCH("EmbeddingForwardKernel");
 }
 
@@ -293,8 +298,11 @@ void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& d
   DDP_CUDA_CHECK(cudaMemsetAsync(dweight.raw_data(), 0, dweight.nbytes(), StreamOf(ctx)));
   if (rows * hidden == 0) return;
   const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(kIdBuckets));
-  EmbeddingBackwardKernel<<<grid, kThreads, 0, StreamOf(ctx)>>>(ids.data<int64_t>(), dout.data<float>(), rows, vocab,
-                                                                hidden, padding_idx, dweight.data<float>());
+  DispatchFloat(dout.dtype(), "cuda::EmbeddingBackward", [&](auto tag) {
+    using S = decltype(tag);
+    EmbeddingBackwardKernel<S><<<grid, kThreads, 0, StreamOf(ctx)>>>(ids.data<int64_t>(), Storage<S>(dout), rows,
+                                                                      vocab, hidden, padding_idx, Storage<S>(dweight));
+  });
   DDP_CHECK_LAUNCH("EmbeddingBackwardKernel");
 }
 
@@ -428,9 +436,12 @@ void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Ten
   const int64_t n = scores.dim(0), heads = scores.dim(1), tq = scores.dim(2), tk = scores.dim(3);
   const int64_t rows = n * heads * tq;
   if (rows == 0 || tk == 0) return;
-  MaskedSoftmaxForwardKernel<<<RowBlocks(rows, "MaskedSoftmaxForward"), kThreads, 0, StreamOf(ctx)>>>(
-      scores.data<float>(), key_mask != nullptr ? key_mask->data<int64_t>() : nullptr, heads * tq, tk,
-      probs.data<float>());
+  DispatchFloat(scores.dtype(), "cuda::MaskedSoftmaxForward", [&](auto tag) {
+    using S = decltype(tag);
+    MaskedSoftmaxForwardKernel<S><<<RowBlocks(rows, "MaskedSoftmaxForward"), kThreads, 0, StreamOf(ctx)>>>(
+        Storage<S>(scores), key_mask != nullptr ? key_mask->data<int64_t>() : nullptr, heads * tq, tk,
+        Storage<S>(probs));
+  });
   DDP_CHECK_LAUNCH("MaskedSoftmaxForwardKernel");
 }
 
@@ -438,8 +449,11 @@ void SoftmaxBackward(ExecutionContext& ctx, const Tensor& probs, const Tensor& d
   const int64_t cols = probs.ndim() == 0 ? 0 : probs.dim(probs.ndim() - 1);
   const int64_t rows = cols == 0 ? 0 : probs.numel() / cols;
   if (rows == 0) return;
-  SoftmaxBackwardKernel<<<RowBlocks(rows, "SoftmaxBackward"), kThreads, 0, StreamOf(ctx)>>>(
-      probs.data<float>(), dprobs.data<float>(), cols, dscores.data<float>());
+  DispatchFloat(probs.dtype(), "cuda::SoftmaxBackward", [&](auto tag) {
+    using S = decltype(tag);
+    SoftmaxBackwardKernel<S><<<RowBlocks(rows, "SoftmaxBackward"), kThreads, 0, StreamOf(ctx)>>>(
+        Storage<S>(probs), Storage<S>(dprobs), cols, Storage<S>(dscores));
+  });
   DDP_CHECK_LAUNCH("SoftmaxBackwardKernel");
 }
 
