@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """BERT pretraining throughput of plain eager PyTorch, on the CPU (the peer
 of ddp_train in tools/bench/bench_bert.sh) or a GPU (--device cuda, fp32; the
-self-test's peer). Written as a user would write it:
+self-test's peer; --precision bf16 runs forward under autocast). Written as a
+user would write it:
 nn.Embedding, nn.Linear, nn.LayerNorm, F.gelu, matmul-softmax-matmul
 attention with an additive padding mask, the MLM decoder tied to the word
 embeddings over every position (--masked-only: over the masked positions
@@ -92,6 +93,8 @@ def main():
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--masked-only", action="store_true", help="the MLM head over the masked positions only")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16: forward under torch.autocast(device, torch.bfloat16)")
     args = p.parse_args()
     device = torch.device(args.device)
     if args.device == "cuda":
@@ -121,7 +124,9 @@ def main():
     for step in range(args.steps):
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        model(ids, types, mask, labels, nsp).backward()
+        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(ids, types, mask, labels, nsp)
+        loss.backward()
         opt.step()
         sync()
         if step >= 2:

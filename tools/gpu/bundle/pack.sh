@@ -98,8 +98,9 @@ ln -s orterun "$out/bin/mpirun"
 ln -s orterun "$out/bin/mpiexec"
 
 install -m 755 tools/gpu/bundle/selftest.sh "$out/selftest.sh"
-install -m 644 tools/gpu/bundle/selftest.py tools/gpu/bundle/selftest_harness.py tests/compare_losses.py \
-  tools/bench/pytorch/bench_resnet_pytorch.py tools/bench/pytorch/bench_bert_pytorch.py \
+install -m 644 tools/gpu/bundle/selftest.py tools/gpu/bundle/selftest_harness.py tools/gpu/bundle/selftest_bench.py \
+  tests/compare_losses.py tools/bench/pytorch/bench_resnet_pytorch.py tools/bench/pytorch/bench_bert_pytorch.py \
+  tools/bench/pytorch/bench_bert_qa_pytorch.py \
   tests/interop/check_bert_interop.py tests/interop/check_tokenizer.py \
   tests/golden/bert_state_dict_manifest.json "$out/tools/"
 # The commit, marked -dirty when the tree had changes; "unknown" outside git.

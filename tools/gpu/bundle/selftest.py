@@ -35,6 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import selftest_harness as h  # noqa: E402
+from selftest_bench import Benchmarks  # noqa: E402
 
 
 class Device:
@@ -55,7 +56,7 @@ class Device:
         return cpu if self.cpu else gpu
 
 
-class SelfTest:
+class SelfTest(Benchmarks):
     def __init__(self, bundle, run, device):
         self.b, self.run, self.d = bundle, run, device
         self.py = sys.executable
@@ -402,79 +403,6 @@ class SelfTest:
         else:
             t.check("bert-tiny files between ddp_train and transformers, both ways, same loss", r.rc == 0,
                     (r.out.strip().splitlines() or [r.describe()])[-1])
-
-    # ----------------------------------------------------------- benchmarks
-    def peer(self, t, name, argv):
-        """A PyTorch peer's figures ("key value" lines); {} when it gave none."""
-        if self.injected(t):
-            argv = argv + ["--no-such-flag"]  # the peer gives no figure: the row must fail
-        r = self.run.command(t, [self.py] + argv, 90, name=name)
-        return h.key_values(r.out), r.timed_out
-
-    def bench_row(self, t, label, ours, ours_key, theirs, theirs_key, bar):
-        """One row: both figures must exist; on a GPU, ours at `bar` x theirs or
-        better (none for a row without a bar)."""
-        mine, peer = (ours or {}).get(ours_key), (theirs or {}).get(theirs_key)
-        row = {"ddp_train": mine, "pytorch": peer}
-        if mine and peer:
-            row["ratio"] = round(mine / peer, 3)
-        self.bench[label] = row
-        if not mine or not peer:
-            t.check(label, False, f"a figure is missing: ddp_train {mine}, PyTorch {peer}")
-        elif bar is None or self.d.cpu:
-            t.check(label, True, f"ddp_train {mine:.1f}, PyTorch {peer:.1f}, ratio {mine / peer:.2f} (figures only)")
-        else:
-            t.check(label, mine >= bar * peer, f"ddp_train {mine:.1f}, PyTorch {peer:.1f}, ratio {mine / peer:.2f} "
-                                               f"(bar {bar})")
-
-    def benchmarks(self, t):
-        """ResNet-50 images/s against PyTorch eager on the same device (AMP with
-        channels-last for 16-bit, as its users run it), then BERT's tokens/s.
-        The rehearsal runs the smallest models at toy sizes: it proves the
-        plumbing, not the speed."""
-        self.bench = {}
-        self.run.header["benchmarks"] = self.bench
-        model, image, steps = self.d.size(gpu=("resnet50", "224", "20"), cpu=("resnet18", "32", "5"))
-        # By what each row tells: fp32 first, then the 16-bit types users train in.
-        configs = self.d.size(gpu=[("fp32", 64, ""), ("bf16", 128, ""), ("fp16", 128, ""), ("tf32", 64, ""),
-                                   ("bf16", 128, "graphs")],
-                              cpu=[("fp32", 4, "")])
-        peers = {}
-        for precision, batch, graphs in configs:
-            label = f"{model} {precision}{' --cuda-graphs' if graphs else ''} batch {batch}"
-            if t.left() < self.d.size(gpu=25, cpu=10):
-                t.skip(label, "budget: the tier's limit is spent")
-                continue
-            name = f"bench_{precision}{'_graphs' if graphs else ''}"
-            args = ["--model", model, "--precision", precision, "--batch-size", str(batch), "--image-size", image,
-                    "--steps", steps] + (["--cuda-graphs"] if graphs else [])
-            cut = self.train(t, name, args).timed_out
-            s = h.summary(self.run.path(name + ".jsonl"))
-            if precision not in peers:
-                cl = ["--channels-last"] if precision in ("fp16", "bf16") else []
-                peers[precision] = self.peer(t, f"pytorch_{precision}", [
-                    self.tool("bench_resnet_pytorch.py"), "--device", self.d.name, "--model", model, "--precision",
-                    precision, "--batch-size", str(batch), "--image-size", image, "--steps", steps, "--threads", "1",
-                    "--num-classes", "1000"] + cl)
-            if cut or peers[precision][1]:
-                t.skip(label, "budget: a run was cut by the tier's limit")
-                continue
-            self.bench_row(t, label, s, "samples_per_s", peers[precision][0], "images_per_s", bar=0.9)
-        model, batch, seq, steps = self.d.size(gpu=("bert-base", "32", "128", "12"), cpu=("bert-tiny", "4", "32", "4"))
-        label = f"{model} fp32 batch {batch} seq {seq} tokens/s"
-        if t.left() < self.d.size(gpu=30, cpu=10):
-            t.skip(label, "budget: the tier's limit is spent")
-            return
-        cut = self.train(t, "bench_bert", ["--model", model, "--batch-size", batch, "--seq-len", seq,
-                                           "--steps", steps, "--optimizer", "adamw"]).timed_out
-        theirs, peer_cut = self.peer(t, "pytorch_bert", [
-            self.tool("bench_bert_pytorch.py"), "--model", model, "--device", self.d.name, "--batch-size", batch,
-            "--seq-len", seq, "--steps", steps, "--threads", "1"])
-        if cut or peer_cut:
-            t.skip(label, "budget: a run was cut by the tier's limit")
-            return
-        self.bench_row(t, label, h.summary(self.run.path("bench_bert.jsonl")), "tokens_per_s", theirs, "tokens_per_s",
-                       bar=None)
 
 
 # Tiers in the order they run, with their limits in seconds on an H200 and
