@@ -78,7 +78,9 @@ class Bert(nn.Module):
         if self.masked_only:
             chosen = targets != -100
             rows, targets = rows[chosen], targets[chosen]
-        logits = self.transform_norm(F.gelu(self.transform(rows))) @ self.words.weight.T + self.mlm_bias
+        # .float(): PyTorch 1.13's CPU layer_norm under autocast takes its
+        # weight's dtype only (the other norms see f32 residual sums).
+        logits = self.transform_norm(F.gelu(self.transform(rows)).float()) @ self.words.weight.T + self.mlm_bias
         mlm = F.cross_entropy(logits, targets, ignore_index=-100)
         return mlm + F.cross_entropy(self.nsp(pooled), nsp_labels)
 
