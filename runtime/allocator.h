@@ -98,4 +98,17 @@ class CpuAllocator final : public Allocator {
 // The process-wide host allocator.
 CpuAllocator* GetCpuAllocator();
 
+// The meta device's: counts what tensors would hold (the bytes asked, as
+// CpuAllocator counts them) and holds nothing. Every allocation gets the
+// same non-null address, which nothing reads: a meta tensor's data is
+// refused (Tensor::raw_data). A cap (set_limit_bytes) applies as on a
+// real device.
+class MetaAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::Meta(); }
+  void* Allocate(size_t bytes) override;
+  void Deallocate(void* ptr, size_t bytes) override;
+};
+MetaAllocator* GetMetaAllocator();
+
 }  // namespace ddp

@@ -12,6 +12,13 @@ ExecutionContext ExecutionContext::Cpu(int num_threads) {
   return ExecutionContext(Device::Cpu(), num_threads > 0 ? num_threads : omp_get_max_threads(), nullptr);
 }
 
+ExecutionContext ExecutionContext::Meta(Device planned) {
+  CHECK(!planned.is_meta()) << "a meta context plans for a CPU or a CUDA device";
+  ExecutionContext ctx(Device::Meta(), 1, nullptr);
+  ctx.planned_ = planned;
+  return ctx;
+}
+
 ExecutionContext ExecutionContext::Cuda(int index, void* stream) {
   return ExecutionContext(Device::Cuda(index), 1, stream);
 }

@@ -20,8 +20,15 @@ class ExecutionContext {
   // the legacy default stream, which tests use; training makes one stream
   // per rank and makes it the device's current stream).
   static ExecutionContext Cuda(int index, void* stream);
+  // The meta device: ops check their arguments and allocate their outputs,
+  // and run nothing (runtime/device.h). `planned` is the device whose step
+  // it plans: what an op's backend would allocate besides its outputs
+  // (oneDNN's layout scratch on a CPU) is reserved as there.
+  static ExecutionContext Meta(Device planned = Device::Cpu());
 
   Device device() const { return device_; }
+  // The device a meta context plans for; any other context's own.
+  Device planned_device() const { return device_.is_meta() ? planned_ : device_; }
   int num_threads() const { return num_threads_; }
   void* cuda_stream() const { return cuda_stream_; }
 
@@ -57,6 +64,7 @@ class ExecutionContext {
         scratch_(std::make_shared<std::vector<Tensor>>()) {}
 
   Device device_;
+  Device planned_;
   int num_threads_;
   void* cuda_stream_;
   bool allow_tf32_ = false;

@@ -9,11 +9,13 @@ namespace ddp {
 namespace {
 
 Allocator* CpuAllocatorForIndex(int) { return GetCpuAllocator(); }
+Allocator* MetaAllocatorForIndex(int) { return GetMetaAllocator(); }
 
+// By DeviceType: CPU, CUDA (registered by the CUDA backend), meta.
 struct AllocatorRegistry {
   std::mutex mu;
-  Allocator* (*by_type[2])(int) = {&CpuAllocatorForIndex, nullptr};
-  DeviceTensorOps ops[2];
+  Allocator* (*by_type[3])(int) = {&CpuAllocatorForIndex, nullptr, &MetaAllocatorForIndex};
+  DeviceTensorOps ops[3];
 };
 
 AllocatorRegistry& Registry() {
@@ -197,7 +199,12 @@ void Tensor::CopyFrom(const Tensor& src) {
   CHECK_EQ(src.numel(), numel()) << "CopyFrom " << src.DebugString() << " into " << DebugString();
   CHECK(src.dtype() == dtype_ && src.format() == format_)
       << "CopyFrom " << src.DebugString() << " into " << DebugString();
-  if (nbytes() == 0 || raw_data() == src.raw_data()) return;
+  if (nbytes() == 0 || SameData(src)) return;
+  if (device().is_meta()) return;  // nothing to hold
+  if (src.device().is_meta()) {    // no values to read: the host copy is zeros
+    Fill(0.0);
+    return;
+  }
   if (device().is_cpu() && src.device().is_cpu()) {
     std::memmove(raw_data(), src.raw_data(), nbytes());
     return;
@@ -206,6 +213,7 @@ void Tensor::CopyFrom(const Tensor& src) {
 }
 
 void Tensor::Fill(double value) {
+  if (device().is_meta()) return;
   if (!device().is_cpu()) {
     if (numel() > 0) OpsFor(device().type, "Tensor::Fill").fill(*this, value);
     return;

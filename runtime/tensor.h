@@ -120,7 +120,15 @@ class Tensor {
   size_t byte_offset() const { return byte_offset_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
-  void* raw_data() const { return static_cast<char*>(storage_->data()) + byte_offset_; }
+  // The first element's address. A meta tensor has none: asking is a bug
+  // (an op that runs a kernel on the meta device), fatal naming the tensor.
+  void* raw_data() const {
+    CHECK(!storage_->device().is_meta()) << "the data of " << DebugString() << ": meta tensors hold none";
+    return static_cast<char*>(storage_->data()) + byte_offset_;
+  }
+  // Whether both view the same storage from the same byte (meta tensors
+  // too).
+  bool SameData(const Tensor& o) const { return storage_ == o.storage_ && byte_offset_ == o.byte_offset_; }
   template <typename T>
   T* data() const {
     CHECK(defined()) << "data() of an undefined tensor";

@@ -130,7 +130,7 @@ Tensor Layer::GradientTarget(ExecutionContext& ctx, Parameter& p) {
 
 void Layer::FinishGradient(ExecutionContext& ctx, Parameter& p, const Tensor& computed) {
   if (backward_state_ != nullptr && backward_state_->hook != nullptr) backward_state_->hook->PrepareGradient(p);
-  if (computed.raw_data() != p.grad.raw_data()) {
+  if (!computed.SameData(p.grad)) {
     if (backward_state_ != nullptr && backward_state_->accumulate) {
       Axpy(ctx, 1.0f, computed, p.grad);
     } else {

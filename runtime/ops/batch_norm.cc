@@ -68,6 +68,7 @@ void BatchNormForwardTraining(ExecutionContext& ctx, const BatchNormParams& p, c
                                         &running_var};
   CheckEpilogue(x, epilogue, &tensors);
   CheckAllOnDevice(ctx, "BatchNormForwardTraining", tensors);
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("BatchNormForwardTraining",
                        cuda::BatchNormForwardTraining(ctx, p, x, gamma, beta, y, saved_mean, saved_invstd,
@@ -89,6 +90,7 @@ void BatchNormForwardInference(ExecutionContext& ctx, const BatchNormParams& p, 
   std::vector<const Tensor*> tensors = {&x, &gamma, &beta, &running_mean, &running_var, &y};
   CheckEpilogue(x, epilogue, &tensors);
   CheckAllOnDevice(ctx, "BatchNormForwardInference", tensors);
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("BatchNormForwardInference",
                        cuda::BatchNormForwardInference(ctx, p, x, gamma, beta, running_mean, running_var, y, epilogue));
@@ -110,6 +112,7 @@ void BatchNormBackward(ExecutionContext& ctx, const BatchNormParams& p, const Te
   std::vector<const Tensor*> tensors = {&x, &dy, &gamma, &saved_mean, &saved_invstd, &dx, &dgamma, &dbeta};
   CheckEpilogueGrad(x, epilogue, &tensors);
   CheckAllOnDevice(ctx, "BatchNormBackward", tensors);
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("BatchNormBackward", cuda::BatchNormBackward(ctx, p, x, dy, gamma, saved_mean, saved_invstd,
                                                                     dx, dgamma, dbeta, epilogue));

@@ -57,6 +57,10 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
   if (bias) CHECK(bias->shape() == Shape{w.dim(0)}) << "conv2d bias " << bias->DebugString();
   CheckOnDevice(ctx, "Conv2dForward", {&x, &w, &y});
   if (bias) CheckOnDevice(ctx, "Conv2dForward", {bias});
+  if (OnMeta(ctx)) {
+    if (ctx.planned_device().is_cpu()) cpu::PlanConv2dForward(ctx, p, x, w, bias != nullptr);
+    return;
+  }
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("Conv2dForward", cuda::Conv2dForward(ctx, p, x, w, bias, y));
   cpu::Conv2dForward(ctx, p, x, w, bias, y);
 }
@@ -68,6 +72,10 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
   CHECK(dy.shape() == Conv2dOutputShape(dx.shape(), w.shape(), p))
       << "conv2d output gradient " << dy.DebugString() << " for input gradient " << dx.DebugString();
   CheckOnDevice(ctx, "Conv2dBackwardData", {&dy, &w, &dx});
+  if (OnMeta(ctx)) {
+    if (ctx.planned_device().is_cpu()) cpu::PlanConv2dBackwardData(ctx, p, w, dx);
+    return;
+  }
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("Conv2dBackwardData", cuda::Conv2dBackwardData(ctx, p, dy, w, dx));
   cpu::Conv2dBackwardData(ctx, p, dy, w, dx);
 }
@@ -84,6 +92,10 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   if (dbias) CHECK(dbias->shape() == Shape{dw.dim(0)}) << "conv2d bias gradient " << dbias->DebugString();
   CheckOnDevice(ctx, "Conv2dBackwardWeights", {&x, &dy, &dw});
   if (dbias) CheckOnDevice(ctx, "Conv2dBackwardWeights", {dbias});
+  if (OnMeta(ctx)) {
+    if (ctx.planned_device().is_cpu()) cpu::PlanConv2dBackwardWeights(ctx, p, x, dw, dbias != nullptr);
+    return;
+  }
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("Conv2dBackwardWeights", cuda::Conv2dBackwardWeights(ctx, p, x, dy, dw, dbias));
   }

@@ -52,6 +52,7 @@ void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const Dropo
   const int64_t per_sample = samples == 0 ? 0 : x.numel() / samples;
   CHECK_LT(per_sample, int64_t{1} << 34) << "dropout: samples of over 2^34 elements";
   const PhiloxKey k = KeyOf(key);
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("DropoutForward",
                        cuda::DropoutForward(ctx, x, p, k.k0, k.k1, key.step, first_sample, y, keep));
@@ -85,6 +86,7 @@ void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep
       << "DropoutBackward: " << dy.DebugString() << " and " << dx.DebugString() << " differ";
   CHECK(keep.dtype() == DType::kU8 && keep.numel() == dy.numel())
       << "dropout mask must be u8 with " << dy.numel() << " elements, got " << keep.DebugString();
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("DropoutBackward", cuda::DropoutBackward(ctx, dy, keep, p, dx));
   const int64_t n = dy.numel();
   const float scale = 1.0f / (1.0f - p);

@@ -30,6 +30,7 @@ void CheckOperands(const ExecutionContext& ctx, const char* op, std::initializer
 // Runs the CUDA kernel `launch` (which returns a cudaError_t) or the CPU loop.
 template <typename CudaLaunch, typename CpuRun>
 void Dispatch(ExecutionContext& ctx, const char* op, CudaLaunch launch, CpuRun run) {
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
 #ifdef DDP_HAVE_CUDA
     ::ddp::cuda::Check(launch(), op, __FILE__, __LINE__);
@@ -88,6 +89,7 @@ void ReluBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tens
 void Copy(ExecutionContext& ctx, const Tensor& src, Tensor& dst) {
   CHECK(src.numel() == dst.numel() && src.dtype() == dst.dtype())
       << "Copy " << src.DebugString() << " into " << dst.DebugString();
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("Copy", cuda::CopyTensorAsync(src, dst, ctx.cuda_stream()));
   }

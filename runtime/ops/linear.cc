@@ -39,6 +39,7 @@ void LowPrecisionMatmul(ExecutionContext& ctx, bool transpose_a, bool transpose_
     return converted;
   };
   const Tensor a16 = narrow(0, a), b16 = narrow(1, b);
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cpu()) return cpu::MatmulBf16(transpose_a, transpose_b, a16, b16, bias, c);
   const int64_t m = c.dim(0), n = c.dim(1), k = transpose_a ? a.dim(0) : a.dim(1);
   DDP_ON_CUDA("LowPrecisionMatmul", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, 1.0f, a16.raw_data(),
@@ -62,6 +63,7 @@ void Gemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, float alpha
       << "gemm shapes: A " << a.DebugString() << (transpose_a ? "^T" : "") << ", B " << b.DebugString()
       << (transpose_b ? "^T" : "") << ", C " << c.DebugString();
   CheckOnDevice(ctx, "Gemm", {&a, &b, &c});
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("Gemm", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1),
                                           b.data<float>(), b.dim(1), beta, c.data<float>(), n, nullptr));
@@ -88,6 +90,7 @@ void BatchedGemm(ExecutionContext& ctx, bool transpose_a, bool transpose_b, floa
       << (transpose_b ? "^T" : "") << ", C " << c.DebugString();
   CheckOnDevice(ctx, "BatchedGemm", {&a, &b, &c});
   const int64_t a_stride = a.dim(1) * a.dim(2), b_stride = b.dim(1) * b.dim(2), c_stride = m * n;
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {  // one strided-batched call for every matrix
     const cuda::GemmBatch batch{a.dim(0), a_stride, b_stride, c_stride};
     return DDP_ON_CUDA("BatchedGemm", cuda::Gemm(ctx, transpose_a, transpose_b, m, n, k, alpha, a.raw_data(),
@@ -108,6 +111,7 @@ void LinearForward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, cons
     CheckOnDevice(ctx, "LinearForward", {&x, &w, &y});
     return LowPrecisionMatmul(ctx, false, true, x, w, bias, y);
   }
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     CheckOnDevice(ctx, "LinearForward", {&x, &w, &y});
     // The bias rides in the GEMM's epilogue.
@@ -148,6 +152,7 @@ void LinearBackwardWeights(ExecutionContext& ctx, const Tensor& x, const Tensor&
     CHECK(dbias->shape() == Shape{dw.dim(0)}) << "linear bias gradient " << dbias->DebugString();
     CheckF32(*dbias, "linear bias gradient");
     CheckOnDevice(ctx, "LinearBackwardWeights", {dbias});
+    if (OnMeta(ctx)) return;
     if (ctx.device().is_cuda()) {
       return DDP_ON_CUDA("LinearBackwardWeights", cuda::SumRows(ctx, dy.raw_data(), dy.dtype(), dy.dim(0), dy.dim(1),
                                                                 dbias->data<float>()));

@@ -19,6 +19,15 @@ void CheckArguments(const CrossEntropyParams& p, const Tensor& logits_like, cons
   CHECK(p.label_smoothing >= 0.0 && p.label_smoothing <= 1.0) << "label smoothing " << p.label_smoothing;
 }
 
+// The meta device computes no loss: a finite stand-in, so a planning step
+// runs as a real one would.
+CrossEntropyResult MetaResult() {
+  CrossEntropyResult r;
+  r.loss = 0.0;
+  r.counted = 1;
+  return r;
+}
+
 }  // namespace
 
 CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const CrossEntropyParams& p,
@@ -26,6 +35,7 @@ CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const Cross
   CheckArguments(p, logits, labels);
   CheckSameShape(logits, probs, "cross-entropy probabilities");
   CheckOnDevice(ctx, "SoftmaxCrossEntropyForward", {&logits, &labels, &probs});
+  if (OnMeta(ctx)) return MetaResult();
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("SoftmaxCrossEntropyForward", cuda::SoftmaxCrossEntropyForward(ctx, p, logits, labels, probs));
   }
@@ -77,10 +87,11 @@ void SoftmaxCrossEntropyForwardToDevice(ExecutionContext& ctx, const CrossEntrop
                                         const Tensor& labels, Tensor& probs, Tensor& result) {
   CHECK(result.dtype() == DType::kF64 && result.numel() == 3) << "cross-entropy result " << result.DebugString();
   CheckOnDevice(ctx, "SoftmaxCrossEntropyForwardToDevice", {&result});
-  if (ctx.device().is_cuda()) {
+  if (ctx.device().is_cuda() || OnMeta(ctx)) {
     CheckArguments(p, logits, labels);
     CheckSameShape(logits, probs, "cross-entropy probabilities");
     CheckOnDevice(ctx, "SoftmaxCrossEntropyForwardToDevice", {&logits, &labels, &probs});
+    if (OnMeta(ctx)) return;
     return DDP_ON_CUDA("SoftmaxCrossEntropyForwardToDevice",
                        cuda::SoftmaxCrossEntropyForwardToDevice(ctx, p, logits, labels, probs, result));
   }
@@ -94,6 +105,7 @@ void SoftmaxCrossEntropyForwardToDevice(ExecutionContext& ctx, const CrossEntrop
 
 CrossEntropyResult CrossEntropyResultOf(ExecutionContext& ctx, const Tensor& result, const Tensor& labels,
                                         int64_t classes) {
+  if (OnMeta(ctx)) return MetaResult();
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("CrossEntropyResultOf", cuda::CrossEntropyResultOf(ctx, result, labels, classes));
   }
@@ -109,6 +121,7 @@ void SoftmaxCrossEntropyBackward(ExecutionContext& ctx, const CrossEntropyParams
   CheckArguments(p, probs, labels);
   CheckSameShape(probs, dlogits, "cross-entropy logits gradient");
   CheckOnDevice(ctx, "SoftmaxCrossEntropyBackward", {&probs, &labels, &dlogits});
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("SoftmaxCrossEntropyBackward",
                        cuda::SoftmaxCrossEntropyBackward(ctx, p, probs, labels, loss_grad, dlogits));

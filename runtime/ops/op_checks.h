@@ -21,6 +21,10 @@ inline void CheckOnDevice(const ExecutionContext& ctx, const char* op, std::init
   }
 }
 
+// A meta context (--device meta) runs no kernel: an op returns after its
+// checks, once its outputs exist (they were allocated by the caller).
+inline bool OnMeta(const ExecutionContext& ctx) { return ctx.device().is_meta(); }
+
 template <typename T>
 T NoCudaInThisBuild(const char* op) {
   LOG(FATAL) << op << ": this binary was built without CUDA (no nvcc at build time)";
@@ -49,7 +53,8 @@ inline void CheckActivation(const ExecutionContext& ctx, const Tensor& t, const 
                             bool cuda_channels_last = false) {
   CHECK(t.defined()) << what << " is undefined";
   const DType d = t.dtype();
-  const bool ok = d == DType::kF32 || d == DType::kBF16 || (d == DType::kF16 && ctx.device().is_cuda());
+  // The meta device takes what the device it plans for would.
+  const bool ok = d == DType::kF32 || d == DType::kBF16 || (d == DType::kF16 && !ctx.device().is_cpu());
   CHECK(ok) << what << " on " << ctx.device().ToString() << " must be f32 or bf16"
             << (ctx.device().is_cuda() ? " or f16" : "") << ", got " << t.DebugString();
   CHECK(!(t.channels_last() && ctx.device().is_cuda() && !cuda_channels_last))

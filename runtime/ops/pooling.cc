@@ -25,6 +25,7 @@ void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor
   CheckSameShape(y, argmax, "max pool argmax");
   CHECK(argmax.dtype() == DType::kI32) << "max pool argmax must be i32";
   CheckOnDevice(ctx, "MaxPool2dForward", {&x, &y, &argmax});
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("MaxPool2dForward", cuda::MaxPool2dForward(ctx, p, x, y, argmax));
   cpu::MaxPool2dForward(ctx, p, x, y, argmax);
 }
@@ -39,6 +40,7 @@ void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tenso
                                                                              << dx.DebugString();
   CHECK(dy.shape() == Pool2dOutputShape(dx.shape(), p)) << "max pool output gradient " << dy.DebugString();
   CheckOnDevice(ctx, "MaxPool2dBackward", {&dy, &argmax, &dx});
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("MaxPool2dBackward", cuda::MaxPool2dBackward(ctx, p, dy, argmax, dx));
   cpu::MaxPool2dBackward(ctx, dy, argmax, dx);
 }
@@ -48,6 +50,7 @@ void AvgPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor
   CHECK(!x.channels_last()) << "avg pool takes contiguous (NCHW) input, got " << x.DebugString();
   CHECK(y.shape() == Pool2dOutputShape(x.shape(), p)) << "avg pool output " << y.DebugString();
   CheckOnDevice(ctx, "AvgPool2dForward", {&x, &y});
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("AvgPool2dForward", cuda::AvgPool2dForward(ctx, p, x, y));
   cpu::AvgPool2dForward(ctx, p, x, y);
 }
@@ -57,6 +60,7 @@ void AvgPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tenso
   CHECK(!dx.channels_last()) << "avg pool takes contiguous (NCHW) input, got " << dx.DebugString();
   CHECK(dy.shape() == Pool2dOutputShape(dx.shape(), p)) << "avg pool output gradient " << dy.DebugString();
   CheckOnDevice(ctx, "AvgPool2dBackward", {&dy, &dx});
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("AvgPool2dBackward", cuda::AvgPool2dBackward(ctx, p, dy, dx));
   cpu::AvgPool2dBackward(ctx, p, dy, dx);
 }
@@ -67,6 +71,7 @@ void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
   CHECK(x.ndim() == 4 && y.shape() == Shape({x.dim(0), x.dim(1)}))
       << "global avg pool " << x.DebugString() << " -> " << y.DebugString();
   CheckOnDevice(ctx, "GlobalAvgPoolForward", {&x, &y});
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("GlobalAvgPoolForward", cuda::GlobalAvgPoolForward(ctx, x, y));
   cpu::GlobalAvgPoolForward(ctx, x, y);
 }
@@ -77,6 +82,7 @@ void GlobalAvgPoolBackward(ExecutionContext& ctx, const Tensor& dy, Tensor& dx) 
   CHECK(dx.ndim() == 4 && dy.shape() == Shape({dx.dim(0), dx.dim(1)}))
       << "global avg pool gradient " << dy.DebugString() << " -> " << dx.DebugString();
   CheckOnDevice(ctx, "GlobalAvgPoolBackward", {&dy, &dx});
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("GlobalAvgPoolBackward", cuda::GlobalAvgPoolBackward(ctx, dy, dx));
   cpu::GlobalAvgPoolBackward(ctx, dy, dx);
 }

@@ -10,6 +10,7 @@ namespace ddp {
 double Sum(ExecutionContext& ctx, const Tensor& x) {
   CheckF32(x, "Sum input");
   CheckOnDevice(ctx, "Sum", {&x});
+  if (OnMeta(ctx)) return 0.0;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("Sum", cuda::Sum(ctx, x));
   const float* d = x.data<float>();
   const int64_t n = x.numel();
@@ -22,6 +23,7 @@ double Sum(ExecutionContext& ctx, const Tensor& x) {
 double SumOfSquares(ExecutionContext& ctx, const Tensor& x) {
   CheckF32(x, "SumOfSquares input");
   CheckOnDevice(ctx, "SumOfSquares", {&x});
+  if (OnMeta(ctx)) return 0.0;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("SumOfSquares", cuda::SumOfSquares(ctx, x));
   const float* d = x.data<float>();
   const int64_t n = x.numel();
@@ -34,6 +36,7 @@ double SumOfSquares(ExecutionContext& ctx, const Tensor& x) {
 bool AllFinite(ExecutionContext& ctx, const Tensor& x) {
   CheckF32(x, "AllFinite input");
   CheckOnDevice(ctx, "AllFinite", {&x});
+  if (OnMeta(ctx)) return true;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("AllFinite", cuda::AllFinite(ctx, x));
   const float* d = x.data<float>();
   const int64_t n = x.numel();

@@ -46,6 +46,7 @@ void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor&
   CHECK(weight.ndim() == 2 && out.ndim() == 2 && out.dim(0) == ids.numel() && out.dim(1) == weight.dim(1))
       << "embedding shapes: weight " << weight.DebugString() << ", ids " << ids.DebugString() << ", output "
       << out.DebugString();
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("EmbeddingForward", cuda::EmbeddingForward(ctx, weight, ids, out));
   const int64_t rows = ids.numel(), vocab = weight.dim(0), hidden = weight.dim(1);
   const int64_t* id = ids.data<int64_t>();
@@ -69,6 +70,7 @@ void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& d
         dout.dim(1) == dweight.dim(1))
       << "embedding backward shapes: ids " << ids.DebugString() << ", output gradient " << dout.DebugString()
       << ", weight gradient " << dweight.DebugString();
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("EmbeddingBackward", cuda::EmbeddingBackward(ctx, ids, dout, dweight, padding_idx));
   }
@@ -195,6 +197,7 @@ void LayerNormForward(ExecutionContext& ctx, const Tensor& x, const Tensor& gamm
         rstd.numel() == rows)
       << "layer norm shapes: x " << x.DebugString() << ", gamma " << gamma.DebugString() << ", beta "
       << beta.DebugString() << ", mean " << mean.DebugString() << ", rstd " << rstd.DebugString();
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("LayerNormForward", cuda::LayerNormForward(ctx, x, gamma, beta, eps, y, mean, rstd));
   }
@@ -214,6 +217,7 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
   CHECK(gamma.shape() == Shape{hidden} && dgamma.shape() == Shape{hidden} && dbeta.shape() == Shape{hidden} &&
         mean.numel() == rows && rstd.numel() == rows)
       << "layer norm backward shapes: x " << x.DebugString() << ", gamma " << gamma.DebugString();
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("LayerNormBackward",
                        cuda::LayerNormBackward(ctx, x, dy, gamma, mean, rstd, dx, dgamma, dbeta));
@@ -233,6 +237,7 @@ void Elementwise(ExecutionContext& ctx, const char* op, const Tensor& x, Tensor&
   CheckOnDevice(ctx, op, {&x, &y});
   CheckActivationsAndF32(ctx, op, {&x, &y}, {});
   CheckSameShapeAs(x, y, op);
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return on_cuda();
   const int64_t n = x.numel();
   cpu::DispatchFloat(x.dtype(), op, [&](auto tag) {
@@ -253,6 +258,7 @@ void ElementwiseGrad(ExecutionContext& ctx, const char* op, const Tensor& saved,
   CheckActivationsAndF32(ctx, op, {&saved, &dy, &dx}, {});
   CheckSameShapeAs(saved, dy, op);
   CheckSameShapeAs(saved, dx, op);
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return on_cuda();
   const int64_t n = saved.numel();
   cpu::DispatchFloat(saved.dtype(), op, [&](auto tag) {
@@ -306,6 +312,7 @@ void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor&
         split.dim(0) / heads * split.dim(1) == rows.dim(0))
       << op << ": rows " << rows.DebugString() << " and heads " << split.DebugString() << " with " << heads
       << " heads";
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA(op, cuda::PermuteHeads(ctx, x, heads, out, to_heads));
   const int64_t samples = split.dim(0) / heads, t = split.dim(1), d = split.dim(2), width = rows.dim(1);
   // A copy of d elements at a time, whatever their type.
@@ -349,6 +356,7 @@ void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Ten
         << "attention mask must be i64 [" << n << ", " << tk << "], got " << key_mask->DebugString();
     CheckOnDevice(ctx, "MaskedSoftmaxForward", {key_mask});
   }
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("MaskedSoftmaxForward", cuda::MaskedSoftmaxForward(ctx, scores, key_mask, probs));
   }
@@ -389,6 +397,7 @@ void SoftmaxBackward(ExecutionContext& ctx, const Tensor& probs, const Tensor& d
   CheckActivationsAndF32(ctx, "SoftmaxBackward", {&probs, &dprobs, &dscores}, {});
   CheckSameShapeAs(probs, dprobs, "SoftmaxBackward");
   CheckSameShapeAs(probs, dscores, "SoftmaxBackward");
+  if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("SoftmaxBackward", cuda::SoftmaxBackward(ctx, probs, dprobs, dscores));
   const int64_t cols = probs.ndim() == 0 ? 0 : probs.dim(probs.ndim() - 1);
   const int64_t rows = RowsOf(probs, cols);

@@ -86,6 +86,41 @@ ForwardEntry& GetForward(const ConvGeometry& g, bool with_bias) {
 using BackwardDataEntry = PrimitiveEntry<dnnl::convolution_backward_data>;
 using BackwardWeightsEntry = PrimitiveEntry<dnnl::convolution_backward_weights>;
 
+BackwardDataEntry& GetBackwardData(const ConvGeometry& g) {
+  return CachedPrimitive<dnnl::convolution_backward_data>(
+      "conv_bwd_data" + g.key, "convolution_backward_data creation", [&] {
+        const ForwardEntry& hint = GetForward(g, /*with_bias=*/false);
+        dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, Data(g, g.src),
+                                                   Any(g.weights, g.data), Data(g, g.dst), g.strides, g.dilates,
+                                                   g.pad_l, g.pad_r);
+        return dnnl::convolution_backward_data::primitive_desc(desc, DnnlEngine(), hint.pd);
+      });
+}
+
+// Weight gradients of `diff_weights` dtype (f32 with bf16 data, or the data's).
+BackwardWeightsEntry& GetBackwardWeights(const ConvGeometry& g, bool with_bias, DType diff_weights) {
+  const DataType diff_weights_type = DnnlType(diff_weights);
+  return CachedPrimitive<dnnl::convolution_backward_weights>(
+      "conv_bwd_weights" + g.key + (with_bias ? "+bias" : "") + DTypeName(diff_weights),
+      "convolution_backward_weights creation", [&] {
+        const ForwardEntry& hint = GetForward(g, with_bias);
+        auto desc = with_bias ? dnnl::convolution_backward_weights::desc(
+                                    algorithm::convolution_direct, Data(g, g.src), Any(g.weights, diff_weights_type),
+                                    {g.bias, DataType::f32, Tag::x}, Data(g, g.dst), g.strides, g.dilates, g.pad_l,
+                                    g.pad_r)
+                              : dnnl::convolution_backward_weights::desc(
+                                    algorithm::convolution_direct, Data(g, g.src), Any(g.weights, diff_weights_type),
+                                    Data(g, g.dst), g.strides, g.dilates, g.pad_l, g.pad_r);
+        return dnnl::convolution_backward_weights::primitive_desc(desc, DnnlEngine(), hint.pd);
+      });
+}
+
+// The user's layouts, as UserMemory wraps them.
+dnnl::memory::desc UserData(const ConvGeometry& g, const Dims& dims) { return {dims, g.data, g.user_tag}; }
+dnnl::memory::desc UserWeights(const ConvGeometry& g, DType dtype) {
+  return {g.weights, DnnlType(dtype), g.weights_tag};
+}
+
 }  // namespace
 
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w,
@@ -105,14 +140,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
 void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                         Tensor& dx) {
   const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape(), dx.dtype(), dx.channels_last(), w.channels_last());
-  BackwardDataEntry& e = CachedPrimitive<dnnl::convolution_backward_data>(
-      "conv_bwd_data" + g.key, "convolution_backward_data creation", [&] {
-        const ForwardEntry& hint = GetForward(g, /*with_bias=*/false);
-        dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, Data(g, g.src),
-                                                   Any(g.weights, g.data), Data(g, g.dst), g.strides, g.dilates,
-                                                   g.pad_l, g.pad_r);
-        return dnnl::convolution_backward_data::primitive_desc(desc, DnnlEngine(), hint.pd);
-      });
+  BackwardDataEntry& e = GetBackwardData(g);
   dnnl::memory user_dx = UserMemory(dx, g.src, g.user_tag);
   dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 0, UserMemory(dy, g.dst, g.user_tag), e.pd.diff_dst_desc());
   dnnl::memory weights = ToPrimitiveLayout(ctx, 1, UserMemory(w, g.weights, g.weights_tag), e.pd.weights_desc());
@@ -126,20 +154,7 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
                            Tensor& dw, Tensor* dbias) {
   const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape(), x.dtype(), x.channels_last(), dw.channels_last());
   const bool with_bias = dbias != nullptr;
-  const DataType diff_weights_type = DnnlType(dw.dtype());
-  BackwardWeightsEntry& e = CachedPrimitive<dnnl::convolution_backward_weights>(
-      "conv_bwd_weights" + g.key + (with_bias ? "+bias" : "") + DTypeName(dw.dtype()),
-      "convolution_backward_weights creation", [&] {
-        const ForwardEntry& hint = GetForward(g, with_bias);
-        auto desc = with_bias ? dnnl::convolution_backward_weights::desc(
-                                    algorithm::convolution_direct, Data(g, g.src), Any(g.weights, diff_weights_type),
-                                    {g.bias, DataType::f32, Tag::x}, Data(g, g.dst), g.strides, g.dilates, g.pad_l,
-                                    g.pad_r)
-                              : dnnl::convolution_backward_weights::desc(
-                                    algorithm::convolution_direct, Data(g, g.src), Any(g.weights, diff_weights_type),
-                                    Data(g, g.dst), g.strides, g.dilates, g.pad_l, g.pad_r);
-        return dnnl::convolution_backward_weights::primitive_desc(desc, DnnlEngine(), hint.pd);
-      });
+  BackwardWeightsEntry& e = GetBackwardWeights(g, with_bias, dw.dtype());
   dnnl::memory user_dw = UserMemory(dw, g.weights, g.weights_tag);
   dnnl::memory src = ToPrimitiveLayout(ctx, 0, UserMemory(x, g.src, g.user_tag), e.pd.src_desc());
   dnnl::memory diff_dst = ToPrimitiveLayout(ctx, 1, UserMemory(dy, g.dst, g.user_tag), e.pd.diff_dst_desc());
@@ -148,6 +163,31 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
       {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_weights}};
   if (with_bias) args[DNNL_ARG_DIFF_BIAS] = UserMemory(*dbias, g.bias, Tag::x);
   Execute("convolution_backward_weights", e.primitive, args, diff_weights, user_dw);
+}
+
+void PlanConv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, bool bias) {
+  const ConvGeometry g = MakeGeometry(p, x.shape(), w.shape(), x.dtype(), x.channels_last(), w.channels_last());
+  const ForwardEntry& e = GetForward(g, bias);
+  ReserveLayoutScratch(ctx, 0, UserData(g, g.src), e.pd.src_desc());
+  ReserveLayoutScratch(ctx, 1, UserWeights(g, w.dtype()), e.pd.weights_desc());
+  ReserveLayoutScratch(ctx, 2, UserData(g, g.dst), e.pd.dst_desc());
+}
+
+void PlanConv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& w, const Tensor& dx) {
+  const ConvGeometry g = MakeGeometry(p, dx.shape(), w.shape(), dx.dtype(), dx.channels_last(), w.channels_last());
+  const BackwardDataEntry& e = GetBackwardData(g);
+  ReserveLayoutScratch(ctx, 0, UserData(g, g.dst), e.pd.diff_dst_desc());
+  ReserveLayoutScratch(ctx, 1, UserWeights(g, w.dtype()), e.pd.weights_desc());
+  ReserveLayoutScratch(ctx, 2, UserData(g, g.src), e.pd.diff_src_desc());
+}
+
+void PlanConv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dw,
+                               bool bias) {
+  const ConvGeometry g = MakeGeometry(p, x.shape(), dw.shape(), x.dtype(), x.channels_last(), dw.channels_last());
+  const BackwardWeightsEntry& e = GetBackwardWeights(g, bias, dw.dtype());
+  ReserveLayoutScratch(ctx, 0, UserData(g, g.src), e.pd.src_desc());
+  ReserveLayoutScratch(ctx, 1, UserData(g, g.dst), e.pd.diff_dst_desc());
+  ReserveLayoutScratch(ctx, 2, UserWeights(g, dw.dtype()), e.pd.diff_weights_desc());
 }
 
 }  // namespace ddp::cpu

@@ -46,6 +46,11 @@ bool CpuHasNativeBf16() {
   return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
 }
 
+void ReserveLayoutScratch(ExecutionContext& ctx, int slot, const dnnl::memory::desc& user,
+                          const dnnl::memory::desc& wanted) {
+  if (user != wanted) ctx.Scratch(slot, static_cast<int64_t>(wanted.get_size()));
+}
+
 dnnl::memory ToPrimitiveLayout(ExecutionContext& ctx, int slot, dnnl::memory user,
                                const dnnl::memory::desc& wanted) {
   if (user.get_desc() == wanted) return user;

@@ -27,6 +27,12 @@ bool CpuHasNativeBf16();
 // layout.
 dnnl::memory UserMemory(const Tensor& t, const dnnl::memory::dims& dims, dnnl::memory::format_tag tag);
 
+// What ToPrimitiveLayout and OutputInPrimitiveLayout allocate for a user
+// tensor of layout `user` (slot `slot`'s scratch, when the primitive wants
+// another layout), without data: the meta device's plan of a CPU step.
+void ReserveLayoutScratch(ExecutionContext& ctx, int slot, const dnnl::memory::desc& user,
+                          const dnnl::memory::desc& wanted);
+
 // Returns `user` if the primitive wants its layout, else reorders it into
 // context scratch slot `slot` and returns that.
 dnnl::memory ToPrimitiveLayout(ExecutionContext& ctx, int slot, dnnl::memory user,

@@ -1,0 +1,142 @@
+// The meta device (--device meta) against the CPU: the same model and batch
+// run two training steps (forward, loss, backward) on each, and the
+// allocator's peak above what was held before each step must be the same
+// bytes on both: every activation, gradient, scratch buffer and 16-bit copy
+// a CPU step allocates, the meta step allocates too, with no kernel run
+// and no memory held. ResNet-18 and bert-tiny, with and without activation
+// checkpointing, in fp32 and bf16 (bf16 on the CPU where it has AVX-512
+// BF16; the meta device plans it anywhere). A meta tensor's data is
+// refused.
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "models/registry.h"
+#include "runtime/allocator.h"
+#include "runtime/data/token_dataset.h"
+#include "runtime/ops/conv2d.h"
+
+namespace ddp {
+namespace {
+
+struct Case {
+  std::string model;
+  bool checkpointing;
+  DType dtype;
+};
+
+std::string Name(const Case& c) {
+  return c.model + (c.checkpointing ? "_checkpointing_" : "_") + DTypeName(c.dtype);
+}
+
+// A batch for `model` on the host: images 64x64 with labels, or token ids of
+// 64 with MLM labels (the data source's mlm_positions and mlm_labels too).
+Batch HostBatch(const std::string& model) {
+  std::mt19937_64 rng(5);
+  Batch b;
+  const int64_t n = 4;
+  if (model.rfind("resnet", 0) == 0) {
+    std::vector<float> images(n * 3 * 64 * 64);
+    for (float& v : images) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+    b.tensors = {{"images", Tensor::FromVector<float>(images, {n, 3, 64, 64})},
+                 {"labels", Tensor::FromVector<int64_t>({1, 7, 3, 9}, {n})}};
+    return b;
+  }
+  const int64_t t = 64;
+  std::vector<int64_t> ids(n * t), types(n * t, 0), mask(n * t, 1), labels(n * t, -100);
+  for (int64_t i = 0; i < n * t; ++i) {
+    ids[i] = 1000 + static_cast<int64_t>(rng() % 2000);
+    if (rng() % 7 == 0) labels[i] = ids[i];
+  }
+  const int64_t most = MostMlmLabels(labels.data(), n, t);
+  std::vector<int64_t> rows(n * most), targets(n * most);
+  FindMlmPositions(labels.data(), n, t, most, rows.data(), targets.data());
+  b.tensors = {{"input_ids", Tensor::FromVector<int64_t>(ids, {n, t})},
+               {"token_type_ids", Tensor::FromVector<int64_t>(types, {n, t})},
+               {"attention_mask", Tensor::FromVector<int64_t>(mask, {n, t})},
+               {"labels", Tensor::FromVector<int64_t>(labels, {n, t})},
+               {"next_sentence_label", Tensor::FromVector<int64_t>({0, 1, 1, 0}, {n})},
+               {"mlm_positions", Tensor::FromVector<int64_t>(rows, {n * most})},
+               {"mlm_labels", Tensor::FromVector<int64_t>(targets, {n * most})}};
+  return b;
+}
+
+// Each of two training steps' allocator peak above what was held before it,
+// on `device`.
+std::vector<int64_t> StepPeaks(const Case& c, const Device& device) {
+  ModelOptions o;
+  o.name = c.model;
+  o.num_classes = 10;
+  o.activation_checkpointing = c.checkpointing;
+  StatusOr<std::unique_ptr<Model>> made = CreateModel(o);
+  CHECK(made.ok()) << made.status().ToString();
+  Model& model = **made;
+  ExecutionContext ctx = device.is_meta() ? ExecutionContext::Meta() : ExecutionContext::Cpu(2);
+  model.MoveTo(device);
+  model.set_channels_last(true);  // as the trainer runs images on CPU ranks
+  if (c.dtype != DType::kF32) model.EnableLowPrecision(ctx, c.dtype);
+  model.SetTraining(true);
+  Batch batch = HostBatch(c.model);
+  for (auto& [name, t] : batch.tensors) t = t.To(device);
+  Allocator* allocator = GetAllocator(device);
+  std::vector<int64_t> peaks;
+  for (int step = 0; step < 2; ++step) {
+    batch.step = step;
+    const int64_t before = allocator->bytes_in_use();
+    allocator->ResetPeak();
+    model.ForwardLoss(ctx, batch);
+    model.BackwardLoss(ctx, 1.0, /*accumulate=*/false);
+    peaks.push_back(allocator->peak_bytes_in_use() - before);
+  }
+  return peaks;
+}
+
+class MetaDeviceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MetaDeviceTest, StepPeaksEqualTheCpus) {
+  const Case& c = GetParam();
+  if (c.dtype == DType::kBF16 && !CpuHasFastBf16()) {
+    GTEST_SKIP() << "this CPU lacks AVX-512 BF16: no real bf16 step to compare with";
+  }
+  const std::vector<int64_t> cpu = StepPeaks(c, Device::Cpu());
+  const std::vector<int64_t> meta = StepPeaks(c, Device::Meta());
+  ASSERT_GT(cpu[0], 0);
+  EXPECT_EQ(meta, cpu) << Name(c) << ": step peaks (bytes)";
+  std::printf("%s: step peaks %lld and %lld bytes\n", Name(c).c_str(), static_cast<long long>(cpu[0]),
+              static_cast<long long>(cpu[1]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, MetaDeviceTest,
+                         ::testing::Values(Case{"resnet18", false, DType::kF32}, Case{"resnet18", true, DType::kF32},
+                                           Case{"resnet18", false, DType::kBF16},
+                                           Case{"bert-tiny", false, DType::kF32},
+                                           Case{"bert-tiny", true, DType::kF32},
+                                           Case{"bert-tiny", false, DType::kBF16}),
+                         [](const auto& info) {
+                           std::string name = Name(info.param);
+                           for (char& ch : name) ch = ch == '-' ? '_' : ch;
+                           return name;
+                         });
+
+TEST(MetaDeviceTest, HoldsNothingAndRefusesReads) {
+  Allocator* meta = GetAllocator(Device::Meta());
+  const int64_t before = meta->bytes_in_use();
+  {
+    Tensor t = Tensor::Empty({1024, 1024, 256}, DType::kF32, Device::Meta());  // 1 GiB, held nowhere
+    EXPECT_EQ(meta->bytes_in_use() - before, int64_t{1} << 30);
+    EXPECT_EQ(t.device(), Device::Meta());
+    EXPECT_DEATH(t.data<float>(), "meta tensors hold none");
+    Tensor host = Tensor::Empty({4}, DType::kF32);
+    host.Fill(3.0);
+    Tensor on_meta = host.To(Device::Meta());
+    EXPECT_EQ(on_meta.To(Device::Cpu()).GetAsDouble(2), 0.0) << "a meta tensor reads back as zeros";
+  }
+  EXPECT_EQ(meta->bytes_in_use(), before);
+}
+
+}  // namespace
+}  // namespace ddp
