@@ -81,6 +81,10 @@ class Sgd final : public Optimizer {
   Status Step(ExecutionContext& ctx, float lr) override {
     const float m = options_.momentum;
     const bool first = steps_ == 0;
+    if (ctx.device().is_meta()) {  // nothing to update: the state exists, which is what a plan counts
+      ++steps_;
+      return Status::Ok();
+    }
     if (ctx.device().is_cuda()) {
       chunks_.Build(slots_, m != 0.0f ? &momentum_ : nullptr, nullptr);
       DDP_ON_CUDA("Sgd::Step", cuda::SgdStep(ctx, chunks_.data(), chunks_.size(), lr, m, options_.nesterov, first));
@@ -160,6 +164,7 @@ class AdamW final : public AdamFamily {
     const float b1 = moments_.beta1(), b2 = moments_.beta2(), eps = moments_.eps();
     const float step_size = static_cast<float>(lr / bias.bias1);
     const float inv_sqrt_bias2 = bias.inv_sqrt_bias2;
+    if (ctx.device().is_meta()) return Status::Ok();
     if (ctx.device().is_cuda()) {
       BuildChunks();
       DDP_ON_CUDA("AdamW::Step", cuda::AdamWStep(ctx, chunks_.data(), chunks_.size(), lr, b1, b2, eps, step_size,
@@ -202,6 +207,7 @@ class Lamb final : public AdamFamily {
     const float b1 = moments_.beta1(), b2 = moments_.beta2(), eps = moments_.eps();
     const float inv_bias1 = static_cast<float>(1.0 / bias.bias1);
     const float inv_sqrt_bias2 = bias.inv_sqrt_bias2;
+    if (ctx.device().is_meta()) return Status::Ok();
     if (ctx.device().is_cuda()) return StepOnCuda(ctx, lr, b1, b2, eps, inv_bias1, inv_sqrt_bias2);
     CheckOnCpu(ctx, "Lamb::Step");
     // Pass 1: moments, and per parameter the squared norms of w and of the

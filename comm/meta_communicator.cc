@@ -1,0 +1,54 @@
+#include "comm/meta_communicator.h"
+
+#include <glog/logging.h>
+
+namespace ddp {
+namespace {
+
+class DoneWork final : public Work {
+ public:
+  Status Wait() override { return Status::Ok(); }
+  bool IsCompleted() override { return true; }
+  WorkTiming timing() const override { return {}; }
+};
+
+std::shared_ptr<Work> Done() { return std::make_shared<DoneWork>(); }
+
+void CheckDefined(const Tensor& t, const char* op) { CHECK(t.defined()) << op << " of an undefined tensor"; }
+
+}  // namespace
+
+MetaCommunicator::MetaCommunicator(int rank, int world) : rank_(rank), world_(world) {
+  CHECK(world >= 1 && rank >= 0 && rank < world) << "meta communicator: rank " << rank << " of " << world;
+}
+
+std::shared_ptr<Work> MetaCommunicator::AllReduce(Tensor tensor, ReduceOp) {
+  CheckDefined(tensor, "AllReduce");
+  return Done();
+}
+
+std::shared_ptr<Work> MetaCommunicator::ReduceScatter(Tensor input, Tensor output, ReduceOp) {
+  CheckBlockShapes("ReduceScatter", input, output, world_);
+  return Done();
+}
+
+std::shared_ptr<Work> MetaCommunicator::AllGather(Tensor input, Tensor output) {
+  CheckBlockShapes("AllGather", output, input, world_);
+  return Done();
+}
+
+std::shared_ptr<Work> MetaCommunicator::Broadcast(Tensor tensor, int root) {
+  CheckDefined(tensor, "Broadcast");
+  CHECK(root >= 0 && root < world_) << "Broadcast from rank " << root << " of " << world_;
+  return Done();
+}
+
+std::shared_ptr<Work> MetaCommunicator::BroadcastCoalesced(std::vector<Tensor> tensors, int root) {
+  for (const Tensor& t : tensors) CheckDefined(t, "BroadcastCoalesced");
+  CHECK(root >= 0 && root < world_) << "BroadcastCoalesced from rank " << root << " of " << world_;
+  return Done();
+}
+
+std::shared_ptr<Work> MetaCommunicator::Barrier() { return Done(); }
+
+}  // namespace ddp
