@@ -17,7 +17,9 @@
 // put into that copy (rearranged where it is channels-last) as the forward
 // reaches it; the parameters the forward reads in f32 (norms, embedding
 // tables, f32 outputs' biases: Parameter::forward_reads_f32) travel in f32
-// beside it, packed per rank. Other parameters' f32 master values are then current only in this
+// beside it, packed per rank. (BERT's word embeddings so travel twice, in
+// the 16-bit bucket for the tied decoder and in f32 for the lookup: the
+// gather saves less than half its bytes there.) Other parameters' f32 master values are then current only in this
 // rank's pieces, which is all the optimizer reads: GatherMasterWeights
 // makes every one current (before saving). With gather_dtype f32 the f32
 // pieces are gathered and rounded into the copy on arrival; both give the

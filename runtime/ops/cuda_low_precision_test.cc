@@ -343,11 +343,20 @@ TEST_P(CudaLowPrecisionTest, AttentionAndHiddenLinearMatchTheCpu) {
 
   const Shape xs = {9, 64}, ws = {32, 64};
   Tensor x = Random(xs, rng), w = Random(ws, rng), b = Random({32}, rng);
-  Tensor y = Tensor::Empty({9, 32}, DType::kF32), gy = GpuEmpty({9, 32}, low()), gb = Low(b);
+  // The bias at an odd element of a flat buffer, as a view into the model's
+  // 16-bit weight copy can be: the epilogue's misaligned-bias copy runs.
+  Tensor padded = Tensor::Empty({33}, DType::kF32);
+  padded.View(1, {32}).CopyFrom(b);
+  Tensor gb = Low(padded).View(1, {32});
+  Tensor y = Tensor::Empty({9, 32}, DType::kF32), gy = GpuEmpty({9, 32}, low());
   LinearForward(cpu_, x, w, &b, y);
   LinearForward(gpu_, Low(x), Low(w), &gb, gy);
-  EXPECT_TRUE(Near(gy, y)) << "hidden linear, 16-bit output and bias";
+  EXPECT_TRUE(Near(gy, y)) << "hidden linear, 16-bit output and a misaligned 16-bit bias";
   Tensor dy = Random({9, 32}, rng), dw = Tensor::Empty(ws, DType::kF32), db = Tensor::Empty({32}, DType::kF32);
+  Tensor dx = Tensor::Empty(xs, DType::kF32), gdx = GpuEmpty(xs, low());
+  LinearBackwardData(cpu_, dy, w, &dx);
+  LinearBackwardData(gpu_, Low(dy), Low(w), &gdx);
+  EXPECT_TRUE(Near(gdx, dx)) << "hidden linear's input gradient from 16-bit output gradients";
   LinearBackwardWeights(cpu_, x, dy, dw, &db);
   Tensor gdw = GpuEmpty(ws, DType::kF32), gdb = GpuEmpty({32}, DType::kF32);
   LinearBackwardWeights(gpu_, Low(x), Low(dy), gdw, &gdb);

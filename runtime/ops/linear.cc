@@ -8,8 +8,9 @@
 namespace ddp {
 namespace {
 
-// The input and weight share a dtype: f32, or bf16 on the CPU (mixed
-// precision, when the output and its gradient may be f32 or bf16).
+// The input and weight share a dtype: f32, or 16-bit for mixed precision
+// (bf16 on the CPU, bf16 or f16 on CUDA), when the output and its gradient
+// may be f32 or that 16-bit type.
 void CheckLinear(const ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor& y) {
   CheckActivation(ctx, x, "linear input");
   CHECK(w.dtype() == x.dtype()) << "linear weight " << w.DebugString() << " for input " << x.DebugString();
@@ -137,6 +138,8 @@ void LinearBackwardWeights(ExecutionContext& ctx, const Tensor& x, const Tensor&
   if (x.dtype() != DType::kF32) {
     // Weight gradients are f32 (the master weights' dtype).
     CheckActivation(ctx, x, "linear input");
+    CHECK(dy.dtype() == x.dtype() || dy.dtype() == DType::kF32)
+        << "linear output gradient " << dy.DebugString() << " for input " << x.DebugString();
     CheckF32(dw, "linear weight gradient");
     CHECK(x.ndim() == 2 && dy.ndim() == 2 && dw.ndim() == 2 && dy.dim(0) == x.dim(0) && dw.dim(0) == dy.dim(1) &&
           dw.dim(1) == x.dim(1))
