@@ -37,11 +37,9 @@ StatusOr<BertConfig> BertConfigFor(const std::string& name) {
 
 namespace {
 
-Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), t.dtype(), t.device()); }
-
 // a + b into a new tensor.
 Tensor Added(ExecutionContext& ctx, const Tensor& a, const Tensor& b) {
-  Tensor out = Like(a);
+  Tensor out = Tensor::EmptyLike(a);
   Add(ctx, a, b, out);
   return out;
 }
@@ -128,11 +126,11 @@ Tensor BertSelfAttention::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   const Tensor q = split(query_->Forward(ctx, x));
   const Tensor k = split(key_->Forward(ctx, x));
   const Tensor v = split(value_->Forward(ctx, x));
-  Tensor context = Like(q);
+  Tensor context = Tensor::EmptyLike(q);
   AttentionForward(ctx, q, k, v, n, state_->attention_mask.defined() ? &state_->attention_mask : nullptr,
                    state_->dropout, DropoutKey{state_->seed, state_->step, site_}, state_->first_sample, context,
                    keeps_for_backward() ? &saved_ : nullptr);
-  Tensor out = Like(x);
+  Tensor out = Tensor::EmptyLike(x);
   MergeHeads(ctx, context, heads_, out);
   if (keeps_for_backward()) {
     q_ = q;
@@ -146,10 +144,10 @@ Tensor BertSelfAttention::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) 
   CHECK(q_.defined()) << "attention Backward without a training Forward";
   Tensor dcontext = Tensor::Empty(q_.shape(), dy.dtype(), dy.device());
   SplitHeads(ctx, dy, heads_, dcontext);
-  Tensor dq = Like(q_), dk = Like(k_), dv = Like(v_);
+  Tensor dq = Tensor::EmptyLike(q_), dk = Tensor::EmptyLike(k_), dv = Tensor::EmptyLike(v_);
   AttentionBackward(ctx, q_, k_, v_, saved_, dcontext, dq, dk, dv);
   auto merge = [&](const Tensor& split) {
-    Tensor rows = Like(dy);
+    Tensor rows = Tensor::EmptyLike(dy);
     MergeHeads(ctx, split, heads_, rows);
     return rows;
   };
@@ -220,7 +218,7 @@ BertLayer::BertLayer(const BertConfig& config, const StepState* state, int64_t i
 Tensor BertLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   const Tensor attended = attention_->Forward(ctx, x);
   const Tensor pre_gelu = intermediate_->Forward(ctx, attended);
-  Tensor activated = Like(pre_gelu);
+  Tensor activated = Tensor::EmptyLike(pre_gelu);
   GeluForward(ctx, pre_gelu, activated);
   if (keeps_for_backward()) pre_gelu_ = pre_gelu;
   return output_->Forward(ctx, activated, attended);
@@ -230,7 +228,7 @@ Tensor BertLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(pre_gelu_.defined()) << "BertLayer Backward without a training Forward";
   Tensor d_attended;
   const Tensor dactivated = output_->Backward(ctx, dy, &d_attended);
-  Tensor dpre = Like(pre_gelu_);
+  Tensor dpre = Tensor::EmptyLike(pre_gelu_);
   GeluBackward(ctx, pre_gelu_, dactivated, dpre);
   pre_gelu_ = Tensor();
   d_attended = Added(ctx, d_attended, intermediate_->Backward(ctx, dpre));
@@ -257,7 +255,7 @@ Tensor BertPooler::Forward(ExecutionContext& ctx, const Tensor& hidden, int64_t 
   Tensor first = Tensor::Empty({batch, hidden.dim(1)}, hidden.dtype(), hidden.device());
   GatherRows(ctx, hidden, first_rows_, first);
   const Tensor dense = dense_->Forward(ctx, first);
-  Tensor pooled = Like(dense);
+  Tensor pooled = Tensor::EmptyLike(dense);
   TanhForward(ctx, dense, pooled);
   if (keeps_for_backward()) pooled_ = pooled;
   return pooled;
@@ -265,7 +263,7 @@ Tensor BertPooler::Forward(ExecutionContext& ctx, const Tensor& hidden, int64_t 
 
 Tensor BertPooler::Backward(ExecutionContext& ctx, const Tensor& dpooled) {
   CHECK(pooled_.defined()) << "pooler Backward without a training Forward";
-  Tensor ddense = Like(pooled_);
+  Tensor ddense = Tensor::EmptyLike(pooled_);
   TanhBackward(ctx, pooled_, dpooled, ddense);
   const Tensor dfirst = dense_->Backward(ctx, ddense);
   Tensor dhidden = Tensor::Empty({hidden_rows_, dfirst.dim(1)}, dfirst.dtype(), dpooled.device());

@@ -10,12 +10,6 @@
 namespace ddp {
 namespace {
 
-Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), t.dtype(), t.device()); }
-
-}  // namespace
-
-namespace {
-
 // cls.predictions.transform: dense, GELU, LayerNorm.
 class BertPredictionHeadTransform : public ModuleContainer {
  public:
@@ -42,7 +36,7 @@ void BertLMPredictionHead::ResetOwnParameters(std::mt19937_64&) { bias_->value.F
 Tensor BertLMPredictionHead::Forward(ExecutionContext& ctx, const Tensor& hidden, const Parameter& word_embeddings) {
   PrepareForward();
   const Tensor pre_gelu = dense_->Forward(ctx, hidden);
-  Tensor activated = Like(pre_gelu);
+  Tensor activated = Tensor::EmptyLike(pre_gelu);
   GeluForward(ctx, pre_gelu, activated);
   const Tensor transformed = layer_norm_->Forward(ctx, activated);
   Tensor logits = Tensor::Empty({hidden.dim(0), bias_->shape[0]}, DType::kF32, hidden.device());
@@ -59,13 +53,13 @@ Tensor BertLMPredictionHead::Forward(ExecutionContext& ctx, const Tensor& hidden
 Tensor BertLMPredictionHead::Backward(ExecutionContext& ctx, const Tensor& dlogits, const Parameter& word_embeddings,
                                       Tensor* tied_gradient) {
   CHECK(transformed_.defined()) << "MLM head Backward without a training Forward";
-  Tensor dtransformed = Like(transformed_);
+  Tensor dtransformed = Tensor::EmptyLike(transformed_);
   LinearBackwardData(ctx, dlogits, WeightsFor(word_embeddings, transformed_), &dtransformed);
   *tied_gradient = Tensor::Empty(word_embeddings.shape, DType::kF32, dlogits.device());
   Tensor dbias = Tensor::Empty(bias_->shape, DType::kF32, dlogits.device());
   LinearBackwardWeights(ctx, transformed_, dlogits, *tied_gradient, &dbias);
   const Tensor dactivated = layer_norm_->Backward(ctx, dtransformed);
-  Tensor dpre = Like(pre_gelu_);
+  Tensor dpre = Tensor::EmptyLike(pre_gelu_);
   GeluBackward(ctx, pre_gelu_, dactivated, dpre);
   const Tensor dhidden = dense_->Backward(ctx, dpre);
   // The bias is registered before the transform: finished after it.
@@ -140,8 +134,8 @@ void BertForPreTraining::Heads(ExecutionContext& ctx, const Batch& batch, Tensor
   hidden_rows_ = n * t;
   mlm_labels_ = labels;
   nsp_labels_ = batch.Get("next_sentence_label");
-  mlm_probs_ = Like(*mlm_logits);
-  nsp_probs_ = Like(*nsp_logits);
+  mlm_probs_ = Tensor::EmptyLike(*mlm_logits);
+  nsp_probs_ = Tensor::EmptyLike(*nsp_logits);
 }
 
 LossResult BertForPreTraining::ForwardLoss(ExecutionContext& ctx, const Batch& batch) {
@@ -185,10 +179,10 @@ void BertForPreTraining::BackwardLoss(ExecutionContext& ctx, double loss_grad) {
   CrossEntropyParams ce;
   // The heads in the reverse of their registration: seq_relationship, then
   // the MLM head, then the pooler; then the encoder and the embeddings.
-  Tensor dnsp = Like(nsp_probs_);
+  Tensor dnsp = Tensor::EmptyLike(nsp_probs_);
   SoftmaxCrossEntropyBackward(ctx, ce, nsp_probs_, nsp_labels_, loss_grad, dnsp);
   const Tensor dpooled = seq_relationship_->Backward(ctx, dnsp);
-  Tensor dlogits = Like(mlm_probs_);
+  Tensor dlogits = Tensor::EmptyLike(mlm_probs_);
   SoftmaxCrossEntropyBackward(ctx, ce, mlm_probs_, mlm_labels_, loss_grad, dlogits);
   mlm_probs_ = nsp_probs_ = Tensor();
   const Parameter& words = *bert_->embeddings()->word_embeddings()->weight();

@@ -100,6 +100,8 @@ class Tensor {
   // Uninitialized memory in `format` (channels-last needs a 4-D shape).
   static Tensor Empty(const Shape& shape, DType dtype, Device device, MemoryFormat format);
   static Tensor Zeros(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  // Uninitialized memory of `t`'s shape, dtype, device and memory format.
+  static Tensor EmptyLike(const Tensor& t) { return Empty(t.shape(), t.dtype(), t.device(), t.format()); }
   // Uninitialized memory from a given allocator (pinned host memory, say).
   static Tensor EmptyFrom(Allocator* allocator, const Shape& shape, DType dtype);
   // A host tensor holding `values`, whose count must match `shape`.

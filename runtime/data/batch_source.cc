@@ -95,7 +95,9 @@ class TokenSource : public BatchSource {
       case TokenTask::kQuestionAnswering:
         specs.push_back({"start_positions", {count}, DType::kI64});
         specs.push_back({"end_positions", {count}, DType::kI64});
-        if (data_->offset_mapping().defined()) specs.push_back({"offset_mapping", {count, data_->seq_len(), 2}, DType::kI64});
+        if (data_->offset_mapping().defined()) {
+          specs.push_back({"offset_mapping", {count, data_->seq_len(), 2}, DType::kI64});
+        }
         break;
       case TokenTask::kClassification:
         specs.push_back({"labels", {count}, DType::kI64});

@@ -30,7 +30,7 @@ Tensor BatchNormLayer::ForwardWithResidual(ExecutionContext& ctx, const Tensor& 
 }
 
 Tensor BatchNormLayer::Normalize(ExecutionContext& ctx, const Tensor& x, const Tensor* residual) {
-  Tensor y = Tensor::Empty(x.shape(), x.dtype(), x.device(), x.format());  // as the input
+  Tensor y = Tensor::EmptyLike(x);  // as the input
   const BatchNormEpilogue epilogue{residual, relu_};
   if (!training()) {
     BatchNormForwardInference(ctx, params_, x, weight_->value, bias_->value, running_mean_->value,
@@ -64,7 +64,7 @@ Tensor BatchNormLayer::Normalize(ExecutionContext& ctx, const Tensor& x, const T
 
 Tensor BatchNormLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
-  Tensor dx = Tensor::Empty(input_.shape(), input_.dtype(), input_.device(), input_.format());
+  Tensor dx = Tensor::EmptyLike(input_);
   // One kernel computes both; the bias is finished first (reverse
   // registration order). Staging slots are single, so stage the bias in a
   // tensor of its own.
@@ -82,8 +82,8 @@ Tensor BatchNormLayer::BackwardWithResidual(ExecutionContext& ctx, const Tensor&
   CHECK(training()) << "Backward in evaluation mode";
   CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
   CHECK(!held_dweight_.defined()) << weight_->name << ": the last backward's gradients were never finished";
-  Tensor dx = Tensor::Empty(input_.shape(), input_.dtype(), input_.device(), input_.format());
-  *d_residual = Tensor::Empty(input_.shape(), input_.dtype(), input_.device(), input_.format());
+  Tensor dx = Tensor::EmptyLike(input_);
+  *d_residual = Tensor::EmptyLike(input_);
   held_dweight_ = Tensor::Empty({channels_}, DType::kF32, dy.device());
   held_dbias_ = Tensor::Empty({channels_}, DType::kF32, dy.device());
   BatchNormBackward(ctx, params_, input_, dy, weight_->value, saved_mean_, saved_invstd_, dx, held_dweight_,

@@ -36,7 +36,7 @@ Tensor Conv2dLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
   Tensor dx;
   if (needs_input_grad()) {
-    dx = Tensor::Empty(input_.shape(), input_.dtype(), input_.device(), input_.format());
+    dx = Tensor::EmptyLike(input_);
     Conv2dBackwardData(ctx, params_, dy, WeightsFor(*weight_, input_), dx);
   }
   // Bias before weight: reverse registration order. oneDNN computes both in

@@ -13,7 +13,7 @@ Tensor DropoutSite::Forward(ExecutionContext& ctx, const Tensor& x, bool keep_ma
   const int64_t samples = state_->batch;
   CHECK(samples > 0 && x.numel() % samples == 0) << "dropout over " << x.DebugString() << " of " << samples
                                                   << " samples";
-  Tensor y = Tensor::Empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::EmptyLike(x);
   keep_ = Tensor::Empty(x.shape(), DType::kU8, x.device());
   const Shape per_sample = {samples, x.numel() / samples};
   Tensor y_view = y.View(0, per_sample);
@@ -26,7 +26,7 @@ Tensor DropoutSite::Forward(ExecutionContext& ctx, const Tensor& x, bool keep_ma
 
 Tensor DropoutSite::Backward(ExecutionContext& ctx, const Tensor& dy) {
   if (!keep_.defined()) return dy;
-  Tensor dx = Tensor::Empty(dy.shape(), dy.dtype(), dy.device());
+  Tensor dx = Tensor::EmptyLike(dy);
   DropoutBackward(ctx, dy, keep_, p_, dx);
   keep_ = Tensor();
   return dx;

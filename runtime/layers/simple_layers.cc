@@ -15,7 +15,7 @@ Tensor ReluLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(output_.defined()) << "ReLU: Backward without a training Forward";
   Tensor dx;
   if (needs_input_grad()) {
-    dx = Tensor::Empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
+    dx = Tensor::EmptyLike(dy);
     ReluBackward(ctx, output_, dy, dx);
   }
   output_ = Tensor();

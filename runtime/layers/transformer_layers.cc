@@ -18,7 +18,7 @@ void LayerNormLayer::ResetOwnParameters(std::mt19937_64&) {
 Tensor LayerNormLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
   CHECK(x.ndim() == 2 && x.dim(1) == hidden_) << weight_->name << ": input " << x.DebugString() << ", expected [R, "
                                               << hidden_ << "]";
-  Tensor y = Tensor::Empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::EmptyLike(x);
   Tensor mean = Tensor::Empty({x.dim(0)}, DType::kF32, x.device());
   Tensor rstd = Tensor::Empty({x.dim(0)}, DType::kF32, x.device());
   LayerNormForward(ctx, x, weight_->value, bias_->value, eps_, y, mean, rstd);
@@ -32,7 +32,7 @@ Tensor LayerNormLayer::ForwardImpl(ExecutionContext& ctx, const Tensor& x) {
 
 Tensor LayerNormLayer::BackwardImpl(ExecutionContext& ctx, const Tensor& dy) {
   CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
-  Tensor dx = Tensor::Empty(input_.shape(), input_.dtype(), dy.device());
+  Tensor dx = Tensor::EmptyLike(input_);
   Tensor dgamma = Tensor::Empty({hidden_}, DType::kF32, dy.device());
   Tensor dbeta = Tensor::Empty({hidden_}, DType::kF32, dy.device());
   LayerNormBackward(ctx, input_, dy, weight_->value, mean_, rstd_, dx, dgamma, dbeta);

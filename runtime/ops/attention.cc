@@ -9,8 +9,6 @@
 namespace ddp {
 namespace {
 
-Tensor Like(const Tensor& t) { return Tensor::Empty(t.shape(), t.dtype(), t.device()); }
-
 float Scale(const Tensor& q) { return 1.0f / std::sqrt(static_cast<float>(q.dim(2))); }
 
 }  // namespace
@@ -27,12 +25,12 @@ void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
       << "attention key mask " << key_mask->DebugString() << " for " << samples << " samples of " << t;
   Tensor scores = Tensor::Empty({bh, t, t}, q.dtype(), q.device());
   BatchedGemm(ctx, false, true, Scale(q), q, k, 0.0f, scores);
-  Tensor probs = Like(scores);
+  Tensor probs = Tensor::EmptyLike(scores);
   Tensor probs_view = probs.View(0, {samples, bh / samples, t, t});
   MaskedSoftmaxForward(ctx, scores.View(0, {samples, bh / samples, t, t}), key_mask, probs_view);
   Tensor dropped = probs, keep;
   if (p > 0.0f) {
-    dropped = Like(probs);
+    dropped = Tensor::EmptyLike(probs);
     keep = Tensor::Empty(probs.shape(), DType::kU8, probs.device());
     const Shape per_sample = {samples, probs.numel() / samples};
     Tensor dropped_view = dropped.View(0, per_sample), keep_view = keep.View(0, per_sample);
@@ -45,15 +43,15 @@ void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
 void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionSaved& saved, const Tensor& dcontext, Tensor& dq, Tensor& dk, Tensor& dv) {
   CHECK(saved.probs.defined()) << "attention backward without a saved forward";
-  Tensor ddropped = Like(saved.probs);
+  Tensor ddropped = Tensor::EmptyLike(saved.probs);
   BatchedGemm(ctx, false, true, 1.0f, dcontext, v, 0.0f, ddropped);
   BatchedGemm(ctx, true, false, 1.0f, saved.dropped, dcontext, 0.0f, dv);
   Tensor dprobs = ddropped;
   if (saved.keep.defined()) {
-    dprobs = Like(ddropped);
+    dprobs = Tensor::EmptyLike(ddropped);
     DropoutBackward(ctx, ddropped, saved.keep, saved.p, dprobs);
   }
-  Tensor dscores = Like(saved.probs);
+  Tensor dscores = Tensor::EmptyLike(saved.probs);
   SoftmaxBackward(ctx, saved.probs, dprobs, dscores);
   BatchedGemm(ctx, false, false, Scale(q), dscores, k, 0.0f, dq);
   BatchedGemm(ctx, true, false, Scale(q), dscores, q, 0.0f, dk);

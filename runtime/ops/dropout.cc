@@ -12,9 +12,17 @@ namespace {
 
 constexpr int64_t kParallelThreshold = 1 << 14;
 
-}  // namespace
-
-namespace {
+// Forward's x and y, or backward's dy and dx: activations of one dtype and
+// shape; `keep` a u8 mask of as many elements.
+void CheckDropoutOperands(const ExecutionContext& ctx, const char* op, const Tensor& in, const Tensor& out,
+                          const Tensor& keep) {
+  CheckOnDevice(ctx, op, {&in, &out, &keep});
+  CheckActivation(ctx, in, op);
+  CHECK(out.dtype() == in.dtype() && out.shape() == in.shape())
+      << op << ": " << in.DebugString() << " and " << out.DebugString() << " differ";
+  CHECK(keep.dtype() == DType::kU8 && keep.numel() == in.numel())
+      << op << ": the mask must be u8 with " << in.numel() << " elements, got " << keep.DebugString();
+}
 
 struct PhiloxKey {
   uint32_t k0, k1;
@@ -40,12 +48,7 @@ float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element) {
 
 void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,
                     Tensor& y, Tensor& keep) {
-  CheckOnDevice(ctx, "DropoutForward", {&x, &y, &keep});
-  CheckActivation(ctx, x, "dropout input");
-  CHECK(y.dtype() == x.dtype() && y.shape() == x.shape())
-      << "DropoutForward: " << x.DebugString() << " and " << y.DebugString() << " differ";
-  CHECK(keep.dtype() == DType::kU8 && keep.numel() == x.numel())
-      << "dropout mask must be u8 with " << x.numel() << " elements, got " << keep.DebugString();
+  CheckDropoutOperands(ctx, "DropoutForward", x, y, keep);
   CHECK(p >= 0.0f && p < 1.0f) << "dropout probability " << p << " is outside [0, 1)";
   CHECK(x.ndim() >= 1) << "dropout input " << x.DebugString() << " has no sample dimension";
   const int64_t samples = x.dim(0);
@@ -80,12 +83,7 @@ void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const Dropo
 }
 
 void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx) {
-  CheckOnDevice(ctx, "DropoutBackward", {&dy, &keep, &dx});
-  CheckActivation(ctx, dy, "dropout output gradient");
-  CHECK(dx.dtype() == dy.dtype() && dx.shape() == dy.shape())
-      << "DropoutBackward: " << dy.DebugString() << " and " << dx.DebugString() << " differ";
-  CHECK(keep.dtype() == DType::kU8 && keep.numel() == dy.numel())
-      << "dropout mask must be u8 with " << dy.numel() << " elements, got " << keep.DebugString();
+  CheckDropoutOperands(ctx, "DropoutBackward", dy, dx, keep);
   if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("DropoutBackward", cuda::DropoutBackward(ctx, dy, keep, p, dx));
   const int64_t n = dy.numel();

@@ -86,12 +86,11 @@ CrossEntropyResult SoftmaxCrossEntropyForward(ExecutionContext& ctx, const Cross
 void SoftmaxCrossEntropyForwardToDevice(ExecutionContext& ctx, const CrossEntropyParams& p, const Tensor& logits,
                                         const Tensor& labels, Tensor& probs, Tensor& result) {
   CHECK(result.dtype() == DType::kF64 && result.numel() == 3) << "cross-entropy result " << result.DebugString();
-  CheckOnDevice(ctx, "SoftmaxCrossEntropyForwardToDevice", {&result});
-  if (ctx.device().is_cuda() || OnMeta(ctx)) {
-    CheckArguments(p, logits, labels);
-    CheckSameShape(logits, probs, "cross-entropy probabilities");
-    CheckOnDevice(ctx, "SoftmaxCrossEntropyForwardToDevice", {&logits, &labels, &probs});
-    if (OnMeta(ctx)) return;
+  CheckOnDevice(ctx, "SoftmaxCrossEntropyForwardToDevice", {&result, &logits, &labels, &probs});
+  CheckArguments(p, logits, labels);
+  CheckSameShape(logits, probs, "cross-entropy probabilities");
+  if (OnMeta(ctx)) return;
+  if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("SoftmaxCrossEntropyForwardToDevice",
                        cuda::SoftmaxCrossEntropyForwardToDevice(ctx, p, logits, labels, probs, result));
   }

@@ -23,11 +23,13 @@ void CheckSameShapeAs(const Tensor& a, const Tensor& b, const char* op) {
   CHECK(a.shape() == b.shape()) << op << ": " << a.DebugString() << " and " << b.DebugString() << " differ in shape";
 }
 
-// An op's activations (layer norm's x, y, dy, dx; GELU's and tanh's) share
-// one dtype: f32, or 16-bit for mixed precision; the others (gamma, beta,
-// statistics, parameter gradients) are f32.
+// An op's activations (layer norm's x, y, dy, dx; an embedding table and
+// its rows; softmax's, GELU's, ...) share one dtype: f32, or 16-bit for
+// mixed precision; the others (gamma, beta, statistics, parameter
+// gradients) are f32.
 void CheckActivationsAndF32(const ExecutionContext& ctx, const char* op,
-                            std::initializer_list<const Tensor*> activations, std::initializer_list<const Tensor*> f32) {
+                            std::initializer_list<const Tensor*> activations,
+                            std::initializer_list<const Tensor*> f32) {
   const Tensor& first = **activations.begin();
   for (const Tensor* t : activations) {
     CheckActivation(ctx, *t, op);
@@ -35,6 +37,15 @@ void CheckActivationsAndF32(const ExecutionContext& ctx, const char* op,
                                        << " differ in dtype";
   }
   for (const Tensor* t : f32) CheckF32(*t, op);
+}
+
+// Every id within [0, vocab): a bug upstream otherwise (the data loader
+// refuses such batches first, naming the tensor).
+void CheckIds(const int64_t* id, int64_t rows, int64_t vocab) {
+  for (int64_t r = 0; r < rows; ++r) {
+    CHECK(id[r] >= 0 && id[r] < vocab) << "embedding id " << id[r] << " at position " << r << " is outside [0, "
+                                       << vocab << ")";
+  }
 }
 
 }  // namespace
@@ -50,10 +61,7 @@ void EmbeddingForward(ExecutionContext& ctx, const Tensor& weight, const Tensor&
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("EmbeddingForward", cuda::EmbeddingForward(ctx, weight, ids, out));
   const int64_t rows = ids.numel(), vocab = weight.dim(0), hidden = weight.dim(1);
   const int64_t* id = ids.data<int64_t>();
-  for (int64_t r = 0; r < rows; ++r) {
-    CHECK(id[r] >= 0 && id[r] < vocab) << "embedding id " << id[r] << " at position " << r << " is outside [0, "
-                                       << vocab << ")";
-  }
+  CheckIds(id, rows, vocab);
   // Row copies, whatever the element type.
   const size_t row_bytes = static_cast<size_t>(hidden) * DTypeSize(weight.dtype());
   const char* w = static_cast<const char*>(weight.raw_data());
@@ -76,10 +84,7 @@ void EmbeddingBackward(ExecutionContext& ctx, const Tensor& ids, const Tensor& d
   }
   const int64_t rows = ids.numel(), vocab = dweight.dim(0), hidden = dweight.dim(1);
   const int64_t* id = ids.data<int64_t>();
-  for (int64_t r = 0; r < rows; ++r) {
-    CHECK(id[r] >= 0 && id[r] < vocab) << "embedding id " << id[r] << " at position " << r << " is outside [0, "
-                                       << vocab << ")";
-  }
+  CheckIds(id, rows, vocab);
   std::memset(dweight.raw_data(), 0, dweight.nbytes());
   cpu::DispatchFloat(dout.dtype(), "EmbeddingBackward", [&](auto tag) {
     using S = decltype(tag);
