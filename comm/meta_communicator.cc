@@ -18,23 +18,33 @@ void CheckDefined(const Tensor& t, const char* op) { CHECK(t.defined()) << op <<
 
 }  // namespace
 
-MetaCommunicator::MetaCommunicator(int rank, int world) : rank_(rank), world_(world) {
+MetaCommunicator::MetaCommunicator(int rank, int world, ScratchBytes scratch_bytes)
+    : rank_(rank), world_(world), scratch_bytes_(std::move(scratch_bytes)) {
   CHECK(world >= 1 && rank >= 0 && rank < world) << "meta communicator: rank " << rank << " of " << world;
+}
+
+std::shared_ptr<Work> MetaCommunicator::Start(const char* op, const Tensor& input, const Tensor& output) {
+  const int64_t bytes = scratch_bytes_ ? scratch_bytes_(op, input, output) : 0;
+  if (bytes > 0 && (!scratch_.defined() || scratch_.numel() < bytes)) {
+    scratch_ = Tensor();  // the old one goes first
+    scratch_ = Tensor::Empty({bytes}, DType::kU8, Device::Meta());
+  }
+  return Done();
 }
 
 std::shared_ptr<Work> MetaCommunicator::AllReduce(Tensor tensor, ReduceOp) {
   CheckDefined(tensor, "AllReduce");
-  return Done();
+  return Start("all-reduce", tensor, tensor);
 }
 
 std::shared_ptr<Work> MetaCommunicator::ReduceScatter(Tensor input, Tensor output, ReduceOp) {
   CheckBlockShapes("ReduceScatter", input, output, world_);
-  return Done();
+  return Start("reduce-scatter", input, output);
 }
 
 std::shared_ptr<Work> MetaCommunicator::AllGather(Tensor input, Tensor output) {
   CheckBlockShapes("AllGather", output, input, world_);
-  return Done();
+  return Start("all-gather", input, output);
 }
 
 std::shared_ptr<Work> MetaCommunicator::Broadcast(Tensor tensor, int root) {

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 #include "comm/watchdog.h"
@@ -354,6 +355,18 @@ void MpiCommunicator::Loop() {
   }
 }
 
+// The worker's receive buffer, grown to `bytes` where smaller: kept from
+// one collective to the next (as NCCL keeps its own), so a rank's memory
+// does not depend on how its collectives overlap its backward, and the
+// memory planner counts it exactly (MpiScratchBytes).
+static void* GrownScratch(Tensor& scratch, int64_t bytes) {
+  if (!scratch.defined() || scratch.numel() < bytes) {
+    scratch = Tensor();  // the old one goes first
+    scratch = Tensor::Empty({bytes}, DType::kU8);
+  }
+  return scratch.raw_data();
+}
+
 // A large all-reduce in place: each of W near-equal blocks is reduced on
 // its owner (rank b owns block b), which receives every other rank's copy
 // at once and sums them in rank order, then a ring all-gather passes the
@@ -362,7 +375,7 @@ void MpiCommunicator::Loop() {
 // The rank-order sum makes the result independent of where an element sits
 // in the tensor (bucket layouts do not change the bits), the same on every
 // rank, and equal to one rank accumulating the ranks' values in order.
-static Status RankOrderAllReduce(MPI_Comm comm, int r, int w, Tensor& tensor) {
+static Status RankOrderAllReduce(MPI_Comm comm, int r, int w, Tensor& tensor, Tensor& scratch) {
   const int64_t n = tensor.numel();
   const size_t element = DTypeSize(tensor.dtype());
   std::vector<int64_t> first(w + 1);
@@ -371,8 +384,7 @@ static Status RankOrderAllReduce(MPI_Comm comm, int r, int w, Tensor& tensor) {
   char* data = static_cast<char*>(tensor.raw_data());
   const int64_t mine = first[r + 1] - first[r];
   // Every other rank's copy of block r, by rank (this rank's stays in place).
-  Tensor copies = Tensor::Empty({std::max<int64_t>(mine, 1) * w}, tensor.dtype());
-  char* slots = static_cast<char*>(copies.raw_data());
+  char* slots = static_cast<char*>(GrownScratch(scratch, std::max<int64_t>(mine, 1) * w * element));
   std::vector<MPI_Request> requests;
   const char* call = "rank-order all-reduce (MPI_Isend/MPI_Irecv)";
   for (int s = 0; s < w; ++s) {
@@ -414,15 +426,30 @@ static Status RankOrderAllReduce(MPI_Comm comm, int r, int w, Tensor& tensor) {
   return Status::Ok();
 }
 
+// Whether an all-reduce takes RankOrderAllReduce's path.
+static bool OwnAllReduce(const Tensor& tensor, int world) {
+  const size_t largest_block = (tensor.numel() + world - 1) / world * DTypeSize(tensor.dtype());
+  return world > 1 && tensor.nbytes() >= kOwnAllReduceBytes && largest_block <= static_cast<size_t>(INT_MAX);
+}
+
+int64_t MpiScratchBytes(const char* op, const Tensor& input, const Tensor& output, int rank, int world) {
+  const int64_t element = static_cast<int64_t>(DTypeSize(input.dtype()));
+  if (std::strcmp(op, "all-reduce") == 0 && OwnAllReduce(input, world)) {
+    const int64_t n = input.numel(), mine = n * (rank + 1) / world - n * rank / world;
+    return std::max<int64_t>(mine, 1) * world * element;
+  }
+  if (std::strcmp(op, "reduce-scatter") == 0 && world > 1) return output.numel() * element;
+  return 0;
+}
+
 std::shared_ptr<Work> MpiCommunicator::AllReduce(Tensor tensor, ReduceOp op) {
   CheckHost(tensor, "AllReduce");
   return Enqueue("all-reduce", tensor.nbytes(), [this, tensor, op]() mutable -> Status {
     // Large tensors are reduced by the ranks themselves (Open MPI's
     // nonblocking all-reduce moved about half what its blocking one does),
     // small ones through MPI_Iallreduce, whose latency is lower.
-    const size_t largest_block = (tensor.numel() + world_size_ - 1) / world_size_ * DTypeSize(tensor.dtype());
-    if (world_size_ > 1 && tensor.nbytes() >= kOwnAllReduceBytes && largest_block <= static_cast<size_t>(INT_MAX)) {
-      RETURN_IF_ERROR(RankOrderAllReduce(comm_, rank_, world_size_, tensor));
+    if (OwnAllReduce(tensor, world_size_)) {
+      RETURN_IF_ERROR(RankOrderAllReduce(comm_, rank_, world_size_, tensor, scratch_));
       if (op == ReduceOp::kAverage) DivideInPlace(tensor, world_size_);
       return Status::Ok();
     }
@@ -456,12 +483,12 @@ std::shared_ptr<Work> MpiCommunicator::ReduceScatter(Tensor input, Tensor output
     const int64_t block = output.numel();
     const int bytes = static_cast<int>(output.nbytes());
     char* data = static_cast<char*>(input.raw_data());
-    Tensor incoming = Tensor::Empty({block}, input.dtype());
+    void* incoming = w > 1 ? GrownScratch(scratch_, bytes) : nullptr;
     for (int step = 0; step < w - 1; ++step) {
       const int send_block = (r - step - 1 + 2 * w) % w, receive_block = (r - step - 2 + 2 * w) % w;
-      RETURN_IF_ERROR(RingExchange(comm_, r, w, data + send_block * static_cast<int64_t>(bytes), incoming.raw_data(),
+      RETURN_IF_ERROR(RingExchange(comm_, r, w, data + send_block * static_cast<int64_t>(bytes), incoming,
                                    bytes, /*tag=*/1, "ring reduce-scatter (MPI_Isend/MPI_Irecv)"));
-      AddInto(input.dtype(), incoming.raw_data(), data + receive_block * static_cast<int64_t>(bytes), block);
+      AddInto(input.dtype(), incoming, data + receive_block * static_cast<int64_t>(bytes), block);
     }
     const char* mine = data + r * static_cast<int64_t>(bytes);
     if (output.raw_data() != mine) std::memcpy(output.raw_data(), mine, output.nbytes());  // else in place

@@ -33,6 +33,13 @@ namespace ddp {
 enum class MpiPhase { kUnknown, kStarting, kUp, kEnding };
 void SetMpiPhase(MpiPhase phase);
 
+// The receive buffer one collective of rank `rank` of `world` needs (`op`
+// as MetaCommunicator names it): a large all-reduce's copies of the rank's
+// block, a reduce-scatter's incoming block. The worker keeps the largest
+// so far from one collective to the next; so does the memory planner's
+// meta communicator.
+int64_t MpiScratchBytes(const char* op, const Tensor& input, const Tensor& output, int rank, int world);
+
 class MpiCommunicator final : public Communicator {
  public:
   // Duplicates `comm`, so its traffic never mixes with other MPI use. MPI
@@ -65,6 +72,7 @@ class MpiCommunicator final : public Communicator {
   std::deque<std::unique_ptr<Task>> queue_;
   bool stop_ = false;
   std::thread thread_;
+  Tensor scratch_;  // the worker's receive buffer (GrownScratch), only it touches
   int64_t tasks_run_ = 0, stop_at_task_ = -1;  // the DDP_TEST_STOP_IN_COLLECTIVE hook
 };
 

@@ -26,6 +26,7 @@
 #include "launch/device_binding.h"
 #include "launch/fault_injection.h"
 #include "launch/flag_help.h"
+#include "launch/memory_planner.h"
 #include "launch/peer_access.h"
 #include "launch/preemption.h"
 #include "launch/rank_device.h"
@@ -222,7 +223,7 @@ bool PrintedHelpOrVersion(const char* usage) {
   std::string asked;
   if (gflags::GetCommandLineOption("help", &asked) && asked == "true") {
     std::fputs(GroupedHelp(std::string("ddp_train: data-parallel training of ResNet and BERT.\n\n  ") + usage,
-                           {"launch/train_options.cc"})
+                           {"launch/train_options.cc", "launch/plan_options.cc"})
                    .c_str(),
                stdout);
     return true;
@@ -374,6 +375,12 @@ int Main(int argc, char** argv) {
 
   if (Status s = AgreeOnStatus(world, options.status()); !s.ok()) return Fail(ranks, s);
   if (Status s = CheckRanksAgree(world, SharedSettings(*options)); !s.ok()) return Fail(ranks, s);
+  if (options->device == "meta") {  // a memory plan: rank 0 plans, for the job's world or --plan-world-size
+    SetFatalErrorHandler(&FatalOnThisRank);
+    const Status planned = ranks.rank == 0 ? RunMemoryPlan(*options, ranks.world_size) : Status::Ok();
+    if (Status s = AgreeOnStatus(world, planned); !s.ok()) return Fail(ranks, s);
+    return 0;
+  }
   StatusOr<PeerAccessDecision> peer_access = DecideNodePeerAccess(ranks, (*mpi)->node(), *options);
   if (Status s = AgreeOnStatus(world, peer_access.status()); !s.ok()) return Fail(ranks, s);
   // --comm nccl asked for by name uses NCCL even for one rank (a smoke test

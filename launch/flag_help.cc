@@ -64,6 +64,7 @@ const std::vector<FlagGroup>& FlagGroups() {
       {"Observability",
        {"metrics_file", "log_every", "tensorboard_dir", "timeline", "timeline_steps", "profile_file",
         "contention_probe", "contention_probe_mb"}},
+      {"Memory plan", {"plan_memory", "plan_device", "plan_world_size", "plan_overhead"}},
   };
   return groups;
 }

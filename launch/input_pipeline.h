@@ -5,10 +5,16 @@
 // file data, or any host data for a GPU rank), filled ahead on loader
 // threads; or filled in place on the host. Counts the step's wait for input
 // and its replaced (undecodable) samples.
+//
+// On the meta device (a memory plan) batches are filled on the host, as a
+// CPU rank fills them, and handed over as meta tensors: one batch, or where
+// the planned device's loader stages them (file data; any host data for a
+// CUDA rank) --prefetch more, as many as the stager would hold there.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "runtime/batch.h"
 #include "runtime/data/batch_source.h"
@@ -44,6 +50,11 @@ class InputPipeline {
   double wait_seconds() const { return wait_seconds_; }
   int64_t replaced_samples() const { return replaced_samples_; }
   bool staged() const { return stager_ != nullptr; }
+  // On the meta device: host bytes this pipeline holds that the planned
+  // rank would not (the host batch the meta batches are filled from).
+  int64_t meta_host_bytes() const;
+  // On the meta device: the bytes of the meta batches.
+  int64_t meta_batch_bytes() const;
   // The global index of micro-batch `micro`'s first sample on this rank
   // (the sampler's block micro * world + rank): dropout masks follow it, so
   // N ranks draw what one rank with N accumulated micro-batches draws.
@@ -58,6 +69,8 @@ class InputPipeline {
   ExecutionContext& ctx_;
   Batch batch_;                          // filled in place (host, or generated on the GPU)
   std::unique_ptr<BatchStager> stager_;  // or staged by the loader
+  std::vector<Batch> meta_batches_;      // the meta device's, in turn
+  size_t next_meta_ = 0;
   int64_t prefetched_ = 0;               // micro-batches handed to the stager, counted over the run
   double wait_seconds_ = 0.0;
   int64_t replaced_samples_ = 0;

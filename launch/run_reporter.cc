@@ -24,6 +24,14 @@ void Append(std::string& out, const char* format, ...) {
   out += piece;
 }
 
+// "16-bit weights 640.0 MiB  " in mixed precision, else "".
+std::string LowPrecisionPiece(const MemoryFigures& m) {
+  if (m.low_precision_bytes == 0) return "";
+  char piece[64];
+  std::snprintf(piece, sizeof(piece), "16-bit weights %.1f MiB  ", m.low_precision_bytes / (1024.0 * 1024.0));
+  return piece;
+}
+
 nlohmann::ordered_json MemoryJson(const MemoryFigures& m) {
   return {{"param_bytes", m.param_bytes},
           {"grad_bytes", m.grad_bytes},
@@ -33,7 +41,10 @@ nlohmann::ordered_json MemoryJson(const MemoryFigures& m) {
           {"peak_bytes", m.peak_bytes},
           {"allocated_bytes", m.allocated_bytes},
           {"reserved_bytes", m.reserved_bytes},
-          {"peak_resident_bytes", m.peak_resident_bytes}};
+          {"peak_resident_bytes", m.peak_resident_bytes},
+          {"low_precision_bytes", m.low_precision_bytes},
+          {"buffer_bytes", m.buffer_bytes},
+          {"workspace_bytes", m.workspace_bytes}};
 }
 
 }  // namespace
@@ -190,10 +201,10 @@ std::string SummaryText(const RunSummary& s) {
   Append(out, "  peak tensor memory %.1f MiB  peak resident %.1f MiB\n", m.peak_bytes / kMiB,
          m.peak_resident_bytes / kMiB);
   Append(out,
-         "memory (rank 0): parameters %.1f MiB  gradients %.1f MiB  optimizer state %.1f MiB  transient buckets "
+         "memory (rank 0): parameters %.1f MiB  gradients %.1f MiB  optimizer state %.1f MiB  %stransient buckets "
          "%.1f MiB  activations peak %.1f MiB  allocator peak %.1f MiB\n",
-         m.param_bytes / kMiB, m.grad_bytes / kMiB, m.optimizer_bytes / kMiB, m.transient_bucket_bytes / kMiB,
-         m.activation_peak_bytes / kMiB, m.peak_bytes / kMiB);
+         m.param_bytes / kMiB, m.grad_bytes / kMiB, m.optimizer_bytes / kMiB, LowPrecisionPiece(m).c_str(),
+         m.transient_bucket_bytes / kMiB, m.activation_peak_bytes / kMiB, m.peak_bytes / kMiB);
   if (static_cast<double>(s.skipped_steps) > s.max_skipped_share * static_cast<double>(s.total_steps)) {
     Append(out,
            "warning: %lld of %lld steps (%.1f%%) were skipped for non-finite gradients, more than "

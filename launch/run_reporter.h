@@ -22,6 +22,9 @@ struct MemoryFigures {
   int64_t peak_bytes = 0;              // the allocator's peak, setup included
   int64_t allocated_bytes = 0, reserved_bytes = 0;
   int64_t peak_resident_bytes = 0;  // the process's peak resident set
+  int64_t low_precision_bytes = 0;  // the 16-bit weight copy (--precision bf16, fp16)
+  int64_t buffer_bytes = 0;         // the model's buffers (batch norm's running statistics)
+  int64_t workspace_bytes = 0;      // the ops' scratch slots: staging buffers, library workspaces
 };
 
 struct RunSummary {

@@ -82,7 +82,7 @@ TEST(RunReporterTest, OneRankJson) {
   EXPECT_EQ(j["memory"].dump(),
             R"({"param_bytes":2097152,"grad_bytes":2097152,"optimizer_bytes":0,"transient_bucket_bytes":0,)"
             R"("activation_peak_bytes":1048576,"peak_bytes":3145728,"allocated_bytes":2097152,"reserved_bytes":4194304,)"
-            R"("peak_resident_bytes":104857600})");
+            R"("peak_resident_bytes":104857600,"low_precision_bytes":0,"buffer_bytes":0,"workspace_bytes":0})");
   EXPECT_EQ(j["samples_per_s"].get<double>(), 123.456);
 }
 
@@ -107,12 +107,12 @@ TEST(RunReporterTest, TwoRanksJsonHasEveryOptionalKeyInOrder) {
 
 TEST(RunReporterTest, Scalars) {
   const auto one = SummaryScalars(OneRank());
-  ASSERT_EQ(one.size(), 10u);  // samples/s and the nine memory figures
+  ASSERT_EQ(one.size(), 13u);  // samples/s and the twelve memory figures
   EXPECT_EQ(one[0], (std::pair<std::string, double>{"summary/samples_per_s", 123.456}));
   EXPECT_EQ(one[1], (std::pair<std::string, double>{"memory/param_bytes", 2.0 * kMiB}));
   EXPECT_EQ(one[9], (std::pair<std::string, double>{"memory/peak_resident_bytes", 100.0 * kMiB}));
   const auto two = SummaryScalars(TwoRanksOfBert());
-  ASSERT_EQ(two.size(), 11u);
+  ASSERT_EQ(two.size(), 14u);
   EXPECT_EQ(two[1], (std::pair<std::string, double>{"eval/accuracy", 0.125}));
 }
 
@@ -122,6 +122,14 @@ TEST(RunReporterTest, OneRankText) {
             "peak tensor memory 3.0 MiB  peak resident 100.0 MiB\n"
             "memory (rank 0): parameters 2.0 MiB  gradients 2.0 MiB  optimizer state 0.0 MiB  transient buckets "
             "0.0 MiB  activations peak 1.0 MiB  allocator peak 3.0 MiB\n");
+}
+
+TEST(RunReporterTest, MixedPrecisionTextNamesTheSixteenBitCopy) {
+  RunSummary s = OneRank();
+  s.memory.low_precision_bytes = 1 * kMiB;
+  EXPECT_EQ(SummaryText(s).substr(SummaryText(s).find("memory (rank 0)")),
+            "memory (rank 0): parameters 2.0 MiB  gradients 2.0 MiB  optimizer state 0.0 MiB  16-bit weights 1.0 MiB  "
+            "transient buckets 0.0 MiB  activations peak 1.0 MiB  allocator peak 3.0 MiB\n");
 }
 
 TEST(RunReporterTest, TwoRanksTextWithTheSkippedStepsWarning) {

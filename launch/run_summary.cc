@@ -15,9 +15,13 @@ int64_t PeakResidentBytes() {
 
 }  // namespace
 
-MemoryFigures MeasureMemory(const TrainComponents& parts, Allocator& memory, int64_t persistent, int64_t setup_peak) {
+MemoryFigures MeasureMemory(const TrainComponents& parts, const ExecutionContext& ctx, Allocator& memory,
+                            int64_t persistent, int64_t setup_peak) {
   MemoryFigures m;
   m.param_bytes = static_cast<int64_t>(parts.model->flat_parameters().nbytes());
+  m.low_precision_bytes = parts.model->low_precision_bytes();
+  for (const Buffer* b : parts.model->buffers()) m.buffer_bytes += static_cast<int64_t>(b->value.nbytes());
+  m.workspace_bytes = ctx.scratch_bytes();
   m.grad_bytes = parts.sync->gradient_bytes();
   m.optimizer_bytes = parts.optimizer->state_bytes();
   m.transient_bucket_bytes = parts.sync->transient_bytes();

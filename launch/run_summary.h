@@ -31,7 +31,8 @@ struct RunEnd {
 // Rank 0's memory: its parts' persistent bytes and the allocator's
 // figures. `persistent` and `setup_peak` were read as training began (the
 // bytes then in use, and the setup's peak), and the peak reset.
-MemoryFigures MeasureMemory(const TrainComponents& parts, Allocator& memory, int64_t persistent, int64_t setup_peak);
+MemoryFigures MeasureMemory(const TrainComponents& parts, const ExecutionContext& ctx, Allocator& memory,
+                            int64_t persistent, int64_t setup_peak);
 
 RunSummary Summarize(const TrainOptions& options, const RankInfo& ranks, const TrainComponents& parts,
                      const RunMeter& meter, const RankTimes& times, const RunEnd& end, const MemoryFigures& memory);

@@ -30,8 +30,14 @@ TEST(RunSummaryTest, FromOneRanksParts) {
   end.final_loss = 1.25;
   end.eval_accuracy = 0.5;
   end.eval_label = "accuracy";
-  const MemoryFigures m = MeasureMemory(parts, memory, persistent, setup_peak);
+  const MemoryFigures m = MeasureMemory(parts, ctx, memory, persistent, setup_peak);
   EXPECT_EQ(m.param_bytes, static_cast<int64_t>(parts.model->flat_parameters().nbytes()));
+  EXPECT_EQ(m.low_precision_bytes, 0);  // fp32
+  int64_t statistics = 0;  // batch norm's running mean and variance (and its batch count)
+  for (const Buffer* b : parts.model->buffers()) statistics += static_cast<int64_t>(b->value.nbytes());
+  EXPECT_GT(statistics, 0);
+  EXPECT_EQ(m.buffer_bytes, statistics);
+  EXPECT_EQ(m.workspace_bytes, ctx.scratch_bytes());
   EXPECT_EQ(m.grad_bytes, m.param_bytes);  // one rank: a flat gradient buffer as large
   EXPECT_EQ(m.optimizer_bytes, m.param_bytes);  // SGD's momentum
   EXPECT_GE(m.peak_bytes, setup_peak);

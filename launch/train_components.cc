@@ -46,6 +46,9 @@ class Builder {
   Status ChooseBucketSize();
   void StartGpuHealth();
   bool on_gpu() const { return ctx_.device().is_cuda(); }
+  // A CUDA rank, or a meta one planning one: its precision and memory format.
+  bool planned_gpu() const { return ctx_.planned_device().is_cuda(); }
+  bool on_meta() const { return ctx_.device().is_meta(); }
   bool is_root() const { return ranks_.rank == 0; }
   bool distributed() const { return comm_ != nullptr; }
   const CheckpointReader* resumed() const { return checkpoints_ ? checkpoints_->resumed() : nullptr; }
@@ -208,14 +211,15 @@ Status Builder::PlanSteps(int64_t dataset_size) {
 // The precision, the model in it (resumed, or from --load-weights) on this
 // rank's device.
 Status Builder::BuildModel() {
-  if (ComputeDType(options_.precision) == DType::kBF16 && !on_gpu() && !CpuHasFastBf16()) {
+  // A plan is for the CPU it names, not this one.
+  if (ComputeDType(options_.precision) == DType::kBF16 && !on_gpu() && !on_meta() && !CpuHasFastBf16()) {
     FallBackFromCpuBf16(&options_, is_root());  // ddp_train has done this already, alike on every rank
   }
   PrecisionOptions precision;
   precision.precision = options_.precision;
   precision.memory_format = options_.memory_format;
   precision.loss_scale = options_.loss_scale;
-  precision.gpu = on_gpu();
+  precision.gpu = planned_gpu();
   // Only where the batch has images (4-D tensors) to convert.
   for (const TensorSpec& spec : data_.train->Specs(1)) precision.images = precision.images || spec.shape.size() == 4;
   ASSIGN_OR_RETURN(precision_, Precision::Choose(precision));
@@ -229,6 +233,7 @@ Status Builder::BuildModel() {
   model_options.task = options_.task;
   model_options.activation_checkpointing = options_.activation_checkpointing;
   model_options.label_smoothing = options_.label_smoothing;
+  if (on_meta()) model_options.device = ctx_.device();
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
   if (checkpoints_) {
     ASSIGN_OR_RETURN(start_step_, checkpoints_->ResumeModel(*model_, sampler_->global_batch(), total_steps_));
@@ -366,6 +371,16 @@ void FallBackFromCpuBf16(TrainOptions* options, bool announce) {
 
 
 ExecutionContext MakeContext(const TrainOptions& options, const RankInfo& ranks, void* cuda_stream) {
+  if (options.device == "meta") {
+    const bool cuda = options.plan_device == "cuda";
+    ExecutionContext ctx = ExecutionContext::Meta(cuda ? Device::Cuda(0) : Device::Cpu());
+    ctx.set_allow_tf32(cuda && options.precision == "tf32");
+    ctx.set_deterministic(options.deterministic);
+    // A CUDA rank's cuBLASLt workspace, held from its first GEMM on (every
+    // model has one).
+    if (cuda) ctx.Scratch(ExecutionContext::kLibraryWorkspaceSlot, ExecutionContext::kGemmWorkspaceBytes);
+    return ctx;
+  }
   if (options.gpu < 0) {
     return ExecutionContext::Cpu(options.threads > 0 ? options.threads
                                                      : std::max(1, DefaultThreads() / std::max(1, ranks.local_size)));

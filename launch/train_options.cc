@@ -16,7 +16,7 @@ DEFINE_bool(check_flags, false,
 DEFINE_string(config, "", "a TrainConfig in protobuf text format; flags given here override it");
 DEFINE_string(model, "resnet50",
               "resnet18, resnet34, resnet50, resnet101, resnet152, bert-tiny, bert-base or bert-large");
-DEFINE_string(device, "auto", "auto, cpu or cuda");
+DEFINE_string(device, "auto", "auto, cpu or cuda; meta: plan memory instead of training (--plan-memory)");
 DEFINE_string(device_memory_limit, "",
               "cap this rank's device memory for tensors (e.g. 24GiB: an RTX 4090's, on a larger GPU; on CPU ranks, "
               "host memory): past it the run ends with the out-of-memory line a card of that size gives; empty: "
@@ -168,8 +168,8 @@ Status Positive(int64_t v, const char* flag) {
 Status ReadRunFlags(TrainOptions* options) {
   TrainOptions& o = *options;
   o.model = FLAGS_model;
-  if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
-    return InvalidArgument("--device '" + FLAGS_device + "' is unknown; use auto, cpu or cuda");
+  if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda" && FLAGS_device != "meta") {
+    return InvalidArgument("--device '" + FLAGS_device + "' is unknown; use auto, cpu, cuda or meta");
   }
   o.device = FLAGS_device;  // launch/device_binding chooses the rank's device
   if (!FLAGS_device_memory_limit.empty()) {
@@ -474,6 +474,7 @@ StatusOr<TrainOptions> ReadTrainOptions() {
   RETURN_IF_ERROR(ReadDataFlags(&o));
   RETURN_IF_ERROR(ReadFileFlags(&o));
   RETURN_IF_ERROR(ReadDistributedFlags(&o));
+  RETURN_IF_ERROR(ReadPlanFlags(&o));
   return o;
 }
 

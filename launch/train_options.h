@@ -15,9 +15,19 @@ namespace ddp {
 
 struct TrainOptions {
   std::string model;
-  // --device as given (auto, cpu, cuda); ddp_train replaces it with the
-  // device chosen for the rank ("cpu", "cuda:1").
+  // --device as given (auto, cpu, cuda, meta); ddp_train replaces it with
+  // the device chosen for the rank ("cpu", "cuda:1"). "meta": a memory plan
+  // (launch/memory_planner.h) instead of training.
   std::string device = "auto";
+  // The plan's rank: its device (--plan-device cuda or cpu), its world
+  // (--plan-world-size; 0: the job's), the budget (--plan-memory bytes; 0:
+  // none, the breakdown at --batch-size only) and the device's memory
+  // outside tensors (--plan-overhead; -1: the default). Whether
+  // --batch-size was given: then a budget is checked at that batch.
+  std::string plan_device = "cuda";
+  int plan_world_size = 0;
+  int64_t plan_memory = 0, plan_overhead = -1;
+  bool batch_size_given = false;
   // The CUDA device this rank trains on, or -1 for the CPU: ddp_train's
   // device binding sets it.
   int gpu = -1;
@@ -119,6 +129,9 @@ std::string LossScaleName(const LossScalerOptions& options);
 // The dtype activations and the weights' working copies take for
 // --precision: bf16 or f16 for bf16/fp16, f32 otherwise.
 DType ComputeDType(const std::string& precision);
+
+// The memory plan's flags (launch/plan_options.cc), after the others.
+Status ReadPlanFlags(TrainOptions* options);
 
 // Reads and checks every flag.
 StatusOr<TrainOptions> ReadTrainOptions();

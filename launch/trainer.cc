@@ -285,6 +285,23 @@ StatusOr<TrainResult> Trainer::Run() {
   return FinishRun(run, *memory);
 }
 
+StatusOr<MetaRunFigures> Trainer::RunMeta() {
+  CHECK(ctx_.device().is_meta()) << "RunMeta on " << ctx_.device().ToString();
+  MetaAllocator* memory = GetMetaAllocator();
+  MetaRunFigures figures;
+  figures.persistent = memory->bytes_in_use();
+  figures.workspace_at_start = ctx_.scratch_bytes();
+  const int64_t setup_peak = memory->peak_bytes_in_use();
+  memory->ResetPeakSite();
+  for (int64_t step = parts_.start_step; step < parts_.total_steps; ++step) {
+    RETURN_IF_ERROR(TrainStep(step, static_cast<float>(options_.schedule.At(step)), Status::Ok()).status());
+  }
+  figures.memory = MeasureMemory(parts_, ctx_, *memory, figures.persistent, setup_peak);
+  figures.input_bytes = parts_.input->meta_batch_bytes();
+  figures.host_only_bytes = parts_.input->meta_host_bytes();
+  return figures;
+}
+
 Status Trainer::AfterStep(int64_t step, float lr, double seconds, const StepResult& r, bool stop, RunState& run) {
   StepRecord record;
   record.step = step + 1;
@@ -409,7 +426,7 @@ StatusOr<TrainResult> Trainer::FinishRun(RunState& run, Allocator& memory) {
     std::fflush(stdout);
   }
   const RunSummary summary = Summarize(options_, ranks_, parts_, run.meter, times, end,
-                                       MeasureMemory(parts_, memory, run.persistent_in_use, run.setup_peak));
+                                       MeasureMemory(parts_, ctx_, memory, run.persistent_in_use, run.setup_peak));
   RETURN_IF_ERROR(parts_.metrics.Write({{"summary", SummaryJson(summary)}}));
   RETURN_IF_ERROR(parts_.tensorboard.AddScalars(end.steps, SummaryScalars(summary)));
   std::fputs(SummaryText(summary).c_str(), stdout);

@@ -40,6 +40,16 @@ struct TrainResult {
   int preemption_signal = 0;
 };
 
+// What --device meta's steps allocated (launch/memory_planner.h).
+struct MetaRunFigures {
+  MemoryFigures memory;     // as a run's summary reports them
+  int64_t persistent = 0;   // in use as the steps began
+  int64_t workspace_at_start = 0;  // of it, the scratch slots' bytes
+  int64_t input_bytes = 0;  // the input batches the planned device holds
+  // Host bytes the plan's own input holds that the planned rank would not.
+  int64_t host_only_bytes = 0;
+};
+
 class Trainer {
  public:
   // Opens data and files, builds the model and optimizer. Every user error
@@ -66,6 +76,9 @@ class Trainer {
   // Collective when several ranks run: every rank trains; rank 0 prints and
   // writes files.
   StatusOr<TrainResult> Run();
+  // On the meta device: the run's steps, with no line printed and no file
+  // written, and what the allocator saw.
+  StatusOr<MetaRunFigures> RunMeta();
   // --contention-probe: this rank trains alone and `probe` (over every
   // rank) loads or times each step around it (comm/contention_probe.h).
   void set_contention_probe(ContentionProbe* probe) { probe_ = probe; }

@@ -9,7 +9,7 @@
 namespace ddp {
 namespace {
 
-const std::vector<std::string> kFiles = {"launch/train_options.cc"};
+const std::vector<std::string> kFiles = {"launch/train_options.cc", "launch/plan_options.cc"};
 
 TEST(FlagHelpTest, EveryFlagInOneGroupAndEveryGroupedNameAFlag) {
   EXPECT_EQ(UngroupedFlags(kFiles), std::vector<std::string>());

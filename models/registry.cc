@@ -49,7 +49,7 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
     config.num_classes = options.num_classes;
     config.zero_init_residual = options.zero_init_residual;
     config.checkpoint_stages = options.activation_checkpointing;
-    auto model = std::make_unique<Model>(options.name, BuildResNet(config), options.seed);
+    auto model = std::make_unique<Model>(options.name, BuildResNet(config), options.seed, options.device);
     model->set_output_loss(std::make_unique<SoftmaxClassificationLoss>(options.label_smoothing));
     return model;
   }
@@ -60,13 +60,14 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
       config->seed = options.seed;
       config->activation_checkpointing = options.activation_checkpointing;
       if (options.task == "question-answering") {
-        return std::make_unique<Model>(options.name, BuildBertForQuestionAnswering(*config), options.seed);
+        return std::make_unique<Model>(options.name, BuildBertForQuestionAnswering(*config), options.seed,
+                                       options.device);
       }
       if (options.task == "classification") {
         return std::make_unique<Model>(options.name, BuildBertForSequenceClassification(*config, options.num_classes),
-                                       options.seed);
+                                       options.seed, options.device);
       }
-      return std::make_unique<Model>(options.name, BuildBertForPreTraining(*config), options.seed);
+      return std::make_unique<Model>(options.name, BuildBertForPreTraining(*config), options.seed, options.device);
     }
   }
   return UnknownModel(options.name);

@@ -20,6 +20,9 @@ struct ModelOptions {
   bool activation_checkpointing = false;  // BERT's encoder layers, ResNet's stages
   double label_smoothing = 0.0;  // image classifiers' cross-entropy
   uint64_t seed = 1;
+  // Where the parameters are made: the host (initialized from `seed`), or
+  // the meta device (shapes only: a memory plan).
+  Device device = Device::Cpu();
 };
 
 // Every name CreateModel accepts.

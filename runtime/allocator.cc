@@ -8,6 +8,7 @@
 #include <glog/logging.h>
 
 #include "runtime/byte_size.h"
+#include "runtime/tensor.h"
 
 namespace ddp {
 namespace {
@@ -147,9 +148,26 @@ CpuAllocator* GetCpuAllocator() {
 
 void* MetaAllocator::Allocate(size_t bytes) {
   CheckLimit(bytes);
+  const int64_t before = peak_bytes_in_use();
   RecordAllocation(bytes);
+  if (peak_bytes_in_use() > before) {
+    std::lock_guard<std::mutex> lock(mu_);
+    site_.bytes = static_cast<int64_t>(bytes);
+    ActivationScopeName(&site_.layer, &site_.pass);
+  }
   static char nothing;
   return &nothing;
+}
+
+MetaAllocator::PeakSite MetaAllocator::peak_site() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return site_;
+}
+
+void MetaAllocator::ResetPeakSite() {
+  ResetPeak();
+  std::lock_guard<std::mutex> lock(mu_);
+  site_ = PeakSite();
 }
 
 void MetaAllocator::Deallocate(void*, size_t bytes) { RecordDeallocation(bytes); }

@@ -103,11 +103,27 @@ CpuAllocator* GetCpuAllocator();
 // same non-null address, which nothing reads: a meta tensor's data is
 // refused (Tensor::raw_data). A cap (set_limit_bytes) applies as on a
 // real device.
+//
+// It also remembers where its peak was reached: the allocation that made
+// it (its bytes) and the layer and pass it was made in (the innermost
+// ActivationScope; "" outside every layer: the optimizer, the gradient
+// buckets, the input), for the memory plan's "the peak is ..." line.
 class MetaAllocator final : public Allocator {
  public:
+  struct PeakSite {
+    std::string layer, pass;  // "encoder.layer.23", "backward"
+    int64_t bytes = 0;        // the allocation that reached the peak
+  };
   Device device() const override { return Device::Meta(); }
   void* Allocate(size_t bytes) override;
   void Deallocate(void* ptr, size_t bytes) override;
+  PeakSite peak_site() const;
+  // ResetPeak and forget the site.
+  void ResetPeakSite();
+
+ private:
+  mutable std::mutex mu_;
+  PeakSite site_;
 };
 MetaAllocator* GetMetaAllocator();
 

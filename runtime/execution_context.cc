@@ -31,6 +31,12 @@ Tensor ExecutionContext::Scratch(int slot, int64_t bytes) {
   return buffer.View(0, {bytes});
 }
 
+int64_t ExecutionContext::scratch_bytes() const {
+  int64_t bytes = 0;
+  for (const Tensor& buffer : *scratch_) bytes += buffer.defined() ? static_cast<int64_t>(buffer.nbytes()) : 0;
+  return bytes;
+}
+
 ExecutionContext ExecutionContext::WithOwnScratch() const {
   ExecutionContext copy = *this;
   copy.scratch_ = std::make_shared<std::vector<Tensor>>(*scratch_);

@@ -48,6 +48,9 @@ class ExecutionContext {
   // Scratch(slot) as a typed tensor of `shape`.
   Tensor ScratchTensor(int slot, const Shape& shape, DType dtype);
 
+  // Bytes the scratch slots hold now (workspaces, staging buffers).
+  int64_t scratch_bytes() const;
+
   // A context like this one whose scratch slots start out as this one's
   // buffers (referenced again, not copied) and grow apart from then on. A
   // CUDA graph captured on it keeps the buffers its kernels use alive,
@@ -57,6 +60,14 @@ class ExecutionContext {
   // Slot ranges: ops use [0, kFirstLayerScratchSlot); layers use the rest, so
   // a layer's staging buffer survives the ops it calls.
   static constexpr int kFirstLayerScratchSlot = 8;
+  // On CUDA the libraries' workspaces share one op slot: cuBLASLt's, from
+  // the first GEMM on, and a convolution's cuDNN algorithm's, which
+  // WorkspaceLimit bounds (runtime/ops/cuda/cudnn_util.h). A meta context
+  // planning a CUDA rank reserves them so (kConvWorkspaceBoundBytes: the
+  // bound, as no cuDNN is at hand to choose).
+  static constexpr int kLibraryWorkspaceSlot = 7;
+  static constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
+  static constexpr int64_t kConvWorkspaceBoundBytes = int64_t{1} << 30;
 
  private:
   ExecutionContext(Device device, int num_threads, void* stream)

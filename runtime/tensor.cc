@@ -101,7 +101,11 @@ Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device, MemoryForma
 namespace {
 thread_local const ActivationScope* t_activation_scope = nullptr;
 std::atomic<int64_t> g_activation_batch_size{0};
+std::atomic<int64_t> g_largest_activation{0};
 }  // namespace
+
+int64_t LargestActivationElements() { return g_largest_activation.load(); }
+void ResetLargestActivationElements() { g_largest_activation.store(0); }
 
 ActivationScope::ActivationScope(const std::string& layer, const char* pass)
     : outer_(t_activation_scope), layer_(layer), pass_(pass) {
@@ -112,10 +116,19 @@ ActivationScope::~ActivationScope() { t_activation_scope = outer_; }
 
 void SetActivationBatchSize(int64_t batch_size) { g_activation_batch_size.store(batch_size); }
 
+void ActivationScopeName(std::string* layer, std::string* pass) {
+  const ActivationScope* scope = t_activation_scope;
+  *layer = scope != nullptr ? scope->layer_ : std::string();
+  *pass = scope != nullptr ? scope->pass_ : "";
+}
+
 void CheckActivationSize(const Shape& shape, DType dtype) {
   const ActivationScope* scope = t_activation_scope;
   if (scope == nullptr || dtype == DType::kU8) return;
   const int64_t elements = NumElements(shape);
+  int64_t largest = g_largest_activation.load(std::memory_order_relaxed);
+  while (elements > largest && !g_largest_activation.compare_exchange_weak(largest, elements)) {
+  }
   if (elements <= kMaxActivationElements) return;
   std::string line = scope->layer_ + " " + scope->pass_ + ": a " + ShapeToString(shape) + " " + DTypeName(dtype) +
                      " activation (" + std::to_string(elements) +

@@ -58,10 +58,18 @@ class ActivationScope {
   const std::string& layer_;
   const char* pass_;
   friend void CheckActivationSize(const Shape& shape, DType dtype);
+  friend void ActivationScopeName(std::string* layer, std::string* pass);
 };
 void SetActivationBatchSize(int64_t batch_size);
+// The innermost ActivationScope of this thread: its layer and pass, or ""
+// and "" outside every scope.
+void ActivationScopeName(std::string* layer, std::string* pass);
 // Fatal (the line above) when `shape` is past the bound inside a scope.
 void CheckActivationSize(const Shape& shape, DType dtype);
+// The most elements of any activation checked since the last reset: the
+// memory planner's bound on the batch (activations grow with it).
+int64_t LargestActivationElements();
+void ResetLargestActivationElements();
 
 class Tensor;
 // How tensors on a non-host device are copied and filled; the CUDA backend

@@ -171,6 +171,11 @@ struct MemoryStats {
 };
 MemoryStats GetMemoryStats(int device);
 
+// The device's memory in use by every process (total less free), after
+// this process's context on it exists: on a GPU nothing else uses, the
+// context's own bytes (the memory planner's overhead).
+int64_t DeviceBytesInUse(int device);
+
 // The largest power of two (up to 256) that divides the address. cuBLASLt's
 // heuristics and cuDNN's tensor-core algorithms assume aligned buffers, and
 // views into the flat parameter buffers are only 4-byte aligned (2-byte for

@@ -472,6 +472,14 @@ PeerCopyResult CheckPeerCopy(int from, int to, size_t bytes) {
   return r;
 }
 
+int64_t DeviceBytesInUse(int device) {
+  SetDevice(device);
+  Check(cudaFree(nullptr), "cudaFree(nullptr)", __FILE__, __LINE__);  // the context, created now if not yet
+  size_t free_bytes = 0, total = 0;
+  Check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo", __FILE__, __LINE__);
+  return static_cast<int64_t>(total - free_bytes);
+}
+
 int DriverVersion() {
   int v = 0;
   Check(cudaDriverGetVersion(&v), "cudaDriverGetVersion", __FILE__, __LINE__);

@@ -18,8 +18,9 @@ NamedTensors::iterator FindNamed(NamedTensors& tensors, const std::string& name)
 
 }  // namespace
 
-Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed)
+Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed, Device device)
     : name_(std::move(name)), root_(std::move(root)) {
+  CHECK(device.is_cpu() || device.is_meta()) << "a model is made on the host (or the meta device), not " << device.ToString();
   loss_module_ = dynamic_cast<LossModule*>(root_.get());
   loss_name_ = name_ + " loss";
   root_->AssignNames("");
@@ -29,13 +30,17 @@ Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed)
   root_->set_needs_input_grad(false);  // the model's input is data
   int64_t total = 0;
   for (const Parameter* p : parameters_) total += NumElements(p->shape);
-  flat_parameters_ = Tensor::Zeros({total}, DType::kF32);
-  flat_gradients_ = Tensor::Zeros({total}, DType::kF32);
+  flat_parameters_ = Tensor::Zeros({total}, DType::kF32, device);
+  flat_gradients_ = Tensor::Zeros({total}, DType::kF32, device);
   int64_t offset = 0;
   for (Parameter* p : parameters_) {
     p->value = flat_parameters_.View(offset, p->shape);
     p->grad = flat_gradients_.View(offset, p->shape);
     offset += NumElements(p->shape);
+  }
+  if (device.is_meta()) {
+    for (Buffer* b : buffers_) b->value = b->value.To(device);
+    return;
   }
   std::mt19937_64 rng(seed);
   root_->ResetParameters(rng);

@@ -45,6 +45,12 @@ void CheckTypes(const ExecutionContext& ctx, const char* op, const Tensor& a, co
       << " must share a dtype";
 }
 
+// A meta step planning a CUDA rank: the slot the chosen cuDNN algorithms'
+// workspace takes, at its bound.
+void ReserveCudnnWorkspace(ExecutionContext& ctx) {
+  ctx.Scratch(ExecutionContext::kLibraryWorkspaceSlot, ExecutionContext::kConvWorkspaceBoundBytes);
+}
+
 }  // namespace
 
 void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w,
@@ -59,6 +65,7 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
   if (bias) CheckOnDevice(ctx, "Conv2dForward", {bias});
   if (OnMeta(ctx)) {
     if (ctx.planned_device().is_cpu()) cpu::PlanConv2dForward(ctx, p, x, w, bias != nullptr);
+    if (ctx.planned_device().is_cuda()) ReserveCudnnWorkspace(ctx);
     return;
   }
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("Conv2dForward", cuda::Conv2dForward(ctx, p, x, w, bias, y));
@@ -74,6 +81,7 @@ void Conv2dBackwardData(ExecutionContext& ctx, const Conv2dParams& p, const Tens
   CheckOnDevice(ctx, "Conv2dBackwardData", {&dy, &w, &dx});
   if (OnMeta(ctx)) {
     if (ctx.planned_device().is_cpu()) cpu::PlanConv2dBackwardData(ctx, p, w, dx);
+    if (ctx.planned_device().is_cuda()) ReserveCudnnWorkspace(ctx);
     return;
   }
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("Conv2dBackwardData", cuda::Conv2dBackwardData(ctx, p, dy, w, dx));
@@ -94,6 +102,7 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   if (dbias) CheckOnDevice(ctx, "Conv2dBackwardWeights", {dbias});
   if (OnMeta(ctx)) {
     if (ctx.planned_device().is_cpu()) cpu::PlanConv2dBackwardWeights(ctx, p, x, dw, dbias != nullptr);
+    if (ctx.planned_device().is_cuda()) ReserveCudnnWorkspace(ctx);
     return;
   }
   if (ctx.device().is_cuda()) {

@@ -57,9 +57,17 @@ cudnnDataType_t CudnnType(DType dtype) {
 }
 
 size_t WorkspaceLimit(const ExecutionContext& ctx) {
-  constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
+  constexpr size_t kMaxWorkspaceBytes = ExecutionContext::kConvWorkspaceBoundBytes;
   const int64_t cap = GetAllocator(ctx.device())->limit_bytes();
   return cap > 0 ? std::min(kMaxWorkspaceBytes, static_cast<size_t>(cap) / 8) : kMaxWorkspaceBytes;
+}
+
+size_t SearchWorkspaceLimit(const ExecutionContext& ctx) {
+  const Allocator* allocator = GetAllocator(ctx.device());
+  const int64_t cap = allocator->limit_bytes();
+  if (cap <= 0) return WorkspaceLimit(ctx);
+  const int64_t left = std::max<int64_t>(0, cap - allocator->bytes_in_use());
+  return std::min(WorkspaceLimit(ctx), static_cast<size_t>(left / 2));
 }
 
 namespace {
@@ -186,8 +194,8 @@ bool PickFrom(const ExecutionContext& ctx, bool tensor_cores, size_t workspace_l
 Tensor FindWorkspace(ExecutionContext& ctx) {
   size_t free_bytes = 0, total = 0;
   DDP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  const size_t bytes = std::min(WorkspaceLimit(ctx), free_bytes / 4);
-  return Tensor::Empty({static_cast<int64_t>(bytes)}, DType::kU8, ctx.device());
+  const size_t bytes = std::min(SearchWorkspaceLimit(ctx), free_bytes / 4);
+  return Tensor::Empty({std::max<int64_t>(static_cast<int64_t>(bytes), 1)}, DType::kU8, ctx.device());
 }
 
 // Chooses (once per shape) and caches the algorithm of one convolution
@@ -217,7 +225,8 @@ Algo ChooseAlgo(ExecutionContext& ctx, DType data, const std::string& key, Find 
     find(perf, &returned, workspace);
   }
   Algo chosen;
-  if (!PickFrom(ctx, TensorCores(ctx, data), WorkspaceLimit(ctx), perf, returned, &chosen)) {
+  if (!PickFrom(ctx, TensorCores(ctx, data), ctx.deterministic() ? WorkspaceLimit(ctx) : SearchWorkspaceLimit(ctx),
+                perf, returned, &chosen)) {
     // The descriptor still has the requested math type: the fallback runs
     // under it, so its workspace size is the one asked for here.
     chosen.algo = fallback;

@@ -25,9 +25,9 @@ void CheckCublas(cublasStatus_t status, const char* call, const char* file, int 
 }
 #define CUBLAS_CALL(call) CheckCublas((call), #call, __FILE__, __LINE__)
 
-constexpr int kWorkspaceSlot = 7;  // ops' scratch slot for library workspaces
+constexpr int kWorkspaceSlot = ExecutionContext::kLibraryWorkspaceSlot;  // ops' scratch slot for library workspaces
 constexpr int kBiasSlot = 4;
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kWorkspaceBytes = ExecutionContext::kGemmWorkspaceBytes;
 
 cublasLtHandle_t Handle() {
   static cublasLtHandle_t handle = [] {

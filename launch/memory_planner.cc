@@ -1,0 +1,319 @@
+#include "launch/memory_planner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <tuple>
+#include <utility>
+
+#include "comm/meta_communicator.h"
+#include "comm/mpi_communicator.h"
+#include "launch/trainer.h"
+#include "runtime/byte_size.h"
+#include "runtime/clock.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/durable_files.h"
+#include "runtime/tensor.h"
+
+namespace ddp {
+namespace {
+
+// Steps a plan runs at each batch: the first allocates what is kept from
+// then on (optimizer state, workspaces), the second is a steady one.
+constexpr int64_t kPlanSteps = 2;
+// The search's ceiling, past any batch a device of today holds.
+constexpr int64_t kMostBatch = int64_t{1} << 22;
+
+// The rows in the table's order: name, bytes.
+std::vector<std::pair<std::string, int64_t>> Rows(const MemoryBreakdown& b) {
+  return {{"parameters (f32 master weights)", b.parameters},
+          {"16-bit weight copy", b.low_precision},
+          {"gradients", b.gradients},
+          {"optimizer state", b.optimizer},
+          {"persistent buffers (batch norm)", b.buffers},
+          {"collectives' buffers and shards", b.communication},
+          {"input batches", b.input},
+          {"workspace (scratch, libraries)", b.workspace},
+          {"data in host memory", b.host_data},
+          {"activations at the peak", b.activations}};
+}
+
+std::string Describe(const TrainOptions& o, int world_size) {
+  std::string what = o.model;
+  if (o.model.rfind("bert", 0) == 0) {
+    what += " (" + o.task + ", seq " + std::to_string(o.seq_len) + ")";
+  } else {
+    what += " (" + std::to_string(o.image_size) + "x" + std::to_string(o.image_size) + ")";
+  }
+  what += ", " + o.precision + (o.activation_checkpointing ? " with activation checkpointing" : "") + ", " +
+          o.optimizer + ", " + std::to_string(world_size) + (world_size == 1 ? " rank" : " ranks");
+  if (o.zero_stage > 0) what += " under ZeRO-" + std::to_string(o.zero_stage);
+  if (o.accumulation_steps > 1) what += ", " + std::to_string(o.accumulation_steps) + " micro-batches a step";
+  return what + ", on " + o.plan_device;
+}
+
+// What the device holds outside tensors. A CUDA rank: its context (with
+// the runtime's own kernels), measured where a GPU is visible, and the
+// libraries' kernels and handles and NCCL's buffers, which appear as they
+// are first used (kLibraryBytes). A CPU rank: the process's code, MPI's
+// and the libraries' memory.
+constexpr int64_t kCudaDefaultOverhead = int64_t{1} << 30;
+constexpr int64_t kLibraryBytes = int64_t{512} << 20;
+constexpr int64_t kCpuDefaultOverhead = int64_t{512} << 20;
+
+std::pair<int64_t, std::string> Overhead(const TrainOptions& o) {
+  if (o.plan_overhead >= 0) return {o.plan_overhead, "--plan-overhead"};
+  if (o.plan_device == "cpu") return {kCpuDefaultOverhead, "the CPU default: code, MPI and libraries"};
+  if (cuda::BuiltWithCuda() && cuda::DeviceCount() > 0) {
+    const int64_t context = cuda::DeviceBytesInUse(0);
+    return {context + kLibraryBytes, "GPU 0's context, measured: " + FormatBytes(context) +
+                                         ", and 512 MiB for library kernels and NCCL"};
+  }
+  return {kCudaDefaultOverhead, "the CUDA default: context, library kernels and NCCL's buffers"};
+}
+
+// Whether `bytes` of tensors and the overhead fit the budget.
+bool Fits(const MemoryPlan& plan, int64_t bytes) {
+  return bytes + plan.request.overhead <= plan.request.options.plan_memory;
+}
+
+}  // namespace
+
+StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int world_size, int64_t batch) {
+  TrainOptions o = options;
+  o.batch_size = batch;
+  o.steps = kPlanSteps;
+  o.epochs = 0;
+  o.metrics_file.clear();  // the plan writes its own record
+  SetActivationBatchSize(batch);
+  SetOutOfMemoryContext("planning " + o.model + " at --batch-size " + std::to_string(batch));
+  MetaAllocator* meta = GetMetaAllocator();
+  Allocator* host = GetCpuAllocator();
+  const int64_t base = meta->bytes_in_use(), host_base = host->bytes_in_use();
+  meta->ResetPeakSite();
+  std::unique_ptr<MetaCommunicator> comm;
+  if (world_size > 1) {
+    // CPU ranks reduce over MPI, whose receive buffers come from the
+    // allocator; NCCL's are its own (the overhead).
+    MetaCommunicator::ScratchBytes scratch;
+    if (o.plan_device == "cpu") {
+      scratch = [world_size](const char* op, const Tensor& input, const Tensor& output) {
+        return MpiScratchBytes(op, input, output, 0, world_size);
+      };
+    }
+    comm = std::make_unique<MetaCommunicator>(0, world_size, std::move(scratch));
+  }
+  RankInfo ranks;
+  ranks.world_size = world_size;
+  MetaRunFigures run;
+  int64_t host_data = 0;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(o, comm.get(), ranks));
+    host_data = host->bytes_in_use() - host_base;
+    ASSIGN_OR_RETURN(run, trainer->RunMeta());
+  }
+  const MemoryFigures& m = run.memory;
+  MemoryBreakdown b;
+  b.batch_size = batch;
+  b.parameters = m.param_bytes;
+  b.low_precision = m.low_precision_bytes;
+  b.gradients = m.grad_bytes;
+  b.optimizer = m.optimizer_bytes;
+  b.buffers = m.buffer_bytes;
+  b.input = run.input_bytes;
+  b.workspace = m.workspace_bytes;
+  // A CPU rank holds its data's tensors in the memory it trains in; a GPU
+  // rank's stay on the host. The plan's own host batch is no part of it.
+  if (o.plan_device == "cpu") b.host_data = std::max<int64_t>(0, host_data - run.host_only_bytes);
+  const int64_t persistent = run.persistent - base;
+  b.communication = persistent - b.parameters - b.low_precision - b.gradients - b.optimizer - b.buffers - b.input -
+                    run.workspace_at_start;
+  b.peak = m.peak_bytes - base + b.host_data;
+  b.activations = b.peak - b.host_data - persistent - (b.workspace - run.workspace_at_start);
+  b.zero_in_flight = m.transient_bucket_bytes;
+  b.site = meta->peak_site();
+  return b;
+}
+
+StatusOr<MemoryPlan> PlanMemory(const MemoryPlanRequest& request) {
+  const double start = SteadySeconds();
+  MemoryPlan plan;
+  plan.request = request;
+  const TrainOptions& o = request.options;
+  // Batch 1 first: its largest activation bounds the batch (activations
+  // grow with it, and past 2^31 - 1 elements a step is refused).
+  ResetLargestActivationElements();
+  ASSIGN_OR_RETURN(const MemoryBreakdown one, MeasureBreakdown(o, request.world_size, 1));
+  ++plan.meta_steps;
+  const int64_t largest = std::max<int64_t>(1, LargestActivationElements());
+  plan.batch_bound = std::min(kMostBatch, std::max<int64_t>(1, kMaxActivationElements / largest));
+  Status failed;
+  auto peak_at = [&](int64_t batch) -> int64_t {
+    if (batch == 1) return one.peak;
+    StatusOr<MemoryBreakdown> b = MeasureBreakdown(o, request.world_size, batch);
+    ++plan.meta_steps;
+    if (!b.ok()) {
+      if (failed.ok()) failed = b.status();
+      return std::numeric_limits<int64_t>::max() / 2;
+    }
+    return b->peak;
+  };
+  if (o.plan_memory > 0) {
+    const BatchSearch search = LargestFittingBatch(peak_at, o.plan_memory, request.overhead, plan.batch_bound);
+    RETURN_IF_ERROR(failed);
+    plan.largest_batch = search.largest_batch;
+    plan.probes = search.probes;
+  }
+  const int64_t at = o.batch_size_given || o.plan_memory == 0 ? std::min(o.batch_size, plan.batch_bound)
+                                                              : std::max<int64_t>(1, plan.largest_batch);
+  if (at != o.batch_size && (o.batch_size_given || o.plan_memory == 0)) {
+    return InvalidArgument("--batch-size " + std::to_string(o.batch_size) + " puts an activation of " + o.model +
+                           " past 2^31 - 1 elements; at most " + std::to_string(plan.batch_bound) + " fits the bound");
+  }
+  if (at == 1) {
+    plan.at = one;
+  } else {
+    ASSIGN_OR_RETURN(plan.at, MeasureBreakdown(o, request.world_size, at));
+    ++plan.meta_steps;
+  }
+  // The growth per sample, from the farthest batch measured from this one.
+  int64_t other = at == 1 ? 2 : 1, other_peak = -1;
+  for (const BatchProbe& p : plan.probes) {
+    if (p.batch != at && std::abs(p.batch - at) > std::abs(other - at)) other = p.batch, other_peak = p.peak_bytes;
+  }
+  if (other_peak < 0) {
+    ASSIGN_OR_RETURN(const MemoryBreakdown b, MeasureBreakdown(o, request.world_size, other));
+    ++plan.meta_steps;
+    other_peak = b.peak;
+  }
+  plan.per_sample = static_cast<double>(plan.at.peak - other_peak) / static_cast<double>(at - other);
+  plan.seconds = SteadySeconds() - start;
+  return plan;
+}
+
+Status CheckSomeBatchFits(const MemoryPlan& plan) {
+  if (plan.largest_batch != 0) return Status::Ok();
+  const MemoryBreakdown& b = plan.at;
+  const int64_t fixed = b.parameters + b.low_precision + b.gradients + b.optimizer + b.buffers + b.communication;
+  return FailedPrecondition(
+      "--plan-memory " + FormatBytes(plan.request.options.plan_memory) + ": no batch fits; the model's state alone " +
+      "(parameters, gradients, optimizer state" + (b.low_precision > 0 ? ", the 16-bit copy" : "") + ") takes " +
+      FormatBytes(fixed) + ", batch 1 peaks at " + FormatBytes(b.peak) + ", and the overhead (" +
+      plan.request.overhead_source + ") adds " + FormatBytes(plan.request.overhead) +
+      "; shard it with --zero-stage 2 over more ranks, or plan a larger device");
+}
+
+Status RunMemoryPlan(const TrainOptions& options, int job_world_size) {
+  MemoryPlanRequest request;
+  request.options = options;
+  request.world_size = options.plan_world_size > 0 ? options.plan_world_size : job_world_size;
+  std::tie(request.overhead, request.overhead_source) = Overhead(options);
+  ASSIGN_OR_RETURN(const MemoryPlan plan, PlanMemory(request));
+  RETURN_IF_ERROR(CheckSomeBatchFits(plan));
+  std::fputs(PlanText(plan).c_str(), stdout);
+  std::fflush(stdout);
+  if (options.metrics_file.empty()) return Status::Ok();
+  const Status written = ReplaceFileAtomically(options.metrics_file, PlanJson(plan).dump() + "\n");
+  return written.ok() ? written : Status(written.code(), "--metrics-file " + written.message());
+}
+
+std::string PlanText(const MemoryPlan& plan) {
+  const MemoryBreakdown& b = plan.at;
+  const TrainOptions& o = plan.request.options;
+  std::string out = "ddp_train: memory plan, one rank of " + Describe(o, plan.request.world_size) + ", at --batch-size " +
+                    std::to_string(b.batch_size) + ":\n";
+  char line[200];
+  for (const auto& [name, bytes] : Rows(b)) {
+    if (bytes == 0 && name != "gradients" && name != "activations at the peak") continue;
+    std::snprintf(line, sizeof(line), "  %-34s %12s\n", name.c_str(), FormatBytes(bytes).c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "  %-34s %12s  (%s a sample; %s of it ZeRO-2's buckets in flight)\n", "",
+                "", FormatBytes(static_cast<int64_t>(plan.per_sample)).c_str(), FormatBytes(b.zero_in_flight).c_str());
+  if (b.zero_in_flight > 0) {
+    out += line;
+  } else {
+    std::snprintf(line, sizeof(line), "  %-34s %12s  (%s a sample)\n", "", "",
+                  FormatBytes(static_cast<int64_t>(plan.per_sample)).c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "  %-34s %12s\n", "tensors at the peak", FormatBytes(b.peak).c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "  %-34s %12s  (%s)\n", "overhead outside tensors",
+                FormatBytes(plan.request.overhead).c_str(), plan.request.overhead_source.c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "  %-34s %12s\n", "total", FormatBytes(b.peak + plan.request.overhead).c_str());
+  out += line;
+  out += "  the peak: " + (b.site.layer.empty() ? std::string("outside the layers (optimizer, buckets, input)")
+                                                : b.site.layer + " " + b.site.pass) +
+         ", allocating " + FormatBytes(b.site.bytes) + "\n";
+  if (o.plan_memory > 0) {
+    const int64_t need = b.peak + plan.request.overhead;
+    if (o.batch_size_given) {
+      out += "  --batch-size " + std::to_string(b.batch_size) + (Fits(plan, b.peak) ? " fits " : " does not fit ") +
+             FormatBytes(o.plan_memory) + ": it needs " + FormatBytes(need) + ", " +
+             FormatBytes(std::abs(o.plan_memory - need)) + (Fits(plan, b.peak) ? " to spare" : " too much") + "\n";
+    }
+    if (plan.largest_batch > 0) {
+      out += "  the largest --batch-size that fits " + FormatBytes(o.plan_memory) + " is " +
+             std::to_string(plan.largest_batch);
+      for (const BatchProbe& p : plan.probes) {
+        if (p.batch == plan.largest_batch + 1) {
+          out += "; " + std::to_string(p.batch) + " needs " + FormatBytes(p.peak_bytes + plan.request.overhead);
+        }
+      }
+      if (plan.largest_batch == plan.batch_bound) {
+        out += " (the bound of 2^31 - 1 elements an activation may hold, not memory)";
+      }
+      out += "\n";
+    }
+  }
+  std::snprintf(line, sizeof(line), "  planned in %.1f s (%d meta runs of %lld steps)\n", plan.seconds,
+                plan.meta_steps, static_cast<long long>(kPlanSteps));
+  return out + line;
+}
+
+nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
+  const MemoryBreakdown& b = plan.at;
+  const TrainOptions& o = plan.request.options;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::object();
+  rows["parameters"] = b.parameters;
+  rows["low_precision_copy"] = b.low_precision;
+  rows["gradients"] = b.gradients;
+  rows["optimizer_state"] = b.optimizer;
+  rows["buffers"] = b.buffers;
+  rows["collectives"] = b.communication;
+  rows["input"] = b.input;
+  rows["workspace"] = b.workspace;
+  rows["host_data"] = b.host_data;
+  rows["activations"] = b.activations;
+  rows["zero_in_flight"] = b.zero_in_flight;
+  nlohmann::ordered_json probes = nlohmann::ordered_json::array();
+  for (const BatchProbe& p : plan.probes) probes.push_back({{"batch", p.batch}, {"peak_bytes", p.peak_bytes}, {"fits", p.fits}});
+  nlohmann::ordered_json j = {{"model", o.model},
+                              {"task", o.task},
+                              {"precision", o.precision},
+                              {"plan_device", o.plan_device},
+                              {"world_size", plan.request.world_size},
+                              {"zero_stage", o.zero_stage},
+                              {"activation_checkpointing", o.activation_checkpointing},
+                              {"optimizer", o.optimizer},
+                              {"budget_bytes", o.plan_memory},
+                              {"overhead_bytes", plan.request.overhead},
+                              {"overhead_source", plan.request.overhead_source},
+                              {"batch_size", b.batch_size},
+                              {"largest_batch", plan.largest_batch},
+                              {"batch_bound", plan.batch_bound},
+                              {"rows_bytes", rows},
+                              {"activation_per_sample_bytes", plan.per_sample},
+                              {"peak_bytes", b.peak},
+                              {"total_bytes", b.peak + plan.request.overhead},
+                              {"peak_site", {{"layer", b.site.layer}, {"pass", b.site.pass}, {"bytes", b.site.bytes}}},
+                              {"probes", probes},
+                              {"seconds", plan.seconds}};
+  if (o.plan_memory > 0 && o.batch_size_given) j["fits"] = Fits(plan, b.peak);
+  return {{"plan", j}};
+}
+
+}  // namespace ddp
