@@ -302,5 +302,27 @@ expect_error "$tmp/train.safetensors: no tensor 'input_ids' (i64 [N, T])" --mode
 expect_error "--cuda-graphs replays GPU work, and this rank trains on cpu; drop --cuda-graphs" \
   "${small[@]}" --steps 1 --cuda-graphs
 
+# The memory planner: a table and a record, the fit of a given batch, and
+# its input errors.
+out=$("$bin" --model resnet18 --image-size 64 --num-classes 10 --plan-memory 400MiB --plan-device cpu \
+      --plan-overhead 0 --metrics-file "$tmp/plan.json" 2>&1) || fail "plan: $out"
+printf '%s\n' "$out" | grep -q '^  the largest --batch-size that fits 400.0 MiB is [0-9]* (' || fail "plan's largest batch: $out"
+largest=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['plan']['largest_batch'])" "$tmp/plan.json")
+[ "$largest" -gt 8 ] 2>/dev/null || fail "plan record's largest_batch: $(cat "$tmp/plan.json")"
+out=$("$bin" --model resnet18 --image-size 64 --num-classes 10 --plan-memory 400MiB --plan-device cpu \
+      --plan-overhead 0 --batch-size $((largest + 1)) 2>&1) || fail "plan with --batch-size: $out"
+printf '%s\n' "$out" | grep -q "^  --batch-size $((largest + 1)) does not fit 400.0 MiB: it needs .* too much$" ||
+  fail "plan's fit check: $out"
+expect_error "--plan-memory '24XB' is not a size; write e.g. 24GiB, 512MiB or 2000000000" --plan-memory 24XB
+expect_error "--plan-memory 1.0 GiB: no batch fits; the model's state alone (parameters, gradients, optimizer state) " \
+  --model bert-large --plan-memory 1GiB
+expect_error "--device meta plans memory and computes no values: --load-weights needs real ones; drop it for the plan" \
+  --device meta --load-weights "$tmp/r18.safetensors"
+expect_error "--device meta plans memory and computes no values: --checkpoint-dir needs real ones" \
+  --plan-memory 24GiB --checkpoint-dir "$tmp/ckpt"
+expect_error "--plan-memory plans on the meta device, not --device cpu" --plan-memory 24GiB --device cpu
+expect_error "--precision fp16 trains on GPUs only: plan it with --plan-device cuda" --plan-memory 24GiB \
+  --precision fp16 --plan-device cpu
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all checks passed"

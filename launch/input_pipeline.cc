@@ -15,7 +15,6 @@ InputPipeline::InputPipeline(InputPipelineOptions options, const BatchSource* da
   if (ctx_.device().is_meta()) {
     const bool planned_gpu = ctx_.planned_device().is_cuda();
     const bool staged = planned_gpu ? !data_->GeneratesOnDevice() : data_->ReadsFiles();
-    batch_ = AllocateBatch(*data_, b, Device::Cpu());
     for (int slot = 0; slot < (staged ? options_.prefetch + 1 : 1); ++slot) {
       meta_batches_.push_back(AllocateBatch(*data_, b, ctx_.device()));
     }
@@ -44,7 +43,10 @@ Batch InputPipeline::Next(int64_t step, int64_t micro) {
   const int64_t k = options_.accumulation_steps;
   const double load_start = SteadySeconds();
   Batch batch;
-  if (!stager_) {
+  if (!meta_batches_.empty()) {
+    // Shapes come from the data's specs alone: nothing to read or fill.
+    batch = meta_batches_[next_meta_++ % meta_batches_.size()];
+  } else if (!stager_) {
     const double start = SteadySeconds();
     const std::vector<int64_t> indices = sampler_->MicroBatch(step, micro);
     if (batch_.tensors.front().second.device().is_cuda()) {
@@ -54,12 +56,6 @@ Batch InputPipeline::Next(int64_t step, int64_t micro) {
       data_->Fill(indices.data(), static_cast<int64_t>(indices.size()), sampler_->EpochOf(step), batch_);
     }
     batch = batch_;
-    if (!meta_batches_.empty()) {
-      // The meta tensors take the host batch's shapes; no bytes move.
-      Batch& meta = meta_batches_[next_meta_++ % meta_batches_.size()];
-      for (auto& [name, t] : meta.tensors) t.CopyFrom(batch_.Get(name));
-      batch.tensors = meta.tensors;
-    }
     wait_seconds_ += SteadySeconds() - start;
   } else {
     // Micro-batches are consumed in run order, so the stager's queue always
@@ -82,13 +78,6 @@ Batch InputPipeline::Next(int64_t step, int64_t micro) {
   batch.step = step;
   batch.first_sample = FirstSample(micro);
   return batch;
-}
-
-int64_t InputPipeline::meta_host_bytes() const {
-  if (meta_batches_.empty()) return 0;
-  int64_t bytes = 0;
-  for (const auto& named : batch_.tensors) bytes += static_cast<int64_t>(named.second.nbytes());
-  return bytes;
 }
 
 int64_t InputPipeline::meta_batch_bytes() const {

@@ -6,10 +6,10 @@
 // threads; or filled in place on the host. Counts the step's wait for input
 // and its replaced (undecodable) samples.
 //
-// On the meta device (a memory plan) batches are filled on the host, as a
-// CPU rank fills them, and handed over as meta tensors: one batch, or where
-// the planned device's loader stages them (file data; any host data for a
-// CUDA rank) --prefetch more, as many as the stager would hold there.
+// On the meta device (a memory plan) batches are meta tensors of the
+// data's shapes, read from nothing: one batch, or where the planned
+// device's loader stages them (file data; any host data for a CUDA rank)
+// --prefetch more, as many as the stager would hold there.
 #pragma once
 
 #include <cstdint>
@@ -50,9 +50,6 @@ class InputPipeline {
   double wait_seconds() const { return wait_seconds_; }
   int64_t replaced_samples() const { return replaced_samples_; }
   bool staged() const { return stager_ != nullptr; }
-  // On the meta device: host bytes this pipeline holds that the planned
-  // rank would not (the host batch the meta batches are filled from).
-  int64_t meta_host_bytes() const;
   // On the meta device: the bytes of the meta batches.
   int64_t meta_batch_bytes() const;
   // The global index of micro-batch `micro`'s first sample on this rank

@@ -6,6 +6,9 @@
 # --plan-world-size ranks) must be within 1% of the allocator's peak that a
 # real run of rank 0 reports in its summary. Exact, in practice: a plan
 # allocates what the step allocates.
+#   memory_plan_cross_check_test.sh [large]
+# "large": ResNet-50 at 224x224 and bert-base at sequence length 128 (the
+# README's figures; minutes).
 set -u
 bin="launch/ddp_train"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -24,8 +27,13 @@ print(record)
 PY
 }
 
-resnet=(--model resnet18 --image-size 64 --num-classes 10 --batch-size 4)
-bert=(--model bert-tiny --seq-len 64 --batch-size 4)
+if [ "${1:-}" = large ]; then
+  resnet=(--model resnet50 --image-size 224 --batch-size 4)
+  bert=(--model bert-base --seq-len 128 --batch-size 4)
+else
+  resnet=(--model resnet18 --image-size 64 --num-classes 10 --batch-size 4)
+  bert=(--model bert-tiny --seq-len 64 --batch-size 4)
+fi
 for model in resnet bert; do
   declare -n shape="$model"
   for checkpointing in noactivation_checkpointing activation_checkpointing; do
@@ -44,7 +52,7 @@ for model in resnet bert; do
         real=$(field "$tmp/$name.real.jsonl" summary memory peak_bytes)
         planned=$(field "$tmp/$name.plan.jsonl" plan peak_bytes)
         if python3 -c "import sys; r, p = $real, $planned; sys.exit(0 if abs(p - r) <= 0.01 * r else 1)"; then
-          echo "ok: $name: real peak $real bytes, planned $planned"
+          echo "ok: ${shape[1]}-$checkpointing-zero$zero-np$np: real peak $real bytes, planned $planned"
         else
           fail "$name: real peak $real bytes, planned $planned (more than 1% apart)"
         fi

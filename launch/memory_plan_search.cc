@@ -7,8 +7,8 @@
 namespace ddp {
 
 BatchSearch LargestFittingBatch(const std::function<int64_t(int64_t)>& peak_at, int64_t budget, int64_t overhead,
-                                int64_t limit) {
-  CHECK_GE(limit, 1) << "batch search up to " << limit;
+                                int64_t limit, int64_t smallest) {
+  CHECK(smallest >= 1 && limit >= smallest) << "batch search from " << smallest << " up to " << limit;
   BatchSearch search;
   auto fits = [&](int64_t batch) {
     BatchProbe probe{batch, peak_at(batch), false};
@@ -17,8 +17,8 @@ BatchSearch LargestFittingBatch(const std::function<int64_t(int64_t)>& peak_at, 
     return probe.fits;
   };
   // Doubling: `good` fits, `bad` does not (limit + 1 stands for "none seen").
-  int64_t good = 0, bad = limit + 1;
-  for (int64_t batch = 1; batch <= limit; batch = std::min(limit, batch * 2)) {
+  int64_t good = smallest - 1, bad = limit + 1;
+  for (int64_t batch = smallest; batch <= limit; batch = std::min(limit, batch * 2)) {
     if (!fits(batch)) {
       bad = batch;
       break;
@@ -35,7 +35,7 @@ BatchSearch LargestFittingBatch(const std::function<int64_t(int64_t)>& peak_at, 
       bad = mid;
     }
   }
-  search.largest_batch = good;
+  search.largest_batch = good >= smallest ? good : 0;
   return search;
 }
 

@@ -18,15 +18,16 @@ struct BatchProbe {
 };
 
 struct BatchSearch {
-  // 0 when not even batch 1 fits.
+  // 0 when not even the smallest batch fits.
   int64_t largest_batch = 0;
   // Every batch measured, in the order measured.
   std::vector<BatchProbe> probes;
 };
 
-// The largest batch in [1, limit] with peak_at(batch) + overhead <= budget,
-// peak_at non-decreasing in the batch.
+// The largest batch in [smallest, limit] with peak_at(batch) + overhead <=
+// budget, peak_at non-decreasing in the batch. (A model may refuse the
+// smallest batches: batch norm wants two values a channel.)
 BatchSearch LargestFittingBatch(const std::function<int64_t(int64_t)>& peak_at, int64_t budget, int64_t overhead,
-                                int64_t limit);
+                                int64_t limit, int64_t smallest = 1);
 
 }  // namespace ddp

@@ -37,6 +37,17 @@ TEST(MemoryPlanSearchTest, EdgesAndSteps) {
             12);
   // Exactly at the budget fits.
   EXPECT_EQ(LargestFittingBatch([](int64_t b) { return 7 * b; }, 70, 0, 1000).largest_batch, 10);
+  // From a smallest batch of 2 (batch norm's two values a channel): batch 1
+  // is never asked for, and a smallest batch that does not fit is none.
+  const BatchSearch from_two = LargestFittingBatch(
+      [](int64_t b) {
+        EXPECT_GE(b, 2);
+        return 7 * b;
+      },
+      70, 0, 1000, 2);
+  EXPECT_EQ(from_two.largest_batch, 10);
+  EXPECT_EQ(from_two.probes.front().batch, 2);
+  EXPECT_EQ(LargestFittingBatch([](int64_t b) { return 7 * b; }, 10, 0, 1000, 2).largest_batch, 0);
 }
 
 }  // namespace

@@ -73,6 +73,13 @@ std::pair<int64_t, std::string> Overhead(const TrainOptions& o) {
   return {kCudaDefaultOverhead, "the CUDA default: context, library kernels and NCCL's buffers"};
 }
 
+// Bytes to the hundredth of a GiB, where a fit is decided.
+std::string Precise(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  return text;
+}
+
 // Whether `bytes` of tensors and the overhead fit the budget.
 bool Fits(const MemoryPlan& plan, int64_t bytes) {
   return bytes + plan.request.overhead <= plan.request.options.plan_memory;
@@ -124,8 +131,8 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
   b.input = run.input_bytes;
   b.workspace = m.workspace_bytes;
   // A CPU rank holds its data's tensors in the memory it trains in; a GPU
-  // rank's stay on the host. The plan's own host batch is no part of it.
-  if (o.plan_device == "cpu") b.host_data = std::max<int64_t>(0, host_data - run.host_only_bytes);
+  // rank's stay on the host.
+  if (o.plan_device == "cpu") b.host_data = host_data;
   const int64_t persistent = run.persistent - base;
   b.communication = persistent - b.parameters - b.low_precision - b.gradients - b.optimizer - b.buffers - b.input -
                     run.workspace_at_start;
@@ -141,16 +148,24 @@ StatusOr<MemoryPlan> PlanMemory(const MemoryPlanRequest& request) {
   MemoryPlan plan;
   plan.request = request;
   const TrainOptions& o = request.options;
-  // Batch 1 first: its largest activation bounds the batch (activations
-  // grow with it, and past 2^31 - 1 elements a step is refused).
+  // The smallest batch first: its largest activation bounds the batch
+  // (activations grow with it, and past 2^31 - 1 elements a step is
+  // refused). It is 1, or 2 where batch norm refuses a batch that leaves
+  // one value a channel (small images).
   ResetLargestActivationElements();
-  ASSIGN_OR_RETURN(const MemoryBreakdown one, MeasureBreakdown(o, request.world_size, 1));
+  int64_t smallest = 1;
+  StatusOr<MemoryBreakdown> first = MeasureBreakdown(o, request.world_size, smallest);
+  if (!first.ok() && first.status().code() == StatusCode::kInvalidArgument) {
+    ResetLargestActivationElements();
+    first = MeasureBreakdown(o, request.world_size, ++smallest);
+  }
+  ASSIGN_OR_RETURN(const MemoryBreakdown one, std::move(first));
   ++plan.meta_steps;
   const int64_t largest = std::max<int64_t>(1, LargestActivationElements());
-  plan.batch_bound = std::min(kMostBatch, std::max<int64_t>(1, kMaxActivationElements / largest));
+  plan.batch_bound = std::max(smallest, std::min(kMostBatch, kMaxActivationElements / largest * smallest));
   Status failed;
   auto peak_at = [&](int64_t batch) -> int64_t {
-    if (batch == 1) return one.peak;
+    if (batch == smallest) return one.peak;
     StatusOr<MemoryBreakdown> b = MeasureBreakdown(o, request.world_size, batch);
     ++plan.meta_steps;
     if (!b.ok()) {
@@ -160,25 +175,26 @@ StatusOr<MemoryPlan> PlanMemory(const MemoryPlanRequest& request) {
     return b->peak;
   };
   if (o.plan_memory > 0) {
-    const BatchSearch search = LargestFittingBatch(peak_at, o.plan_memory, request.overhead, plan.batch_bound);
+    const BatchSearch search =
+        LargestFittingBatch(peak_at, o.plan_memory, request.overhead, plan.batch_bound, smallest);
     RETURN_IF_ERROR(failed);
     plan.largest_batch = search.largest_batch;
     plan.probes = search.probes;
   }
   const int64_t at = o.batch_size_given || o.plan_memory == 0 ? std::min(o.batch_size, plan.batch_bound)
-                                                              : std::max<int64_t>(1, plan.largest_batch);
+                                                              : std::max(smallest, plan.largest_batch);
   if (at != o.batch_size && (o.batch_size_given || o.plan_memory == 0)) {
     return InvalidArgument("--batch-size " + std::to_string(o.batch_size) + " puts an activation of " + o.model +
                            " past 2^31 - 1 elements; at most " + std::to_string(plan.batch_bound) + " fits the bound");
   }
-  if (at == 1) {
+  if (at == smallest) {
     plan.at = one;
   } else {
     ASSIGN_OR_RETURN(plan.at, MeasureBreakdown(o, request.world_size, at));
     ++plan.meta_steps;
   }
   // The growth per sample, from the farthest batch measured from this one.
-  int64_t other = at == 1 ? 2 : 1, other_peak = -1;
+  int64_t other = at == smallest ? smallest + 1 : smallest, other_peak = at == smallest ? -1 : one.peak;
   for (const BatchProbe& p : plan.probes) {
     if (p.batch != at && std::abs(p.batch - at) > std::abs(other - at)) other = p.batch, other_peak = p.peak_bytes;
   }
@@ -226,17 +242,14 @@ std::string PlanText(const MemoryPlan& plan) {
   char line[200];
   for (const auto& [name, bytes] : Rows(b)) {
     if (bytes == 0 && name != "gradients" && name != "activations at the peak") continue;
-    std::snprintf(line, sizeof(line), "  %-34s %12s\n", name.c_str(), FormatBytes(bytes).c_str());
+    std::snprintf(line, sizeof(line), "  %-34s %12s", name.c_str(), FormatBytes(bytes).c_str());
     out += line;
-  }
-  std::snprintf(line, sizeof(line), "  %-34s %12s  (%s a sample; %s of it ZeRO-2's buckets in flight)\n", "",
-                "", FormatBytes(static_cast<int64_t>(plan.per_sample)).c_str(), FormatBytes(b.zero_in_flight).c_str());
-  if (b.zero_in_flight > 0) {
-    out += line;
-  } else {
-    std::snprintf(line, sizeof(line), "  %-34s %12s  (%s a sample)\n", "", "",
-                  FormatBytes(static_cast<int64_t>(plan.per_sample)).c_str());
-    out += line;
+    if (name == "activations at the peak") {
+      out += "  (" + FormatBytes(static_cast<int64_t>(plan.per_sample)) + " a sample" +
+             (b.zero_in_flight > 0 ? "; of them ZeRO-2's buckets in flight " + FormatBytes(b.zero_in_flight) : "") +
+             ")";
+    }
+    out += "\n";
   }
   std::snprintf(line, sizeof(line), "  %-34s %12s\n", "tensors at the peak", FormatBytes(b.peak).c_str());
   out += line;
@@ -252,15 +265,18 @@ std::string PlanText(const MemoryPlan& plan) {
     const int64_t need = b.peak + plan.request.overhead;
     if (o.batch_size_given) {
       out += "  --batch-size " + std::to_string(b.batch_size) + (Fits(plan, b.peak) ? " fits " : " does not fit ") +
-             FormatBytes(o.plan_memory) + ": it needs " + FormatBytes(need) + ", " +
-             FormatBytes(std::abs(o.plan_memory - need)) + (Fits(plan, b.peak) ? " to spare" : " too much") + "\n";
+             FormatBytes(o.plan_memory) + ": it needs " + Precise(need) + ", " +
+             Precise(std::abs(o.plan_memory - need)) + (Fits(plan, b.peak) ? " to spare" : " too much") + "\n";
     }
     if (plan.largest_batch > 0) {
       out += "  the largest --batch-size that fits " + FormatBytes(o.plan_memory) + " is " +
              std::to_string(plan.largest_batch);
       for (const BatchProbe& p : plan.probes) {
+        if (p.batch == plan.largest_batch) out += " (" + Precise(p.peak_bytes + plan.request.overhead) + ")";
+      }
+      for (const BatchProbe& p : plan.probes) {
         if (p.batch == plan.largest_batch + 1) {
-          out += "; " + std::to_string(p.batch) + " needs " + FormatBytes(p.peak_bytes + plan.request.overhead);
+          out += "; " + std::to_string(p.batch) + " needs " + Precise(p.peak_bytes + plan.request.overhead);
         }
       }
       if (plan.largest_batch == plan.batch_bound) {
@@ -269,7 +285,7 @@ std::string PlanText(const MemoryPlan& plan) {
       out += "\n";
     }
   }
-  std::snprintf(line, sizeof(line), "  planned in %.1f s (%d meta runs of %lld steps)\n", plan.seconds,
+  std::snprintf(line, sizeof(line), "  planned in %.2f s (%d meta runs of %lld steps)\n", plan.seconds,
                 plan.meta_steps, static_cast<long long>(kPlanSteps));
   return out + line;
 }

@@ -298,7 +298,6 @@ StatusOr<MetaRunFigures> Trainer::RunMeta() {
   }
   figures.memory = MeasureMemory(parts_, ctx_, *memory, figures.persistent, setup_peak);
   figures.input_bytes = parts_.input->meta_batch_bytes();
-  figures.host_only_bytes = parts_.input->meta_host_bytes();
   return figures;
 }
 

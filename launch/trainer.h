@@ -46,8 +46,6 @@ struct MetaRunFigures {
   int64_t persistent = 0;   // in use as the steps began
   int64_t workspace_at_start = 0;  // of it, the scratch slots' bytes
   int64_t input_bytes = 0;  // the input batches the planned device holds
-  // Host bytes the plan's own input holds that the planned rank would not.
-  int64_t host_only_bytes = 0;
 };
 
 class Trainer {

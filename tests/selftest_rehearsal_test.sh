@@ -47,7 +47,7 @@ sys.exit(1 if bad else 0)
 PY
 }
 names='["versions", "gpu_tests", "training", "equivalence", "bert", "checkpoint", "mixed_precision", "memory",
-        "watchdog", "data", "bert_interop", "benchmarks"]'
+        "memory_plan", "watchdog", "data", "bert_interop", "benchmarks"]'
 
 start=$(date +%s)
 "$tmp/bundle/selftest.sh" --rehearse "$tmp/ok" > "$tmp/ok.log" 2>&1
@@ -59,21 +59,22 @@ report "$tmp/ok" 'r["verdict"] == "passed" and r["rehearsal"] and r["device"] ==
   'all(t["status"] in ("passed", "skipped") and t["seconds"] >= 0 and t["limit_s"] > 0 for t in r["tiers"])' \
   'all(any(c["status"] == "passed" for c in t["checks"]) for t in r["tiers"] if t["status"] == "passed")' \
   'all(t["reason"] for t in r["tiers"] if t["status"] == "skipped")' \
-  'sum(t["status"] == "passed" for t in r["tiers"]) >= 11' \
+  'sum(t["status"] == "passed" for t in r["tiers"]) >= 12' \
   'all(v["ddp_train"] > 0 and v["pytorch"] > 0 for v in r["benchmarks"].values()) and len(r["benchmarks"]) == 2' \
   '"passed" in open(sys.argv[1].replace("report.json", "report.md")).read()' || fail "the rehearsal's report"
 echo "rehearsal: exit $rc in $seconds s; $(tail -n 1 "$tmp/ok.log")"
 
 # An injected failure: the tier's comparison fails, and so does the verdict;
 # the tier beside it still passes.
-DDP_SELFTEST_INJECT=equivalence,benchmarks "$tmp/bundle/selftest.sh" --rehearse \
-  --only versions,equivalence,benchmarks "$tmp/injected" > "$tmp/injected.log" 2>&1
+DDP_SELFTEST_INJECT=equivalence,memory_plan,benchmarks "$tmp/bundle/selftest.sh" --rehearse \
+  --only versions,equivalence,memory_plan,benchmarks "$tmp/injected" > "$tmp/injected.log" 2>&1
 rc=$?
 [ "$rc" -eq 1 ] || { cat "$tmp/injected.log"; fail "injected: exit $rc (want 1)"; }
 report "$tmp/injected" 'r["verdict"] == "failed" and not r["passed"]' \
   'tiers["versions"]["status"] == "passed"' \
   'tiers["equivalence"]["status"] == "failed" and any(c["status"] == "failed" and "losses" in c["name"] for c in tiers["equivalence"]["checks"])' \
   'tiers["benchmarks"]["status"] == "failed" and all("a figure is missing" in c["detail"] for c in tiers["benchmarks"]["checks"])' \
+  'tiers["memory_plan"]["status"] == "failed" and [c["status"] for c in tiers["memory_plan"]["checks"] if "trains a step" in c["name"]] == ["failed", "failed"]' \
   'tiers["training"]["status"] == "skipped" and tiers["training"]["reason"] == "not selected (--only)"' ||
   fail "the injected run's report"
 grep -q "^selftest: failed: " "$tmp/injected.log" || fail "injected: no closing 'failed' line"

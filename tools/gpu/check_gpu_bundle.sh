@@ -77,7 +77,7 @@ grep -q 'selftest: no GPU visible' <<< "$out" || fail "selftest.sh did not print
 [ -s "$root/tmp/selftest/report.json" ] || fail "selftest.sh wrote no report.json"
 [ "$(grep -c . <<< "$out")" -eq 1 ] || fail "selftest.sh printed more than its one no-GPU line"
 echo "== selftest.sh --rehearse, the tiers that need no PyTorch"
-tiers=versions,gpu_tests,training,equivalence,bert,checkpoint,mixed_precision,memory,watchdog,data
+tiers=versions,gpu_tests,training,equivalence,bert,checkpoint,mixed_precision,memory,memory_plan,watchdog,data
 set +e
 out=$(in_root "cd /tmp && /opt/ddp_bundle/selftest.sh --rehearse --only $tiers /tmp/rehearse" 2>&1)
 rc=$?

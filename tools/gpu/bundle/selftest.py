@@ -15,11 +15,11 @@ skipped by name. A defect of the self-test itself is then a CI failure,
 not a lost GPU run.
 
 Tiers: versions, gpu_tests, training, equivalence, bert, checkpoint,
-mixed_precision, memory, watchdog, data, bert_interop, benchmarks.
+mixed_precision, memory, memory_plan, watchdog, data, bert_interop, benchmarks.
 DDP_SELFTEST_INJECT=TIER[,TIER] perturbs what each named tier compares (a
 learning rate, a seed, a step, a cap, a peer's flags), so its check, and
 the verdict, must fail: the proof that a verdict can fail.
-The budget is the sum of the tiers' limits (480 s on a GPU, 530 s in the
+The budget is the sum of the tiers' limits (570 s on a GPU, 590 s in the
 rehearsal); DDP_SELFTEST_BUDGET_S sets another. A tier whose limit no
 longer fits in what is left is reported skipped (budget); a command cut by
 its tier's limit fails its check, with the seconds it took.
@@ -345,6 +345,44 @@ class SelfTest(Benchmarks):
                             f"conv1 forward: a \\[{batch}, 64, .*\\] f32 activation .* past the 2\\^31 - 1 elements "
                             f".*; it fits at --batch-size {fits} or less \\(from {batch}\\)$")
 
+    # ---------------------------------------------------------- memory plan
+    def memory_plan(self, t):
+        """--plan-memory's largest batch, planned on the meta device (no device
+        memory touched), trains a step under --device-memory-limit of the
+        same size, and 10% more runs out with the out-of-memory line: the
+        plan against the device's own allocator. The cap counts tensors
+        only, so the plan adds no overhead (--plan-overhead 0)."""
+        cap = self.d.size(gpu="24GiB", cpu="400MiB")
+        cases = self.d.size(
+            gpu=[("resnet50 fp16 224", ["--model", "resnet50", "--image-size", "224", "--precision", "fp16"]),
+                 ("bert-large fp16 seq 384", ["--model", "bert-large", "--task", "question-answering",
+                                              "--seq-len", "384", "--precision", "fp16", "--optimizer", "adamw"])],
+            cpu=[("resnet18 64x64", ["--model", "resnet18", "--image-size", "64", "--num-classes", "10"]),
+                 ("bert-tiny seq 64", ["--model", "bert-tiny", "--seq-len", "64", "--optimizer", "adamw"])])
+        for label, model in cases:
+            name = label.split()[0]
+            plan_file = self.run.path(f"plan_{name}.json")
+            r = self.run.command(t, [self.bin("ddp_train")] + model + [
+                "--plan-memory", cap, "--plan-overhead", "0", "--plan-device", self.d.name,
+                "--metrics-file", plan_file], 60, name=f"plan_{name}")
+            found = [x["plan"] for x in h.records(plan_file) if "plan" in x] if r.rc == 0 else []
+            plan = found[-1] if found else None
+            if not t.check(f"{label}: planned for {cap}", plan is not None and plan["largest_batch"] > 0,
+                           f"{r.describe()}; largest batch {plan['largest_batch'] if plan else 'none'}"):
+                continue
+            batch = plan["largest_batch"]
+            over = max(batch + 1, -(-batch * 11 // 10))
+            # Injected: the planned batch is the one past the cap, which must fail.
+            run_batch = over if self.injected(t) else batch
+            capped = ["--steps", "1", "--device-memory-limit", cap]
+            r = self.train(t, f"plan_{name}_fits", model + ["--batch-size", str(run_batch)] + capped, limit=120)
+            self.trained(t, f"{label}: the planned batch {run_batch} trains a step under {cap}", r, f"plan_{name}_fits")
+            r = self.train(t, f"plan_{name}_over", model + ["--batch-size", str(over)] + capped, limit=120,
+                           metrics=False)
+            self.one_error_line(t, f"{label}: 10% more ({over}) runs out of memory", r,
+                                f"out of memory on .*--device-memory-limit .* at --batch-size {over}; "
+                                "try a smaller --batch-size$")
+
     # ------------------------------------------------------------- watchdog
     def watchdog(self, t):
         """A collective that never finishes ends the job within the timeout and
@@ -422,6 +460,7 @@ TIERS = [
     ("checkpoint", SelfTest.checkpoint, 25, 50),
     ("mixed_precision", SelfTest.mixed_precision, 20, 30),
     ("memory", SelfTest.memory, 15, 40),
+    ("memory_plan", SelfTest.memory_plan, 90, 60),
     ("watchdog", SelfTest.watchdog, 25, 40),
     ("data", SelfTest.data, 20, 40),
     ("bert_interop", SelfTest.bert_interop, 25, 30),
