@@ -33,6 +33,8 @@ class MetaCommunicator final : public Communicator {
   std::shared_ptr<Work> Broadcast(Tensor tensor, int root) override;
   std::shared_ptr<Work> BroadcastCoalesced(std::vector<Tensor> tensors, int root) override;
   std::shared_ptr<Work> Barrier() override;
+  // What the planned backend keeps for its collectives now.
+  int64_t scratch_bytes() const { return scratch_.defined() ? static_cast<int64_t>(scratch_.nbytes()) : 0; }
 
  private:
   // The collective's scratch, grown where it needs more.

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <memory>
 #include <tuple>
 #include <utility>
 
 #include "comm/meta_communicator.h"
 #include "comm/mpi_communicator.h"
+#include "launch/output_paths.h"
 #include "launch/trainer.h"
+#include "runtime/data/batch_source.h"
 #include "runtime/byte_size.h"
 #include "runtime/clock.h"
 #include "runtime/cuda/cuda_device.h"
@@ -48,7 +51,7 @@ std::string Describe(const TrainOptions& o, int world_size) {
   }
   what += ", " + o.precision + (o.activation_checkpointing ? " with activation checkpointing" : "") + ", " +
           o.optimizer + ", " + std::to_string(world_size) + (world_size == 1 ? " rank" : " ranks");
-  if (o.zero_stage > 0) what += " under ZeRO-" + std::to_string(o.zero_stage);
+  if (o.zero_stage > 0 && world_size > 1) what += " under ZeRO-" + std::to_string(o.zero_stage);
   if (o.accumulation_steps > 1) what += ", " + std::to_string(o.accumulation_steps) + " micro-batches a step";
   return what + ", on " + o.plan_device;
 }
@@ -65,12 +68,17 @@ constexpr int64_t kCpuDefaultOverhead = int64_t{512} << 20;
 std::pair<int64_t, std::string> Overhead(const TrainOptions& o) {
   if (o.plan_overhead >= 0) return {o.plan_overhead, "--plan-overhead"};
   if (o.plan_device == "cpu") return {kCpuDefaultOverhead, "the CPU default: code, MPI and libraries"};
-  if (cuda::BuiltWithCuda() && cuda::DeviceCount() > 0) {
-    const int64_t context = cuda::DeviceBytesInUse(0);
-    return {context + kLibraryBytes, "GPU 0's context, measured: " + FormatBytes(context) +
-                                         ", and 512 MiB for library kernels and NCCL"};
+  std::string why = "the CUDA default: context, library kernels and NCCL's buffers";
+  if (o.plan_memory > 0 && cuda::BuiltWithCuda() && cuda::DeviceCount() > 0) {
+    std::string error;
+    const int64_t context = cuda::DeviceBytesInUse(0, &error);
+    if (context >= 0) {
+      return {context + kLibraryBytes, "GPU 0 in use with this process's context, measured: " +
+                                           FormatBytes(context) + ", and 512 MiB for library kernels and NCCL"};
+    }
+    why += " (GPU 0 not measured: " + error + ")";
   }
-  return {kCudaDefaultOverhead, "the CUDA default: context, library kernels and NCCL's buffers"};
+  return {kCudaDefaultOverhead, why};
 }
 
 // Bytes to the hundredth of a GiB, where a fit is decided.
@@ -114,12 +122,16 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
   RankInfo ranks;
   ranks.world_size = world_size;
   MetaRunFigures run;
-  int64_t host_data = 0;
+  int64_t host_data = 0, dataset_size = 0, comm_scratch_at_start = 0;
   {
     ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(o, comm.get(), ranks));
     host_data = host->bytes_in_use() - host_base;
+    dataset_size = trainer->dataset_size();
+    if (comm) comm_scratch_at_start = comm->scratch_bytes();
     ASSIGN_OR_RETURN(run, trainer->RunMeta());
   }
+  // MPI's receive buffer, kept once its first collective grew it.
+  const int64_t comm_scratch = comm ? comm->scratch_bytes() : 0;
   const MemoryFigures& m = run.memory;
   MemoryBreakdown b;
   b.batch_size = batch;
@@ -135,75 +147,97 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
   if (o.plan_device == "cpu") b.host_data = host_data;
   const int64_t persistent = run.persistent - base;
   b.communication = persistent - b.parameters - b.low_precision - b.gradients - b.optimizer - b.buffers - b.input -
-                    run.workspace_at_start;
+                    run.workspace_at_start + (comm_scratch - comm_scratch_at_start);
   b.peak = m.peak_bytes - base + b.host_data;
-  b.activations = b.peak - b.host_data - persistent - (b.workspace - run.workspace_at_start);
-  b.zero_in_flight = m.transient_bucket_bytes;
+  // What grew in the steps and stays (workspaces, the receive buffer) is
+  // counted in its own row, as held at the peak.
+  b.activations = b.peak - b.host_data - persistent - (b.workspace - run.workspace_at_start) -
+                  (comm_scratch - comm_scratch_at_start);
+  b.zero_bucket_pool = m.transient_bucket_bytes;
+  b.dataset_size = dataset_size;
   b.site = meta->peak_site();
   return b;
 }
 
+namespace {
+
+// Activations past the bound counted, not fatal, while a plan runs.
+class CountedActivationBound {
+ public:
+  CountedActivationBound() { SetActivationBoundCounted(true); }
+  ~CountedActivationBound() { SetActivationBoundCounted(false); }
+};
+
+}  // namespace
+
 StatusOr<MemoryPlan> PlanMemory(const MemoryPlanRequest& request) {
   const double start = SteadySeconds();
+  const CountedActivationBound counted;
   MemoryPlan plan;
   plan.request = request;
   const TrainOptions& o = request.options;
-  // The smallest batch first: its largest activation bounds the batch
-  // (activations grow with it, and past 2^31 - 1 elements a step is
-  // refused). It is 1, or 2 where batch norm refuses a batch that leaves
-  // one value a channel (small images).
-  ResetLargestActivationElements();
-  int64_t smallest = 1;
-  StatusOr<MemoryBreakdown> first = MeasureBreakdown(o, request.world_size, smallest);
+  std::map<int64_t, MemoryBreakdown> measured;  // each batch once
+  auto measure = [&](int64_t batch) -> StatusOr<MemoryBreakdown> {
+    auto it = measured.find(batch);
+    if (it != measured.end()) return it->second;
+    ResetActivationsPastBound();
+    ASSIGN_OR_RETURN(MemoryBreakdown b, MeasureBreakdown(o, request.world_size, batch));
+    b.past_activation_bound = ActivationsPastBound() > 0;
+    ++plan.meta_steps;
+    measured[batch] = b;
+    return b;
+  };
+  // The smallest batch: 1, or 2 where batch norm refuses a batch that
+  // leaves one value a channel (small images).
+  StatusOr<MemoryBreakdown> first = measure(plan.smallest_batch);
   if (!first.ok() && first.status().code() == StatusCode::kInvalidArgument) {
-    ResetLargestActivationElements();
-    first = MeasureBreakdown(o, request.world_size, ++smallest);
+    StatusOr<MemoryBreakdown> second = measure(2);
+    if (!second.ok()) return first.status();
+    first = std::move(second);
+    plan.smallest_batch = 2;
   }
-  ASSIGN_OR_RETURN(const MemoryBreakdown one, std::move(first));
-  ++plan.meta_steps;
-  const int64_t largest = std::max<int64_t>(1, LargestActivationElements());
-  plan.batch_bound = std::max(smallest, std::min(kMostBatch, kMaxActivationElements / largest * smallest));
+  ASSIGN_OR_RETURN(const MemoryBreakdown smallest, std::move(first));
+  plan.smallest_peak = smallest.peak;
+  // A file's samples allow global batches of at most all of them.
+  int64_t limit = kMostBatch;
+  if (smallest.dataset_size != BatchSource::kEndless) {
+    plan.data_limit = std::max(plan.smallest_batch, smallest.dataset_size / (request.world_size * o.accumulation_steps));
+    limit = std::min(limit, plan.data_limit);
+  }
   Status failed;
   auto peak_at = [&](int64_t batch) -> int64_t {
-    if (batch == smallest) return one.peak;
-    StatusOr<MemoryBreakdown> b = MeasureBreakdown(o, request.world_size, batch);
-    ++plan.meta_steps;
-    if (!b.ok()) {
-      if (failed.ok()) failed = b.status();
-      return std::numeric_limits<int64_t>::max() / 2;
+    StatusOr<MemoryBreakdown> b = measure(batch);
+    if (!b.ok() && failed.ok()) failed = b.status();
+    if (b.ok() && b->past_activation_bound && (plan.bound_batch == 0 || batch < plan.bound_batch)) {
+      plan.bound_batch = batch;
     }
-    return b->peak;
+    return b.ok() && !b->past_activation_bound ? b->peak : std::numeric_limits<int64_t>::max() / 2;
   };
   if (o.plan_memory > 0) {
     const BatchSearch search =
-        LargestFittingBatch(peak_at, o.plan_memory, request.overhead, plan.batch_bound, smallest);
+        LargestFittingBatch(peak_at, o.plan_memory, request.overhead, limit, plan.smallest_batch);
     RETURN_IF_ERROR(failed);
     plan.largest_batch = search.largest_batch;
     plan.probes = search.probes;
   }
-  const int64_t at = o.batch_size_given || o.plan_memory == 0 ? std::min(o.batch_size, plan.batch_bound)
-                                                              : std::max(smallest, plan.largest_batch);
-  if (at != o.batch_size && (o.batch_size_given || o.plan_memory == 0)) {
-    return InvalidArgument("--batch-size " + std::to_string(o.batch_size) + " puts an activation of " + o.model +
-                           " past 2^31 - 1 elements; at most " + std::to_string(plan.batch_bound) + " fits the bound");
+  const bool given = o.batch_size_given || o.plan_memory == 0;
+  const int64_t at = given ? o.batch_size : std::max(plan.smallest_batch, plan.largest_batch);
+  ASSIGN_OR_RETURN(plan.at, measure(at));
+  if (plan.at.past_activation_bound) {
+    return InvalidArgument("--batch-size " + std::to_string(at) + " puts an activation of " + o.model +
+                           " past the 2^31 - 1 elements that cuDNN and this runtime's kernels take; plan without "
+                           "--batch-size for the largest that fits");
   }
-  if (at == smallest) {
-    plan.at = one;
-  } else {
-    ASSIGN_OR_RETURN(plan.at, MeasureBreakdown(o, request.world_size, at));
-    ++plan.meta_steps;
+  // The growth per sample, from the farthest batch measured within the bound.
+  int64_t other = 0;
+  for (const auto& [batch, b] : measured) {
+    if (batch != at && !b.past_activation_bound && (other == 0 || std::abs(batch - at) > std::abs(other - at))) {
+      other = batch;
+    }
   }
-  // The growth per sample, from the farthest batch measured from this one.
-  int64_t other = at == smallest ? smallest + 1 : smallest, other_peak = at == smallest ? -1 : one.peak;
-  for (const BatchProbe& p : plan.probes) {
-    if (p.batch != at && std::abs(p.batch - at) > std::abs(other - at)) other = p.batch, other_peak = p.peak_bytes;
-  }
-  if (other_peak < 0) {
-    ASSIGN_OR_RETURN(const MemoryBreakdown b, MeasureBreakdown(o, request.world_size, other));
-    ++plan.meta_steps;
-    other_peak = b.peak;
-  }
-  plan.per_sample = static_cast<double>(plan.at.peak - other_peak) / static_cast<double>(at - other);
+  if (other == 0) other = at + 1;
+  ASSIGN_OR_RETURN(const MemoryBreakdown there, measure(other));
+  plan.per_sample = static_cast<double>(plan.at.peak - there.peak) / static_cast<double>(at - other);
   plan.seconds = SteadySeconds() - start;
   return plan;
 }
@@ -211,16 +245,18 @@ StatusOr<MemoryPlan> PlanMemory(const MemoryPlanRequest& request) {
 Status CheckSomeBatchFits(const MemoryPlan& plan) {
   if (plan.largest_batch != 0) return Status::Ok();
   const MemoryBreakdown& b = plan.at;
-  const int64_t fixed = b.parameters + b.low_precision + b.gradients + b.optimizer + b.buffers + b.communication;
+  const int64_t state = b.parameters + b.low_precision + b.gradients + b.optimizer + b.buffers + b.communication;
   return FailedPrecondition(
       "--plan-memory " + FormatBytes(plan.request.options.plan_memory) + ": no batch fits; the model's state alone " +
       "(parameters, gradients, optimizer state" + (b.low_precision > 0 ? ", the 16-bit copy" : "") + ") takes " +
-      FormatBytes(fixed) + ", batch 1 peaks at " + FormatBytes(b.peak) + ", and the overhead (" +
-      plan.request.overhead_source + ") adds " + FormatBytes(plan.request.overhead) +
-      "; shard it with --zero-stage 2 over more ranks, or plan a larger device");
+      FormatBytes(state) + ", the smallest batch (" + std::to_string(plan.smallest_batch) + ") peaks at " +
+      FormatBytes(plan.smallest_peak) + ", and the overhead (" + plan.request.overhead_source + ") adds " +
+      FormatBytes(plan.request.overhead) + "; shard it with --zero-stage 2 over more ranks, or plan a larger device");
 }
 
 Status RunMemoryPlan(const TrainOptions& options, int job_world_size) {
+  // Before anything is written: no output on an input.
+  RETURN_IF_ERROR(CheckOutputPaths(InputPaths(options), OutputPaths(options)));
   MemoryPlanRequest request;
   request.options = options;
   request.world_size = options.plan_world_size > 0 ? options.plan_world_size : job_world_size;
@@ -244,10 +280,9 @@ std::string PlanText(const MemoryPlan& plan) {
     if (bytes == 0 && name != "gradients" && name != "activations at the peak") continue;
     std::snprintf(line, sizeof(line), "  %-34s %12s", name.c_str(), FormatBytes(bytes).c_str());
     out += line;
-    if (name == "activations at the peak") {
-      out += "  (" + FormatBytes(static_cast<int64_t>(plan.per_sample)) + " a sample" +
-             (b.zero_in_flight > 0 ? "; of them ZeRO-2's buckets in flight " + FormatBytes(b.zero_in_flight) : "") +
-             ")";
+    if (name == "activations at the peak") out += "  (" + FormatBytes(static_cast<int64_t>(plan.per_sample)) + " a sample)";
+    if (name == "collectives' buffers and shards" && b.zero_bucket_pool > 0) {
+      out += "  (ZeRO-2's bucket pool " + FormatBytes(b.zero_bucket_pool) + ")";
     }
     out += "\n";
   }
@@ -279,8 +314,11 @@ std::string PlanText(const MemoryPlan& plan) {
           out += "; " + std::to_string(p.batch) + " needs " + Precise(p.peak_bytes + plan.request.overhead);
         }
       }
-      if (plan.largest_batch == plan.batch_bound) {
-        out += " (the bound of 2^31 - 1 elements an activation may hold, not memory)";
+      if (plan.bound_batch == plan.largest_batch + 1) {
+        out += "; at " + std::to_string(plan.bound_batch) +
+               " an activation would pass the 2^31 - 1 elements a step may hold, whatever the memory";
+      } else if (plan.largest_batch == plan.data_limit) {
+        out += "; the data's " + std::to_string(b.dataset_size) + " samples hold no larger global batch";
       }
       out += "\n";
     }
@@ -304,7 +342,7 @@ nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
   rows["workspace"] = b.workspace;
   rows["host_data"] = b.host_data;
   rows["activations"] = b.activations;
-  rows["zero_in_flight"] = b.zero_in_flight;
+  rows["zero_bucket_pool"] = b.zero_bucket_pool;
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
   for (const BatchProbe& p : plan.probes) probes.push_back({{"batch", p.batch}, {"peak_bytes", p.peak_bytes}, {"fits", p.fits}});
   nlohmann::ordered_json j = {{"model", o.model},
@@ -319,8 +357,10 @@ nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
                               {"overhead_bytes", plan.request.overhead},
                               {"overhead_source", plan.request.overhead_source},
                               {"batch_size", b.batch_size},
-                              {"largest_batch", plan.largest_batch},
-                              {"batch_bound", plan.batch_bound},
+                              {"largest_batch", plan.largest_batch >= 0 ? nlohmann::ordered_json(plan.largest_batch)
+                                                                        : nlohmann::ordered_json()},
+                              {"smallest_batch", plan.smallest_batch},
+                              {"activation_bound_batch", plan.bound_batch},
                               {"rows_bytes", rows},
                               {"activation_per_sample_bytes", plan.per_sample},
                               {"peak_bytes", b.peak},

@@ -44,9 +44,12 @@ struct MemoryBreakdown {
   int64_t workspace = 0;      // scratch slots: staging, library workspaces
   int64_t host_data = 0;      // a CPU rank's: data held in host memory (tensors: files)
   int64_t activations = 0;    // the step's peak over all of the above
-  int64_t zero_in_flight = 0;  // of the activations: ZeRO-2's buckets in flight at their most
+  int64_t zero_bucket_pool = 0;  // of the collectives' row: ZeRO-2's bucket pool
   int64_t peak = 0;           // the allocator's peak: the sum of the rows
   MetaAllocator::PeakSite site;  // the allocation that reached it
+  // An activation passed the 2^31 - 1 elements a step may hold.
+  bool past_activation_bound = false;
+  int64_t dataset_size = 0;   // the training data's samples (BatchSource::kEndless: generated)
 };
 
 struct MemoryPlanRequest {
@@ -66,9 +69,13 @@ struct MemoryPlan {
   // With a budget: the largest batch that fits (0: none), and its search.
   int64_t largest_batch = -1;
   std::vector<BatchProbe> probes;
-  // The most samples whose activations stay within kMaxActivationElements.
-  int64_t batch_bound = 0;
-  int meta_steps = 0;
+  // The smallest batch the model takes (1, or 2 where batch norm refuses
+  // 1) and its peak.
+  int64_t smallest_batch = 1, smallest_peak = 0;
+  // The smallest batch measured with an activation past 2^31 - 1 elements
+  // (0: none), and the most a file's samples allow (0: generated data).
+  int64_t bound_batch = 0, data_limit = 0;
+  int meta_steps = 0;  // meta runs, of two steps each
   double seconds = 0.0;
 };
 
@@ -77,8 +84,8 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
 
 StatusOr<MemoryPlan> PlanMemory(const MemoryPlanRequest& request);
 
-// With a budget where not even batch 1 fits: one line saying why (what the
-// batch-independent part alone takes). Ok otherwise.
+// With a budget where not even the smallest batch fits: one line saying
+// why (what the model's state alone takes). Ok otherwise.
 Status CheckSomeBatchFits(const MemoryPlan& plan);
 
 // --device meta as a whole, on one rank: the request from the options (the

@@ -68,6 +68,13 @@ class ExecutionContext {
   static constexpr int kLibraryWorkspaceSlot = 7;
   static constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
   static constexpr int64_t kConvWorkspaceBoundBytes = int64_t{1} << 30;
+  // The other CUDA op buffers a planning meta context mirrors: cuDNN's
+  // 16-bit or channels-last weight gradient and 16-bit conv bias staging
+  // slots, and LayerNorm backward's f64 partial sums (two tensors of
+  // ceil(rows / kLayerNormRowsPerPartial) x hidden, freed after the call).
+  static constexpr int kConvWeightGradSlot = 5;
+  static constexpr int kConvBiasSlot = 6;
+  static constexpr int64_t kLayerNormRowsPerPartial = 32;
 
  private:
   ExecutionContext(Device device, int num_threads, void* stream)

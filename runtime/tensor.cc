@@ -101,11 +101,13 @@ Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device, MemoryForma
 namespace {
 thread_local const ActivationScope* t_activation_scope = nullptr;
 std::atomic<int64_t> g_activation_batch_size{0};
-std::atomic<int64_t> g_largest_activation{0};
+std::atomic<bool> g_bound_counted{false};
+std::atomic<int64_t> g_past_bound{0};
 }  // namespace
 
-int64_t LargestActivationElements() { return g_largest_activation.load(); }
-void ResetLargestActivationElements() { g_largest_activation.store(0); }
+void SetActivationBoundCounted(bool counted) { g_bound_counted.store(counted); }
+int64_t ActivationsPastBound() { return g_past_bound.load(); }
+void ResetActivationsPastBound() { g_past_bound.store(0); }
 
 ActivationScope::ActivationScope(const std::string& layer, const char* pass)
     : outer_(t_activation_scope), layer_(layer), pass_(pass) {
@@ -126,10 +128,11 @@ void CheckActivationSize(const Shape& shape, DType dtype) {
   const ActivationScope* scope = t_activation_scope;
   if (scope == nullptr || dtype == DType::kU8) return;
   const int64_t elements = NumElements(shape);
-  int64_t largest = g_largest_activation.load(std::memory_order_relaxed);
-  while (elements > largest && !g_largest_activation.compare_exchange_weak(largest, elements)) {
-  }
   if (elements <= kMaxActivationElements) return;
+  if (g_bound_counted.load()) {
+    g_past_bound.fetch_add(1);
+    return;
+  }
   std::string line = scope->layer_ + " " + scope->pass_ + ": a " + ShapeToString(shape) + " " + DTypeName(dtype) +
                      " activation (" + std::to_string(elements) +
                      " elements) is past the 2^31 - 1 elements that cuDNN and this runtime's kernels take";

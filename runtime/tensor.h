@@ -66,10 +66,13 @@ void SetActivationBatchSize(int64_t batch_size);
 void ActivationScopeName(std::string* layer, std::string* pass);
 // Fatal (the line above) when `shape` is past the bound inside a scope.
 void CheckActivationSize(const Shape& shape, DType dtype);
-// The most elements of any activation checked since the last reset: the
-// memory planner's bound on the batch (activations grow with it).
-int64_t LargestActivationElements();
-void ResetLargestActivationElements();
+// Planning (launch/memory_planner.h): with `counted`, an activation past
+// the bound is counted instead of fatal, so a plan tells a batch that
+// passes it from one that does not fit; ActivationsPastBound() counts them
+// since ResetActivationsPastBound().
+void SetActivationBoundCounted(bool counted);
+int64_t ActivationsPastBound();
+void ResetActivationsPastBound();
 
 class Tensor;
 // How tensors on a non-host device are copied and filled; the CUDA backend

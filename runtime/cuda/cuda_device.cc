@@ -31,7 +31,7 @@ std::string DeviceDescription(int) { NoCuda("cuda::DeviceDescription"); }
 std::string PciAddress(int) { NoCuda("cuda::PciAddress"); }
 bool CanAccessPeer(int, int) { NoCuda("cuda::CanAccessPeer"); }
 std::string DeviceName(int) { NoCuda("cuda::DeviceName"); }
-int64_t DeviceBytesInUse(int) { NoCuda("cuda::DeviceBytesInUse"); }
+int64_t DeviceBytesInUse(int, std::string*) { NoCuda("cuda::DeviceBytesInUse"); }
 PeerCopyResult CheckPeerCopy(int, int, size_t) { NoCuda("cuda::CheckPeerCopy"); }
 int DriverVersion() { NoCuda("cuda::DriverVersion"); }
 int RuntimeVersion() { NoCuda("cuda::RuntimeVersion"); }

@@ -173,8 +173,10 @@ MemoryStats GetMemoryStats(int device);
 
 // The device's memory in use by every process (total less free), after
 // this process's context on it exists: on a GPU nothing else uses, the
-// context's own bytes (the memory planner's overhead).
-int64_t DeviceBytesInUse(int device);
+// context's own bytes (the memory planner's overhead). -1, with CUDA's
+// reason in `error`, where the context cannot be made (a GPU held in
+// exclusive mode by another process).
+int64_t DeviceBytesInUse(int device, std::string* error);
 
 // The largest power of two (up to 256) that divides the address. cuBLASLt's
 // heuristics and cuDNN's tensor-core algorithms assume aligned buffers, and

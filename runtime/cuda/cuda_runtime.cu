@@ -472,11 +472,16 @@ PeerCopyResult CheckPeerCopy(int from, int to, size_t bytes) {
   return r;
 }
 
-int64_t DeviceBytesInUse(int device) {
-  SetDevice(device);
-  Check(cudaFree(nullptr), "cudaFree(nullptr)", __FILE__, __LINE__);  // the context, created now if not yet
+int64_t DeviceBytesInUse(int device, std::string* error) {
   size_t free_bytes = 0, total = 0;
-  Check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo", __FILE__, __LINE__);
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaFree(nullptr);  // the context, created now if not yet
+  if (e == cudaSuccess) e = cudaMemGetInfo(&free_bytes, &total);
+  if (e != cudaSuccess) {
+    *error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    (void)cudaGetLastError();  // not sticky: the next call starts clean
+    return -1;
+  }
   return static_cast<int64_t>(total - free_bytes);
 }
 

@@ -65,7 +65,11 @@ void Conv2dForward(ExecutionContext& ctx, const Conv2dParams& p, const Tensor& x
   if (bias) CheckOnDevice(ctx, "Conv2dForward", {bias});
   if (OnMeta(ctx)) {
     if (ctx.planned_device().is_cpu()) cpu::PlanConv2dForward(ctx, p, x, w, bias != nullptr);
-    if (ctx.planned_device().is_cuda()) ReserveCudnnWorkspace(ctx);
+    if (ctx.planned_device().is_cuda()) {
+      ReserveCudnnWorkspace(ctx);
+      // cuDNN adds a bias of the output's type: a 16-bit copy of the f32 one.
+      if (bias && x.dtype() != DType::kF32) ctx.ScratchTensor(ExecutionContext::kConvBiasSlot, bias->shape(), x.dtype());
+    }
     return;
   }
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("Conv2dForward", cuda::Conv2dForward(ctx, p, x, w, bias, y));
@@ -102,7 +106,13 @@ void Conv2dBackwardWeights(ExecutionContext& ctx, const Conv2dParams& p, const T
   if (dbias) CheckOnDevice(ctx, "Conv2dBackwardWeights", {dbias});
   if (OnMeta(ctx)) {
     if (ctx.planned_device().is_cpu()) cpu::PlanConv2dBackwardWeights(ctx, p, x, dw, dbias != nullptr);
-    if (ctx.planned_device().is_cuda()) ReserveCudnnWorkspace(ctx);
+    if (ctx.planned_device().is_cuda()) {
+      ReserveCudnnWorkspace(ctx);
+      // cuDNN writes the data's type and layout; staged, then widened.
+      if (dw.dtype() != x.dtype() || dw.format() != x.format()) {
+        ctx.ScratchTensor(ExecutionContext::kConvWeightGradSlot, dw.shape(), x.dtype());
+      }
+    }
     return;
   }
   if (ctx.device().is_cuda()) {

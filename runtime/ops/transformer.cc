@@ -222,7 +222,15 @@ void LayerNormBackward(ExecutionContext& ctx, const Tensor& x, const Tensor& dy,
   CHECK(gamma.shape() == Shape{hidden} && dgamma.shape() == Shape{hidden} && dbeta.shape() == Shape{hidden} &&
         mean.numel() == rows && rstd.numel() == rows)
       << "layer norm backward shapes: x " << x.DebugString() << ", gamma " << gamma.DebugString();
-  if (OnMeta(ctx)) return;
+  if (OnMeta(ctx)) {
+    if (ctx.planned_device().is_cuda() && rows > 0) {  // the CUDA kernels' f64 partial sums, while they run
+      const int64_t partials = (rows + ExecutionContext::kLayerNormRowsPerPartial - 1) /
+                               ExecutionContext::kLayerNormRowsPerPartial;
+      const Tensor partial_g = Tensor::Empty({partials, hidden}, DType::kF64, ctx.device());
+      const Tensor partial_b = Tensor::Empty({partials, hidden}, DType::kF64, ctx.device());
+    }
+    return;
+  }
   if (ctx.device().is_cuda()) {
     return DDP_ON_CUDA("LayerNormBackward",
                        cuda::LayerNormBackward(ctx, x, dy, gamma, mean, rstd, dx, dgamma, dbeta));

@@ -83,8 +83,8 @@ int Dim(int64_t d) {
 // Scratch slots (ops own those below 8): 16-bit staging of convolution
 // weight and bias gradients (cuDNN writes them in the data's type; the
 // master gradients are f32), and library workspaces.
-constexpr int kWeightGradSlot = 5;
-constexpr int kBiasSlot = 6;
+constexpr int kWeightGradSlot = ExecutionContext::kConvWeightGradSlot;
+constexpr int kBiasSlot = ExecutionContext::kConvBiasSlot;
 
 cudnnTensorFormat_t CudnnFormat(bool channels_last) { return channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
 

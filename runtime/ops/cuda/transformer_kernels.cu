@@ -11,7 +11,7 @@ namespace {
 
 // Rows of the LayerNorm parameter gradients each block of the first pass
 // sums (then the partial sums are added in row-block order).
-constexpr int64_t kRowsPerPartial = 32;
+constexpr int64_t kRowsPerPartial = ExecutionContext::kLayerNormRowsPerPartial;
 // Id buckets of the embedding gradient: a thread owns a column of the ids
 // with id % kIdBuckets == its bucket, and walks every row in order.
 constexpr int64_t kIdBuckets = 64;
