@@ -37,15 +37,24 @@ void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
     DropoutForward(ctx, probs.View(0, per_sample), p, key, first_sample, dropped_view, keep_view);
   }
   BatchedGemm(ctx, false, false, 1.0f, dropped, v, 0.0f, context);
-  if (saved != nullptr) *saved = {probs, dropped, keep, p};
+  if (saved != nullptr) *saved = {probs, keep, p};
 }
 
 void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionSaved& saved, const Tensor& dcontext, Tensor& dq, Tensor& dk, Tensor& dv) {
   CHECK(saved.probs.defined()) << "attention backward without a saved forward";
+  {
+    // The dropped probabilities again: keep ? probs / (1 - p) : 0, the
+    // expression and rounding of forward's dropout, so the same bits.
+    Tensor dropped = saved.probs;
+    if (saved.keep.defined()) {
+      dropped = Tensor::EmptyLike(saved.probs);
+      DropoutBackward(ctx, saved.probs, saved.keep, saved.p, dropped);
+    }
+    BatchedGemm(ctx, true, false, 1.0f, dropped, dcontext, 0.0f, dv);
+  }
   Tensor ddropped = Tensor::EmptyLike(saved.probs);
   BatchedGemm(ctx, false, true, 1.0f, dcontext, v, 0.0f, ddropped);
-  BatchedGemm(ctx, true, false, 1.0f, saved.dropped, dcontext, 0.0f, dv);
   Tensor dprobs = ddropped;
   if (saved.keep.defined()) {
     dprobs = Tensor::EmptyLike(ddropped);

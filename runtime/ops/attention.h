@@ -17,10 +17,13 @@
 
 namespace ddp {
 
-// What backward reads: the probabilities, their dropped copy (the same
-// tensor when p is 0) and the dropout mask (undefined when p is 0).
+// What backward reads: the probabilities and the dropout mask (undefined
+// when p is 0). The dropped probabilities are not kept: backward makes
+// them again from these two (the same bits as forward's), so a layer holds
+// 3 bytes a score in 16-bit training rather than 5, or 5 rather than 9 in
+// f32, until its backward.
 struct AttentionSaved {
-  Tensor probs, dropped, keep;
+  Tensor probs, keep;
   float p = 0.0f;
 };
 

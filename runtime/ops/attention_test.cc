@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/allocator.h"
 #include "runtime/testing/op_testing.h"
 
 namespace ddp {
@@ -86,7 +87,7 @@ TEST_P(AttentionTest, MatchesFloat64AndFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Dropout, AttentionTest, ::testing::Values(0.0f, 0.3f));
 
-TEST(AttentionTest, NoDropoutSavesTheProbabilitiesOnce) {
+TEST(AttentionTest, NoDropoutSavesTheProbabilitiesAlone) {
   ExecutionContext ctx = ExecutionContext::Cpu(1);
   const Shape shape = {kRows, kT, kD};
   std::mt19937_64 rng(5);
@@ -94,8 +95,25 @@ TEST(AttentionTest, NoDropoutSavesTheProbabilitiesOnce) {
   Tensor context = Tensor::Empty(shape, DType::kF32);
   AttentionSaved saved;
   AttentionForward(ctx, x, x, x, kSamples, nullptr, 0.0f, DropoutKey(), 0, context, &saved);
-  EXPECT_EQ(saved.dropped.raw_data(), saved.probs.raw_data());
+  EXPECT_EQ(saved.probs.shape(), (Shape{kRows, kT, kT}));
   EXPECT_FALSE(saved.keep.defined());
+}
+
+// Under dropout the forward keeps the probabilities and the mask, and the
+// step holds nothing else of it: what stays allocated after the forward is
+// the context, the probabilities (f32) and the 1-byte mask, exactly.
+TEST(AttentionTest, DropoutKeepsTheMaskNotTheDroppedCopy) {
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  const Shape shape = {kRows, kT, kD};
+  std::mt19937_64 rng(9);
+  const Tensor x = ToF32Tensor(RandomValues(kRows * kT * kD, rng), shape);
+  Allocator* memory = GetAllocator(Device::Cpu());
+  const int64_t before = memory->bytes_in_use();
+  Tensor context = Tensor::Empty(shape, DType::kF32);
+  AttentionSaved saved;
+  AttentionForward(ctx, x, x, x, kSamples, nullptr, 0.3f, DropoutKey{7, 3, 5}, 0, context, &saved);
+  const int64_t scores = kRows * kT * kT;
+  EXPECT_EQ(memory->bytes_in_use() - before, kRows * kT * kD * 4 + scores * 4 + scores * 1);
 }
 
 }  // namespace
