@@ -5,6 +5,7 @@
 // the same order; backends run them in the order issued.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,17 @@ class Work {
 inline void CheckBlockShapes(const char* op, const Tensor& whole, const Tensor& block, int world) {
   CHECK(whole.dtype() == block.dtype() && whole.numel() == block.numel() * world)
       << op << " of " << whole.DebugString() << " and " << block.DebugString() << " over " << world << " ranks";
+}
+
+// A backend's receive buffer, kept from one collective to the next (as
+// NCCL keeps its own): grown to `bytes` where smaller, the old one freed
+// first. MPI's worker keeps one on the host, so a rank's memory does not
+// depend on how its collectives overlap its backward; the memory planner's
+// meta communicator keeps its mirror on the meta device.
+inline void GrowReceiveBuffer(Tensor& buffer, int64_t bytes, Device device) {
+  if (buffer.defined() && buffer.numel() >= bytes) return;
+  buffer = Tensor();
+  buffer = Tensor::Empty({bytes}, DType::kU8, device);
 }
 
 class Communicator {

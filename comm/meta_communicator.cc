@@ -25,10 +25,7 @@ MetaCommunicator::MetaCommunicator(int rank, int world, ScratchBytes scratch_byt
 
 std::shared_ptr<Work> MetaCommunicator::Start(const char* op, const Tensor& input, const Tensor& output) {
   const int64_t bytes = scratch_bytes_ ? scratch_bytes_(op, input, output) : 0;
-  if (bytes > 0 && (!scratch_.defined() || scratch_.numel() < bytes)) {
-    scratch_ = Tensor();  // the old one goes first
-    scratch_ = Tensor::Empty({bytes}, DType::kU8, Device::Meta());
-  }
+  if (bytes > 0) GrowReceiveBuffer(scratch_, bytes, Device::Meta());
   return Done();
 }
 

@@ -355,15 +355,10 @@ void MpiCommunicator::Loop() {
   }
 }
 
-// The worker's receive buffer, grown to `bytes` where smaller: kept from
-// one collective to the next (as NCCL keeps its own), so a rank's memory
-// does not depend on how its collectives overlap its backward, and the
-// memory planner counts it exactly (MpiScratchBytes).
+// The worker's receive buffer of at least `bytes` (GrowReceiveBuffer; the
+// memory planner counts it with MpiScratchBytes).
 static void* GrownScratch(Tensor& scratch, int64_t bytes) {
-  if (!scratch.defined() || scratch.numel() < bytes) {
-    scratch = Tensor();  // the old one goes first
-    scratch = Tensor::Empty({bytes}, DType::kU8);
-  }
+  GrowReceiveBuffer(scratch, bytes, Device::Cpu());
   return scratch.raw_data();
 }
 

@@ -32,13 +32,13 @@ small=(--model resnet18 --image-size 32 --batch-size 4 --num-classes 10 --thread
 "$make_data" --out "$tmp/train.safetensors" --samples 16 --image-size 32 --num-classes 10 || fail "make_image_dataset"
 out=$("$bin" "${small[@]}" --steps 2 --data "tensors:$tmp/train.safetensors" --save-weights "$tmp/r18.safetensors" \
       --metrics-file "$tmp/metrics.jsonl" 2>&1) || { fail "short run: $out"; }
-printf '%s\n' "$out" | grep -q '^summary: resnet18  1 rank  steps 2 ' || fail "no summary line in: $out"
+grep -q '^summary: resnet18  1 rank  steps 2 ' <<< "$out" || fail "no summary line in: $out"
 [ "$(grep -c '"step"' "$tmp/metrics.jsonl")" -eq 2 ] || fail "metrics file lacks 2 step records"
-tail -n 1 "$tmp/metrics.jsonl" | grep -q '"summary"' || fail "metrics file lacks the summary"
+grep -q '"summary"' <<< "$(tail -n 1 "$tmp/metrics.jsonl")" || fail "metrics file lacks the summary"
 # The config file sets flags; the command line overrides it.
 printf 'model: "resnet18"\nbatch_size: 4\nsteps: 1\nimage_size: 32\nnum_classes: 10\nthreads: 1\n' > "$tmp/good.cfg"
 out=$("$bin" --config "$tmp/good.cfg" --steps 2 2>&1) || fail "config run: $out"
-printf '%s\n' "$out" | grep -q '^summary: resnet18  1 rank  steps 2 ' || fail "config + override: $out"
+grep -q '^summary: resnet18  1 rank  steps 2 ' <<< "$out" || fail "config + override: $out"
 # --help: ddp_train's own flags by group, with defaults (the logging
 # library's behind --helpfull); --version: one line each, exit 0.
 out=$("$bin" --help 2>&1); rc=$?
@@ -306,12 +306,12 @@ expect_error "--cuda-graphs replays GPU work, and this rank trains on cpu; drop 
 # its input errors.
 out=$("$bin" --model resnet18 --image-size 64 --num-classes 10 --plan-memory 400MiB --plan-device cpu \
       --plan-overhead 0 --metrics-file "$tmp/plan.json" 2>&1) || fail "plan: $out"
-printf '%s\n' "$out" | grep -q '^  the largest --batch-size that fits 400.0 MiB is [0-9]* (' || fail "plan's largest batch: $out"
+grep -q '^  the largest --batch-size that fits 400.0 MiB is [0-9]* (' <<< "$out" || fail "plan's largest batch: $out"
 largest=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['plan']['largest_batch'])" "$tmp/plan.json")
 [ "$largest" -gt 8 ] 2>/dev/null || fail "plan record's largest_batch: $(cat "$tmp/plan.json")"
 out=$("$bin" --model resnet18 --image-size 64 --num-classes 10 --plan-memory 400MiB --plan-device cpu \
       --plan-overhead 0 --batch-size $((largest + 1)) 2>&1) || fail "plan with --batch-size: $out"
-printf '%s\n' "$out" | grep -q "^  --batch-size $((largest + 1)) does not fit 400.0 MiB: it needs .* too much$" ||
+grep -q "^  --batch-size $((largest + 1)) does not fit 400.0 MiB: it needs .* too much$" <<< "$out" ||
   fail "plan's fit check: $out"
 expect_error "--plan-memory '24XB' is not a size; write e.g. 24GiB, 512MiB or 2000000000" --plan-memory 24XB
 expect_error "--plan-memory 1.0 GiB: no batch fits; the model's state alone (parameters, gradients, optimizer state) " \

@@ -10,19 +10,22 @@ namespace ddp {
 InputPipeline::InputPipeline(InputPipelineOptions options, const BatchSource* data, GlobalBatchSampler* sampler,
                              ExecutionContext& ctx)
     : options_(options), data_(data), sampler_(sampler), ctx_(ctx) {
-  const bool gpu = ctx_.device().is_cuda();
+  // The device the batches are for: a meta context's planned one. One
+  // decision serves training and plans alike.
+  const bool gpu = ctx_.planned_device().is_cuda();
+  const bool generated = gpu && data_->GeneratesOnDevice();
+  const bool staged = !generated && (gpu || data_->ReadsFiles());
   const int64_t b = options_.batch_size;
   if (ctx_.device().is_meta()) {
-    const bool planned_gpu = ctx_.planned_device().is_cuda();
-    const bool staged = planned_gpu ? !data_->GeneratesOnDevice() : data_->ReadsFiles();
+    // As many batches as the planned device holds, of the data's shapes.
     for (int slot = 0; slot < (staged ? options_.prefetch + 1 : 1); ++slot) {
       meta_batches_.push_back(AllocateBatch(*data_, b, ctx_.device()));
     }
-  } else if (gpu && data_->GeneratesOnDevice()) {
+  } else if (generated) {
     // Synthetic data is made on the GPU, in place, each micro-batch: no host
     // work, no copy (the benchmark measures training).
     batch_ = AllocateBatch(*data_, b, ctx_.device());
-  } else if (gpu || data_->ReadsFiles()) {
+  } else if (staged) {
     // Filled ahead by the loader: into pinned buffers copied to the GPU on
     // a stream of their own, or on a CPU rank, host batches decoded while
     // the step computes.

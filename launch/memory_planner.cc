@@ -28,18 +28,38 @@ constexpr int64_t kPlanSteps = 2;
 // The search's ceiling, past any batch a device of today holds.
 constexpr int64_t kMostBatch = int64_t{1} << 22;
 
-// The rows in the table's order: name, bytes.
-std::vector<std::pair<std::string, int64_t>> Rows(const MemoryBreakdown& b) {
-  return {{"parameters (f32 master weights)", b.parameters},
-          {"16-bit weight copy", b.low_precision},
-          {"gradients", b.gradients},
-          {"optimizer state", b.optimizer},
-          {"persistent buffers (batch norm)", b.buffers},
-          {"collectives' buffers and shards", b.communication},
-          {"input batches", b.input},
-          {"workspace (scratch, libraries)", b.workspace},
-          {"data in host memory", b.host_data},
-          {"activations at the peak", b.activations}};
+// The rows in the table's order: the text's name, the record's key, the
+// bytes, whether the text shows it when 0, and the text's note.
+struct Row {
+  const char* name;
+  const char* key;
+  int64_t bytes;
+  bool always = false;
+  std::string note;
+};
+
+std::vector<Row> Rows(const MemoryPlan& plan) {
+  const MemoryBreakdown& b = plan.at;
+  return {{"parameters (f32 master weights)", "parameters", b.parameters},
+          {"16-bit weight copy", "low_precision_copy", b.low_precision},
+          {"gradients", "gradients", b.gradients, true},
+          {"optimizer state", "optimizer_state", b.optimizer},
+          {"persistent buffers (batch norm)", "buffers", b.buffers},
+          {"collectives' buffers and shards", "collectives", b.communication, false,
+           b.zero_bucket_pool > 0 ? "ZeRO-2's bucket pool " + FormatBytes(b.zero_bucket_pool) : ""},
+          {"input batches", "input", b.input},
+          {"workspace (scratch, libraries)", "workspace", b.workspace},
+          {"data in host memory", "host_data", b.host_data},
+          {"activations at the peak", "activations", b.activations, true,
+           FormatBytes(static_cast<int64_t>(plan.per_sample)) + " a sample"}};
+}
+
+// The probe of `batch` in the search, or null.
+const BatchProbe* ProbeOf(const MemoryPlan& plan, int64_t batch) {
+  for (const BatchProbe& p : plan.probes) {
+    if (p.batch == batch) return &p;
+  }
+  return nullptr;
 }
 
 std::string Describe(const TrainOptions& o, int world_size) {
@@ -130,8 +150,8 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
     if (comm) comm_scratch_at_start = comm->scratch_bytes();
     ASSIGN_OR_RETURN(run, trainer->RunMeta());
   }
-  // MPI's receive buffer, kept once its first collective grew it.
-  const int64_t comm_scratch = comm ? comm->scratch_bytes() : 0;
+  // MPI's receive buffer, kept once the steps' first collective grew it.
+  const int64_t comm_grown = (comm ? comm->scratch_bytes() : 0) - comm_scratch_at_start;
   const MemoryFigures& m = run.memory;
   MemoryBreakdown b;
   b.batch_size = batch;
@@ -147,12 +167,11 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
   if (o.plan_device == "cpu") b.host_data = host_data;
   const int64_t persistent = run.persistent - base;
   b.communication = persistent - b.parameters - b.low_precision - b.gradients - b.optimizer - b.buffers - b.input -
-                    run.workspace_at_start + (comm_scratch - comm_scratch_at_start);
+                    run.workspace_at_start + comm_grown;
   b.peak = m.peak_bytes - base + b.host_data;
   // What grew in the steps and stays (workspaces, the receive buffer) is
   // counted in its own row, as held at the peak.
-  b.activations = b.peak - b.host_data - persistent - (b.workspace - run.workspace_at_start) -
-                  (comm_scratch - comm_scratch_at_start);
+  b.activations = b.peak - b.host_data - persistent - (b.workspace - run.workspace_at_start) - comm_grown;
   b.zero_bucket_pool = m.transient_bucket_bytes;
   b.dataset_size = dataset_size;
   b.site = meta->peak_site();
@@ -276,15 +295,10 @@ std::string PlanText(const MemoryPlan& plan) {
   std::string out = "ddp_train: memory plan, one rank of " + Describe(o, plan.request.world_size) + ", at --batch-size " +
                     std::to_string(b.batch_size) + ":\n";
   char line[200];
-  for (const auto& [name, bytes] : Rows(b)) {
-    if (bytes == 0 && name != "gradients" && name != "activations at the peak") continue;
-    std::snprintf(line, sizeof(line), "  %-34s %12s", name.c_str(), FormatBytes(bytes).c_str());
-    out += line;
-    if (name == "activations at the peak") out += "  (" + FormatBytes(static_cast<int64_t>(plan.per_sample)) + " a sample)";
-    if (name == "collectives' buffers and shards" && b.zero_bucket_pool > 0) {
-      out += "  (ZeRO-2's bucket pool " + FormatBytes(b.zero_bucket_pool) + ")";
-    }
-    out += "\n";
+  for (const Row& row : Rows(plan)) {
+    if (row.bytes == 0 && !row.always) continue;
+    std::snprintf(line, sizeof(line), "  %-34s %12s", row.name, FormatBytes(row.bytes).c_str());
+    out += line + (row.note.empty() ? std::string() : "  (" + row.note + ")") + "\n";
   }
   std::snprintf(line, sizeof(line), "  %-34s %12s\n", "tensors at the peak", FormatBytes(b.peak).c_str());
   out += line;
@@ -306,13 +320,11 @@ std::string PlanText(const MemoryPlan& plan) {
     if (plan.largest_batch > 0) {
       out += "  the largest --batch-size that fits " + FormatBytes(o.plan_memory) + " is " +
              std::to_string(plan.largest_batch);
-      for (const BatchProbe& p : plan.probes) {
-        if (p.batch == plan.largest_batch) out += " (" + Precise(p.peak_bytes + plan.request.overhead) + ")";
+      if (const BatchProbe* p = ProbeOf(plan, plan.largest_batch)) {
+        out += " (" + Precise(p->peak_bytes + plan.request.overhead) + ")";
       }
-      for (const BatchProbe& p : plan.probes) {
-        if (p.batch == plan.largest_batch + 1) {
-          out += "; " + std::to_string(p.batch) + " needs " + Precise(p.peak_bytes + plan.request.overhead);
-        }
+      if (const BatchProbe* p = ProbeOf(plan, plan.largest_batch + 1)) {
+        out += "; " + std::to_string(p->batch) + " needs " + Precise(p->peak_bytes + plan.request.overhead);
       }
       if (plan.bound_batch == plan.largest_batch + 1) {
         out += "; at " + std::to_string(plan.bound_batch) +
@@ -332,16 +344,7 @@ nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
   const MemoryBreakdown& b = plan.at;
   const TrainOptions& o = plan.request.options;
   nlohmann::ordered_json rows = nlohmann::ordered_json::object();
-  rows["parameters"] = b.parameters;
-  rows["low_precision_copy"] = b.low_precision;
-  rows["gradients"] = b.gradients;
-  rows["optimizer_state"] = b.optimizer;
-  rows["buffers"] = b.buffers;
-  rows["collectives"] = b.communication;
-  rows["input"] = b.input;
-  rows["workspace"] = b.workspace;
-  rows["host_data"] = b.host_data;
-  rows["activations"] = b.activations;
+  for (const Row& row : Rows(plan)) rows[row.key] = row.bytes;
   rows["zero_bucket_pool"] = b.zero_bucket_pool;
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
   for (const BatchProbe& p : plan.probes) probes.push_back({{"batch", p.batch}, {"peak_bytes", p.peak_bytes}, {"fits", p.fits}});

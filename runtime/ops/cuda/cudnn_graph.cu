@@ -205,8 +205,7 @@ Entry Build(ExecutionContext& ctx, ConvKind kind, const Conv2dParams& p, DType d
   CUDNN_CALL(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                       count, &count, raw.data()));
   // The usable plans, in the heuristics' order.
-  // Deterministic runs choose as every run does, whatever memory is free.
-  const int64_t limit = static_cast<int64_t>(ctx.deterministic() ? WorkspaceLimit(ctx) : SearchWorkspaceLimit(ctx));
+  const int64_t limit = static_cast<int64_t>(SearchWorkspaceLimit(ctx));
   std::vector<std::pair<Desc*, int64_t>> plans;
   for (int64_t i = 0; i < count && plans.size() < (ctx.deterministic() ? 1 : kMaxTimed); ++i) {
     if (Avoided(configs[i], ctx.deterministic())) continue;

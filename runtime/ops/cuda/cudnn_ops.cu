@@ -65,7 +65,7 @@ size_t WorkspaceLimit(const ExecutionContext& ctx) {
 size_t SearchWorkspaceLimit(const ExecutionContext& ctx) {
   const Allocator* allocator = GetAllocator(ctx.device());
   const int64_t cap = allocator->limit_bytes();
-  if (cap <= 0) return WorkspaceLimit(ctx);
+  if (cap <= 0 || ctx.deterministic()) return WorkspaceLimit(ctx);
   const int64_t left = std::max<int64_t>(0, cap - allocator->bytes_in_use());
   return std::min(WorkspaceLimit(ctx), static_cast<size_t>(left / 2));
 }
@@ -225,8 +225,7 @@ Algo ChooseAlgo(ExecutionContext& ctx, DType data, const std::string& key, Find 
     find(perf, &returned, workspace);
   }
   Algo chosen;
-  if (!PickFrom(ctx, TensorCores(ctx, data), ctx.deterministic() ? WorkspaceLimit(ctx) : SearchWorkspaceLimit(ctx),
-                perf, returned, &chosen)) {
+  if (!PickFrom(ctx, TensorCores(ctx, data), SearchWorkspaceLimit(ctx), perf, returned, &chosen)) {
     // The descriptor still has the requested math type: the fallback runs
     // under it, so its workspace size is the one asked for here.
     chosen.algo = fallback;

@@ -35,8 +35,10 @@ size_t WorkspaceLimit(const ExecutionContext& ctx);
 // --device-memory-limit at most half of what is left below it. A search
 // meets a shape first with the step's activations live (a backward's at
 // their peak), and its timing buffer comes on top of them: capped, it
-// searches among fewer algorithms rather than running out of memory. The
-// memory planner counts WorkspaceLimit for the chosen algorithms' slot.
+// searches among fewer algorithms rather than running out of memory.
+// Deterministic runs choose as every run does, whatever is free:
+// WorkspaceLimit. The memory planner counts WorkspaceLimit for the chosen
+// algorithms' slot.
 size_t SearchWorkspaceLimit(const ExecutionContext& ctx);
 
 }  // namespace ddp::cuda
