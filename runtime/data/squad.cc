@@ -122,44 +122,102 @@ StatusOr<SquadSet> ReadSquad(const std::string& path) {
   return set;
 }
 
-std::string NormalizeAnswer(const std::string& text) {
-  icu::UnicodeString s = icu::UnicodeString::fromUTF8(text);
-  s.toLower(icu::Locale::getRoot());
-  static const std::string kPunctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";  // Python's string.punctuation
+// Python's str.isspace(), on which the script's str.split() splits:
+// bidirectional class WS, B or S, or category Zs (CPython's unicodedata).
+bool IsPythonSpace(char32_t c) {
+  switch (u_charDirection(c)) {
+    case U_WHITE_SPACE_NEUTRAL:
+    case U_BLOCK_SEPARATOR:
+    case U_SEGMENT_SEPARATOR:
+      return true;
+    default:
+      return u_charType(c) == U_SPACE_SEPARATOR;
+  }
+}
+
+// A word character to Python 3's `re` on str (\w, and so \b): a letter
+// (L*), anything with a numeric value (digits, numerals, fractions) or '_'.
+// Combining marks, symbols and format characters are not.
+bool IsPythonWordChar(char32_t c) {
+  return u_isalpha(c) || u_getIntPropertyValue(c, UCHAR_NUMERIC_TYPE) != U_NT_NONE || c == '_';
+}
+
+std::string PythonLower(const std::string& utf8) {
+  icu::UnicodeString s = icu::UnicodeString::fromUTF8(utf8);
+  s.toLower(icu::Locale::getRoot());  // full case mapping, final sigma in context
+  std::string out;
+  s.toUTF8String(out);
+  return out;
+}
+
+namespace {
+
+bool IsArticle(const std::vector<UChar32>& chars, size_t begin, size_t end) {
+  auto is = [&](const char* word) {
+    size_t i = begin;
+    for (; *word != '\0'; ++word, ++i) {
+      if (i == end || chars[i] != static_cast<UChar32>(*word)) return false;
+    }
+    return i == end;
+  };
+  return is("a") || is("an") || is("the");
+}
+
+// normalize_answer's words: lower(), then string.punctuation removed, then
+// re.sub(r'\b(a|an|the)\b', ' ', ...), which replaces a maximal run of word
+// characters that is an article, then split().
+std::vector<std::string> NormalizedWords(const std::string& text) {
+  const icu::UnicodeString lower = icu::UnicodeString::fromUTF8(PythonLower(text));
+  static const std::string kPunctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";  // string.punctuation
+  std::vector<UChar32> chars;
+  for (int32_t i = 0; i < lower.length(); i = lower.moveIndex32(i, 1)) {
+    const UChar32 c = lower.char32At(i);
+    if (c < 128 && kPunctuation.find(static_cast<char>(c)) != std::string::npos) continue;
+    chars.push_back(c);
+  }
+  std::vector<UChar32> kept;
+  for (size_t i = 0; i < chars.size();) {
+    size_t j = i;
+    while (j < chars.size() && IsPythonWordChar(chars[j])) ++j;
+    if (j > i && IsArticle(chars, i, j)) {
+      kept.push_back(' ');
+    } else {
+      j = std::max(j, i + 1);  // a word kept whole, or one other character
+      for (size_t k = i; k < j; ++k) kept.push_back(chars[k]);
+    }
+    i = j;
+  }
   std::vector<std::string> words;
   icu::UnicodeString word;
   auto flush = [&] {
-    std::string w;
-    word.toUTF8String(w);
+    if (word.isEmpty()) return;
+    words.emplace_back();
+    word.toUTF8String(words.back());
     word.remove();
-    if (!w.empty() && w != "a" && w != "an" && w != "the") words.push_back(w);
   };
-  for (int32_t i = 0; i < s.length(); i = s.moveIndex32(i, 1)) {
-    const UChar32 c = s.char32At(i);
-    if (c < 128 && kPunctuation.find(static_cast<char>(c)) != std::string::npos) continue;
-    if (u_isUWhiteSpace(c)) {
+  for (UChar32 c : kept) {
+    if (IsPythonSpace(c)) {
       flush();
     } else {
       word.append(c);
     }
   }
   flush();
+  return words;
+}
+
+}  // namespace
+
+std::string NormalizeAnswer(const std::string& text) {
   std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  for (const std::string& w : NormalizedWords(text)) out += (out.empty() ? "" : " ") + w;
   return out;
 }
 
 namespace {
 
-std::vector<std::string> Words(const std::string& normalized) {
-  std::vector<std::string> words;
-  std::istringstream in(normalized);
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
-}
-
 double F1One(const std::string& prediction, const std::string& truth) {
-  const std::vector<std::string> p = Words(NormalizeAnswer(prediction)), t = Words(NormalizeAnswer(truth));
+  const std::vector<std::string> p = NormalizedWords(prediction), t = NormalizedWords(truth);
   std::map<std::string, int64_t> counts;
   for (const std::string& w : t) ++counts[w];
   int64_t same = 0;

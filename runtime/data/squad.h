@@ -42,12 +42,18 @@ std::vector<size_t> CodePointStarts(const std::string& utf8);
 // Characters [begin, end) of `utf8` (clamped to it).
 std::string CodePointSlice(const std::string& utf8, int64_t begin, int64_t end);
 
-// The official script's normalize_answer: lower case, ASCII punctuation
-// removed, the articles a, an and the removed, whitespace collapsed. Words
-// are split on whitespace before the articles go, where the script's
-// regular expression (\b(a|an|the)\b) would also take an article from
-// beside a non-ASCII symbol ("the€").
+// The official script's normalize_answer (evaluate-v1.1.py), exactly:
+// str.lower() (full case mapping), string.punctuation (ASCII) removed,
+// re.sub(r'\b(a|an|the)\b', ' ', ...) with Python 3's Unicode-aware \b (an
+// article beside a character that is neither letter nor numeral, a curly
+// quote or a combining mark, goes; beside a letter of any script it stays),
+// then ' '.join(split()) on every character str.isspace() holds for.
 std::string NormalizeAnswer(const std::string& text);
+// The Python character classes it rests on, exposed for their tests:
+// str.isspace(), re's \w, and str.lower().
+bool IsPythonSpace(char32_t c);
+bool IsPythonWordChar(char32_t c);
+std::string PythonLower(const std::string& utf8);
 // 1 when the normalized texts are equal; F1 of their normalized words'
 // overlap (a bag of words), each the best over the ground truths.
 double ExactMatch(const std::string& prediction, const std::vector<std::string>& truths);
