@@ -87,6 +87,7 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
   clamped("--data", *train);
   data.train = TokenBatches(std::move(train), options.data);
   Tensor examples, offsets;  // question answering evaluation features' links to their questions
+  std::map<std::string, std::string> eval_metadata;  // and the SQuAD file they came from
   if (!options.eval_data.empty()) {
     ASSIGN_OR_RETURN(std::unique_ptr<TokenDataset> eval,
                      OpenTokenDataset("--eval-data", options.eval_data, data_options));
@@ -96,6 +97,7 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
     clamped("--eval-data", *eval);
     examples = eval->example_index();
     offsets = eval->offset_mapping();
+    eval_metadata = eval->metadata();
     data.eval = TokenBatches(std::move(eval), options.eval_data);
   }
   if (!options.squad_eval_file.empty()) {
@@ -111,6 +113,9 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
     }
     squad->example_index = examples;
     squad->offset_mapping = offsets;
+    const auto fingerprint = eval_metadata.find(kSquadFingerprintKey);
+    RETURN_IF_ERROR(CheckFeaturesSource(squad->set, fingerprint == eval_metadata.end() ? "" : fingerprint->second,
+                                        "--eval-data " + features, "--squad-eval-file " + options.squad_eval_file));
     RETURN_IF_ERROR(CheckFeatures(squad->set, examples, offsets,
                                   "--eval-data " + features + " (against --squad-eval-file " +
                                       options.squad_eval_file + ")"));

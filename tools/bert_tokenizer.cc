@@ -1,7 +1,7 @@
 #include "tools/bert_tokenizer.h"
 
 #include <algorithm>
-#include <fstream>
+#include <unordered_map>
 
 #include <glog/logging.h>
 
@@ -9,6 +9,9 @@
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
+#include <unicode/utf8.h>
+
+#include "runtime/durable_files.h"
 
 namespace ddp {
 namespace {
@@ -17,13 +20,15 @@ constexpr size_t kMaxWordChars = 100;  // Hugging Face's max_input_chars_per_wor
 const char* const kSpecialNames[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 
 bool IsWhitespace(UChar32 c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || u_charType(c) == U_SPACE_SEPARATOR;
+  if (c < 0x80) return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+  return u_charType(c) == U_SPACE_SEPARATOR;
 }
 
 // Unicode's C* categories, but tab, newline and carriage return, which are
 // whitespace here.
 bool IsControl(UChar32 c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
+  if (c < 0x80) return c < 0x20 || c == 0x7F;
   switch (u_charType(c)) {
     case U_CONTROL_CHAR:
     case U_FORMAT_CHAR:
@@ -39,21 +44,16 @@ bool IsControl(UChar32 c) {
 // ASCII's non-alphanumeric symbols ($, ^, `, ... are not P* in Unicode)
 // and Unicode's P* categories.
 bool IsPunctuation(UChar32 c) {
-  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
+  if (c < 0x80) return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
   return (U_GET_GC_MASK(c) & U_GC_P_MASK) != 0;
 }
 
 // The CJK Unified Ideographs blocks (not Hangul, Hiragana or Katakana).
 bool IsCjk(UChar32 c) {
+  if (c < 0x3400) return false;
   return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
          (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
-}
-
-std::string Utf8(const icu::UnicodeString& s) {
-  std::string out;
-  s.toUTF8String(out);
-  return out;
 }
 
 }  // namespace
@@ -76,27 +76,31 @@ StatusOr<BertTokenizer> BertTokenizer::FromTokens(const std::vector<std::string>
 }
 
 StatusOr<BertTokenizer> BertTokenizer::FromVocabFile(const std::string& path, bool lower_case) {
-  std::ifstream in(path);
-  if (!in) return NotFound("--vocab " + path + ": cannot open");
+  if (!PathExists(path)) return NotFound("--vocab " + path + ": cannot open");
+  const StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return Status(text.status().code(), "--vocab " + text.status().message());
+  // Lines as Hugging Face's load_vocab reads them: Python's universal
+  // newlines (\n, \r\n or \r end a line), only the line end stripped.
   std::vector<std::string> tokens;
-  for (std::string line; std::getline(in, line);) tokens.push_back(line);  // Hugging Face strips only the newline
+  for (size_t at = 0; at < text->size();) {
+    size_t end = text->find_first_of("\r\n", at);
+    if (end == std::string::npos) end = text->size();
+    tokens.push_back(text->substr(at, end - at));
+    at = end + ((*text)[end] == '\r' && end + 1 < text->size() && (*text)[end + 1] == '\n' ? 2 : 1);
+  }
   if (tokens.empty()) return InvalidArgument("--vocab " + path + ": empty");
   return FromTokens(tokens, lower_case, "--vocab " + path);
 }
 
 namespace {
 
-// A word of normalized characters, each with the code points of the input
-// it came from: [begin[k], end[k]).
-struct Traced {
-  icu::UnicodeString text;  // one code point per entry of begin/end
-  std::vector<int64_t> begin, end;
-  void Append(UChar32 c, int64_t b, int64_t e) {
-    text.append(c);
-    begin.push_back(b);
-    end.push_back(e);
-  }
-};
+// Appends code point `c` to `out` as UTF-8.
+void AppendUtf8(UChar32 c, std::string& out) {
+  char bytes[U8_MAX_LENGTH];
+  int32_t n = 0;
+  U8_APPEND_UNSAFE(bytes, n, c);
+  out.append(bytes, static_cast<size_t>(n));
+}
 
 icu::UnicodeString Normalized(const icu::Normalizer2* normalizer, const icu::UnicodeString& s) {
   UErrorCode status = U_ZERO_ERROR;
@@ -120,174 +124,196 @@ const icu::Normalizer2* Nfd() {
 }
 
 // NFC, then (uncased) lower case and accents stripped (NFD, non-spacing
-// marks dropped).
-icu::UnicodeString NormalizeWord(const icu::UnicodeString& word, bool lower_case) {
-  icu::UnicodeString w = Normalized(Nfc(), word);
-  if (!lower_case) return w;
-  w.toLower(icu::Locale::getRoot());
-  const icu::UnicodeString decomposed = Normalized(Nfd(), w);
-  icu::UnicodeString out;
-  for (int32_t i = 0; i < decomposed.length(); i = decomposed.moveIndex32(i, 1)) {
-    const UChar32 c = decomposed.char32At(i);
-    if (u_charType(c) != U_NON_SPACING_MARK) out.append(c);
+// marks dropped): code points in, code points out.
+std::vector<UChar32> NormalizeWord(const UChar32* chars, size_t n, bool lower_case) {
+  icu::UnicodeString w = Normalized(Nfc(), icu::UnicodeString::fromUTF32(chars, static_cast<int32_t>(n)));
+  if (lower_case) {
+    w.toLower(icu::Locale::getRoot());
+    w = Normalized(Nfd(), w);
   }
-  return out;
-}
-
-// A whitespace-delimited word of the cleaned input: its code points and
-// their indices in the input.
-struct RawWord {
-  icu::UnicodeString text;
-  std::vector<int64_t> at;
-};
-
-// Cleaned (NUL, U+FFFD and controls dropped), split on whitespace, CJK
-// ideographs words of their own.
-std::vector<RawWord> SplitWords(const std::string& text) {
-  const icu::UnicodeString input = icu::UnicodeString::fromUTF8(text);
-  std::vector<RawWord> words;
-  RawWord word;
-  auto flush = [&] {
-    if (!word.text.isEmpty()) words.push_back(word);
-    word = RawWord();
-  };
-  int64_t index = 0;
-  for (int32_t i = 0; i < input.length(); i = input.moveIndex32(i, 1), ++index) {
-    const UChar32 c = input.char32At(i);
-    if (c == 0 || c == 0xFFFD || IsControl(c)) continue;
-    if (IsWhitespace(c)) {
-      flush();
-    } else if (IsCjk(c)) {
-      flush();
-      word.text.append(c);
-      word.at.push_back(index);
-      flush();
-    } else {
-      word.text.append(c);
-      word.at.push_back(index);
-    }
-  }
-  flush();
-  return words;
-}
-
-// The word normalized, each character traced to the input: normalized a
-// cluster at a time (a character and the combining marks after it), which
-// keeps the trace fine; where that differs from the whole word's
-// normalization (Greek's final sigma), the whole word's, traced to all of it.
-Traced NormalizeTraced(const RawWord& word, bool lower_case) {
-  Traced out;
-  std::vector<int32_t> starts;  // UTF-16 index of each code point
-  for (int32_t i = 0; i < word.text.length(); i = word.text.moveIndex32(i, 1)) starts.push_back(i);
-  const size_t n = starts.size();
-  for (size_t k = 0; k < n;) {
-    size_t next = k + 1;
-    while (next < n && u_getCombiningClass(word.text.char32At(starts[next])) != 0) ++next;
-    const int32_t from = starts[k], to = next < n ? starts[next] : word.text.length();
-    const icu::UnicodeString cluster = NormalizeWord(word.text.tempSubStringBetween(from, to), lower_case);
-    for (int32_t i = 0; i < cluster.length(); i = cluster.moveIndex32(i, 1)) {
-      out.Append(cluster.char32At(i), word.at[k], word.at[next - 1] + 1);
-    }
-    k = next;
-  }
-  const icu::UnicodeString whole = NormalizeWord(word.text, lower_case);
-  if (whole == out.text) return out;
-  Traced coarse;
-  for (int32_t i = 0; i < whole.length(); i = whole.moveIndex32(i, 1)) {
-    coarse.Append(whole.char32At(i), word.at.front(), word.at.back() + 1);
-  }
-  return coarse;
-}
-
-// The characters [from, to) of `t` (code point indices).
-Traced Slice(const Traced& t, size_t from, size_t to) {
-  Traced out;
-  for (size_t k = from; k < to; ++k) {
-    out.Append(t.text.char32At(t.text.moveIndex32(0, static_cast<int32_t>(k))), t.begin[k], t.end[k]);
+  std::vector<UChar32> out;
+  out.reserve(static_cast<size_t>(w.length()));
+  for (int32_t i = 0; i < w.length(); i = w.moveIndex32(i, 1)) {
+    const UChar32 c = w.char32At(i);
+    if (!lower_case || u_charType(c) != U_NON_SPACING_MARK) out.push_back(c);
   }
   return out;
 }
 
 }  // namespace
 
-std::vector<BertTokenizer::Piece> BertTokenizer::BasicPieces(const std::string& text) const {
-  std::vector<Piece> out;
-  auto emit = [&](const Traced& t) {
-    if (t.text.isEmpty()) return;
-    out.push_back(Piece{Utf8(t.text), t.begin.front(), t.end.back(), t.begin, t.end});
-  };
-  for (const RawWord& word : SplitWords(text)) {
-    const std::string raw = Utf8(Normalized(Nfc(), word.text));
-    if (ids_.count(raw) && std::find(std::begin(kSpecialNames), std::end(kSpecialNames), raw) != std::end(kSpecialNames)) {
-      out.push_back(Piece{raw, word.at.front(), word.at.back() + 1, {}, {}});  // never split
-      continue;
+// A word as code points, each traced to the input's code points it came
+// from: [begin[k], end[k]). Code points, not UTF-16, so that a character is
+// found in constant time: tokenizing stays linear in a word's length.
+struct TracedWord {
+  std::vector<UChar32> chars;
+  std::vector<int64_t> begin, end;
+  void Append(UChar32 c, int64_t b, int64_t e) {
+    chars.push_back(c);
+    begin.push_back(b);
+    end.push_back(e);
+  }
+  void Clear() {
+    chars.clear();
+    begin.clear();
+    end.clear();
+  }
+};
+
+namespace {
+
+// The word normalized, each character traced to the input. A word of ASCII
+// (most words) is lower-cased in place. Others are normalized a cluster (a
+// character and the combining marks after it) at a time, which keeps the
+// trace fine, a lone character's result kept in `cache`; where that differs
+// from the whole word's normalization (Greek's final sigma), the whole
+// word's is taken, traced to all of it.
+void NormalizeTraced(TracedWord& word, bool lower_case,
+                     std::unordered_map<UChar32, std::vector<UChar32>>& cache, TracedWord& out) {
+  const size_t n = word.chars.size();
+  if (std::all_of(word.chars.begin(), word.chars.end(), [](UChar32 c) { return c < 0x80; })) {
+    if (lower_case) {
+      for (UChar32& c : word.chars) c = c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
     }
-    const Traced normalized = NormalizeTraced(word, lower_case_);
+    std::swap(word, out);
+    return;
+  }
+  out.Clear();
+  for (size_t k = 0; k < n;) {
+    size_t next = k + 1;
+    while (next < n && u_getCombiningClass(word.chars[next]) != 0) ++next;
+    std::vector<UChar32> cluster;
+    const std::vector<UChar32>* normalized = &cluster;
+    if (next == k + 1) {
+      auto it = cache.find(word.chars[k]);
+      if (it == cache.end()) it = cache.emplace(word.chars[k], NormalizeWord(&word.chars[k], 1, lower_case)).first;
+      normalized = &it->second;
+    } else {
+      cluster = NormalizeWord(&word.chars[k], next - k, lower_case);
+    }
+    for (UChar32 c : *normalized) out.Append(c, word.begin[k], word.end[next - 1]);
+    k = next;
+  }
+  const std::vector<UChar32> whole = NormalizeWord(word.chars.data(), n, lower_case);
+  if (whole == out.chars) return;
+  const int64_t first = word.begin.front(), last = word.end.back();
+  out.Clear();
+  for (UChar32 c : whole) out.Append(c, first, last);
+}
+
+// The input's code points (ill-formed UTF-8 is U+FFFD), cleaned (NUL,
+// U+FFFD and controls dropped), split on whitespace, CJK ideographs words
+// of their own: `word` is called with each word, traced to the input.
+template <typename OnWord>
+void SplitWords(const std::string& text, TracedWord& word, OnWord on_word) {
+  word.Clear();
+  auto flush = [&] {
+    if (!word.chars.empty()) on_word(word);
+    word.Clear();
+  };
+  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
+  const int64_t length = static_cast<int64_t>(text.size());
+  int64_t index = 0;
+  for (int64_t i = 0; i < length; ++index) {
+    UChar32 c;
+    U8_NEXT(bytes, i, length, c);
+    if (c < 0) c = 0xFFFD;
+    if (c == 0 || c == 0xFFFD || IsControl(c)) continue;
+    if (IsWhitespace(c)) {
+      flush();
+    } else if (IsCjk(c)) {
+      flush();
+      word.Append(c, index, index + 1);
+      flush();
+    } else {
+      word.Append(c, index, index + 1);
+    }
+  }
+  flush();
+}
+
+}  // namespace
+
+template <typename OnToken>
+void BertTokenizer::ForEachBasicToken(const std::string& text, OnToken on_token) const {
+  TracedWord raw, normalized;
+  std::unordered_map<UChar32, std::vector<UChar32>> cache;
+  SplitWords(text, raw, [&](TracedWord& word) {
+    // A special token is never split: its characters are the NFC of the
+    // word's (one for one, as no canonical composition makes ASCII).
+    if (word.chars.size() <= 6 && word.chars.front() == '[') {
+      const std::vector<UChar32> nfc = NormalizeWord(word.chars.data(), word.chars.size(), /*lower_case=*/false);
+      std::string name;
+      for (UChar32 c : nfc) AppendUtf8(c, name);
+      if (ids_.count(name) &&
+          std::find(std::begin(kSpecialNames), std::end(kSpecialNames), name) != std::end(kSpecialNames)) {
+        normalized.Clear();
+        for (UChar32 c : nfc) normalized.Append(c, word.begin.front(), word.end.back());
+        on_token(normalized, 0, nfc.size());
+        return;
+      }
+    }
+    NormalizeTraced(word, lower_case_, cache, normalized);
     // Each punctuation character a token of its own.
-    const size_t n = normalized.begin.size();
+    const size_t n = normalized.chars.size();
     size_t start = 0;
     for (size_t k = 0; k < n; ++k) {
-      if (!IsPunctuation(normalized.text.char32At(normalized.text.moveIndex32(0, static_cast<int32_t>(k))))) continue;
-      emit(Slice(normalized, start, k));
-      emit(Slice(normalized, k, k + 1));
+      if (!IsPunctuation(normalized.chars[k])) continue;
+      if (k > start) on_token(normalized, start, k);
+      on_token(normalized, k, k + 1);
       start = k + 1;
     }
-    emit(Slice(normalized, start, n));
-  }
-  return out;
+    if (n > start) on_token(normalized, start, n);
+  });
 }
 
 std::vector<std::string> BertTokenizer::BasicTokens(const std::string& text) const {
   std::vector<std::string> out;
-  for (const Piece& p : BasicPieces(text)) out.push_back(p.text);
+  ForEachBasicToken(text, [&](const TracedWord& w, size_t from, size_t to) {
+    out.emplace_back();
+    for (size_t k = from; k < to; ++k) AppendUtf8(w.chars[k], out.back());
+  });
   return out;
 }
 
 std::vector<BertTokenizer::TokenSpan> BertTokenizer::EncodeWithOffsets(const std::string& text) const {
   std::vector<TokenSpan> out;
-  for (const Piece& word : BasicPieces(text)) {
-    const icu::UnicodeString chars = icu::UnicodeString::fromUTF8(word.text);
-    const int32_t n = chars.countChar32();
-    if (static_cast<size_t>(n) > kMaxWordChars) {
-      out.push_back(TokenSpan{unk_, word.begin, word.end});
-      continue;
+  std::string bytes;
+  std::vector<size_t> at;  // each character's first byte in `bytes`, then the end
+  ForEachBasicToken(text, [&](const TracedWord& w, size_t from, size_t to) {
+    // Hugging Face's WordPiece: a word of more than 100 characters is [UNK].
+    if (to - from > kMaxWordChars) {
+      out.push_back(TokenSpan{unk_, w.begin[from], w.end[to - 1]});
+      return;
     }
-    // Greedy longest match first, over code points; each piece traced
+    bytes.clear();
+    at.clear();
+    for (size_t k = from; k < to; ++k) {
+      at.push_back(bytes.size());
+      AppendUtf8(w.chars[k], bytes);
+    }
+    at.push_back(bytes.size());
+    // Greedy longest match first, over characters; each piece traced
     // through its first and last characters.
-    std::vector<TokenSpan> pieces;
-    bool covered = true;
-    for (int32_t start = 0; start < n;) {
-      int32_t end = n;
-      uint32_t match = 0;
-      bool found = false;
-      while (start < end) {
-        const int32_t from = chars.moveIndex32(0, start), to = chars.moveIndex32(0, end);
-        std::string candidate = Utf8(chars.tempSubStringBetween(from, to));
-        if (start > 0) candidate = "##" + candidate;
+    const size_t before = out.size();
+    const size_t n = to - from;
+    for (size_t start = 0; start < n;) {
+      size_t end = n;
+      for (; end > start; --end) {
+        const std::string candidate = (start > 0 ? "##" : "") + bytes.substr(at[start], at[end] - at[start]);
         if (const auto it = ids_.find(candidate); it != ids_.end()) {
-          match = it->second;
-          found = true;
+          out.push_back(TokenSpan{it->second, w.begin[from + start], w.end[from + end - 1]});
           break;
         }
-        --end;
       }
-      if (!found) {
-        covered = false;
-        break;
+      if (end == start) {  // the word cannot be covered: one [UNK] for it all
+        out.resize(before);
+        out.push_back(TokenSpan{unk_, w.begin[from], w.end[to - 1]});
+        return;
       }
-      pieces.push_back(TokenSpan{match, start, end});
       start = end;
     }
-    if (!covered) {
-      out.push_back(TokenSpan{unk_, word.begin, word.end});
-      continue;
-    }
-    for (TokenSpan& p : pieces) {
-      p.begin = word.char_begin.empty() ? word.begin : word.char_begin[p.begin];
-      p.end = word.char_end.empty() ? word.end : word.char_end[p.end - 1];
-      out.push_back(p);
-    }
-  }
+  });
   return out;
 }
 

@@ -19,6 +19,8 @@
 
 namespace ddp {
 
+struct TracedWord;  // a word's code points, traced to the input's (bert_tokenizer.cc)
+
 class BertTokenizer {
  public:
   // `vocab` is a vocab.txt: one token per line, its id the line's index.
@@ -28,14 +30,7 @@ class BertTokenizer {
   static StatusOr<BertTokenizer> FromTokens(const std::vector<std::string>& tokens, bool lower_case = true,
                                             const std::string& where = "the vocabulary");
 
-  // The basic tokenizer's words (UTF-8). A word of normalized characters
-  // traced to the input's code points ([begin, end), and each character's).
-  struct Piece {
-    std::string text;
-    int64_t begin, end;
-    std::vector<int64_t> char_begin, char_end;  // empty: a special token, whole
-  };
-  std::vector<Piece> BasicPieces(const std::string& text) const;
+  // The basic tokenizer's words (UTF-8).
   std::vector<std::string> BasicTokens(const std::string& text) const;
   // WordPiece tokens of `text`, and their ids.
   std::vector<std::string> Tokenize(const std::string& text) const;
@@ -57,6 +52,12 @@ class BertTokenizer {
 
  private:
   BertTokenizer() = default;
+  // Calls on_token(const TracedWord&, from, to) with each basic token:
+  // characters [from, to) of a normalized word. One pass over the text, so that
+  // tokenizing is linear in its length.
+  template <typename OnToken>
+  void ForEachBasicToken(const std::string& text, OnToken on_token) const;
+
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, uint32_t> ids_;
   bool lower_case_ = true;

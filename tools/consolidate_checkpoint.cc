@@ -14,6 +14,8 @@
 
 #include "launch/checkpointer.h"
 #include "runtime/durable_files.h"
+#include "runtime/path_use.h"
+#include "tools/tool_main.h"
 
 DEFINE_string(checkpoint, "", "a --checkpoint-dir (its newest checkpoint) or one of its step_NNNNNNNN directories");
 DEFINE_string(out, "", "the safetensors file to write");
@@ -29,6 +31,8 @@ Status Run() {
                                           ? CheckpointReader::Open(FLAGS_checkpoint)
                                           : CheckpointReader::OpenLatest(FLAGS_checkpoint);
   RETURN_IF_ERROR(reader.status());
+  // The step directory it reads is read whole: no output inside it.
+  RETURN_IF_ERROR(CheckOutputPaths({{"--checkpoint", reader->path(), true, true}}, {{"--out", FLAGS_out}}));
   ASSIGN_OR_RETURN(SafetensorsContents model, reader->ReadFile("model.safetensors"));
   ASSIGN_OR_RETURN(const OptimizerStatePieces pieces, OptimizerStatePieces::Read(*reader));
   std::vector<NamedTensor> out = model.tensors;
@@ -60,11 +64,7 @@ Status Run() {
 }  // namespace ddp
 
 int main(int argc, char** argv) {
+  gflags::SetUsageMessage("consolidate_checkpoint --checkpoint DIR --out FILE.safetensors");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  const ddp::Status status = ddp::Run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "consolidate_checkpoint: %s\n", status.message().c_str());
-    return 1;
-  }
-  return 0;
+  return ddp::RunTool("consolidate_checkpoint", ddp::Run);
 }

@@ -7,7 +7,9 @@
 #include <gflags/gflags.h>
 
 #include "runtime/data/synthetic_images.h"
+#include "runtime/path_use.h"
 #include "runtime/safetensors.h"
+#include "tools/tool_main.h"
 
 DEFINE_string(out, "", "output safetensors file");
 DEFINE_int64(samples, 256, "number of samples");
@@ -17,25 +19,38 @@ DEFINE_int64(num_classes, 10, "classes");
 DEFINE_double(noise, 1.0, "noise amplitude");
 DEFINE_uint64(seed, 1, "seed of the class templates");
 
-int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (FLAGS_out.empty() || FLAGS_samples <= 0) {
-    std::fprintf(stderr, "make_image_dataset: --out and a positive --samples are required\n");
-    return 2;
+namespace ddp {
+namespace {
+
+Status Run() {
+  if (FLAGS_out.empty() || FLAGS_samples <= 0) return InvalidArgument("--out and a positive --samples are required");
+  if (FLAGS_image_size < 1 || FLAGS_image_size > 4096) {
+    return InvalidArgument("--image-size must be in [1, 4096], got " + std::to_string(FLAGS_image_size));
   }
-  ddp::SyntheticImagesConfig config;
+  if (FLAGS_num_classes < 2) return InvalidArgument("--num-classes must be at least 2");
+  if (FLAGS_first_sample < 0) return InvalidArgument("--first-sample must be non-negative");
+  RETURN_IF_ERROR(CheckOutputPaths({}, {{"--out", FLAGS_out}}));
+  // The images, held twice while the file is written.
+  RETURN_IF_ERROR(CheckFlagSize("--samples " + std::to_string(FLAGS_samples) + " of --image-size " +
+                                    std::to_string(FLAGS_image_size),
+                                FLAGS_samples, 2 * (3 * FLAGS_image_size * FLAGS_image_size * 4 + 8)));
+  SyntheticImagesConfig config;
   config.image_size = FLAGS_image_size;
   config.num_classes = FLAGS_num_classes;
   config.noise = FLAGS_noise;
   config.seed = FLAGS_seed;
-  ddp::SyntheticImages data(config);
-  ddp::Tensor images = ddp::Tensor::Empty({FLAGS_samples, 3, FLAGS_image_size, FLAGS_image_size}, ddp::DType::kF32);
-  ddp::Tensor labels = ddp::Tensor::Empty({FLAGS_samples}, ddp::DType::kI64);
+  SyntheticImages data(config);
+  Tensor images = Tensor::Empty({FLAGS_samples, 3, FLAGS_image_size, FLAGS_image_size}, DType::kF32);
+  Tensor labels = Tensor::Empty({FLAGS_samples}, DType::kI64);
   data.FillRange(FLAGS_first_sample, images, labels);
-  ddp::Status s = ddp::WriteSafetensors(FLAGS_out, {{"images", images}, {"labels", labels}});
-  if (!s.ok()) {
-    std::fprintf(stderr, "make_image_dataset: %s\n", s.message().c_str());
-    return 1;
-  }
-  return 0;
+  return WriteSafetensors(FLAGS_out, {{"images", images}, {"labels", labels}});
+}
+
+}  // namespace
+}  // namespace ddp
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("make_image_dataset --out FILE.safetensors --samples N --image-size S --num-classes C");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return ddp::RunTool("make_image_dataset", ddp::Run);
 }

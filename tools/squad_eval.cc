@@ -9,38 +9,45 @@
 
 #include "runtime/data/squad.h"
 #include "runtime/safetensors.h"
+#include "tools/tool_main.h"
 
 DEFINE_string(squad, "", "SQuAD v1.1 JSON the features were made from");
 DEFINE_string(features, "", "make_squad_tensors --eval's safetensors file");
 DEFINE_string(predictions, "", "ddp_train --predictions-file's spans");
 
+namespace ddp {
+namespace {
+
+Status Run() {
+  if (FLAGS_squad.empty() || FLAGS_features.empty() || FLAGS_predictions.empty()) {
+    return InvalidArgument("--squad, --features and --predictions are required");
+  }
+  const StatusOr<SquadSet> set = ReadSquad(FLAGS_squad);
+  if (!set.ok()) return Status(set.status().code(), "--squad " + set.status().message());
+  const StatusOr<SafetensorsContents> features = ReadSafetensors(FLAGS_features);
+  if (!features.ok()) return Status(features.status().code(), "--features " + features.status().message());
+  const std::string named = "--features " + FLAGS_features;
+  const Tensor* examples = features->Find("example_index");
+  const Tensor* offsets = features->Find("offset_mapping");
+  if (examples == nullptr || offsets == nullptr) {
+    return InvalidArgument(named + ": no example_index and offset_mapping (make_squad_tensors --eval writes them)");
+  }
+  const auto fingerprint = features->metadata.find(kSquadFingerprintKey);
+  RETURN_IF_ERROR(CheckFeaturesSource(*set, fingerprint == features->metadata.end() ? "" : fingerprint->second, named,
+                                      "--squad " + FLAGS_squad));
+  const StatusOr<std::vector<FeatureSpan>> spans = ReadFeatureSpans(FLAGS_predictions);
+  if (!spans.ok()) return Status(spans.status().code(), "--predictions " + spans.status().message());
+  ASSIGN_OR_RETURN(const SquadScores scores, ScoreSpans(*set, *examples, *offsets, *spans, named));
+  std::printf("{\"exact_match\": %.4f, \"f1\": %.4f, \"questions\": %lld}\n", scores.exact_match, scores.f1,
+              static_cast<long long>(scores.questions));
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace ddp
+
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("squad_eval --squad dev.json --features dev.safetensors --predictions predictions.tsv");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  auto fail = [](const std::string& line) {
-    std::fprintf(stderr, "squad_eval: %s\n", line.c_str());
-    return 1;
-  };
-  if (FLAGS_squad.empty() || FLAGS_features.empty() || FLAGS_predictions.empty()) {
-    return fail("--squad, --features and --predictions are required");
-  }
-  const ddp::StatusOr<ddp::SquadSet> set = ddp::ReadSquad(FLAGS_squad);
-  if (!set.ok()) return fail(set.status().message());
-  const ddp::StatusOr<ddp::SafetensorsContents> features = ddp::ReadSafetensors(FLAGS_features);
-  if (!features.ok()) return fail(features.status().message());
-  const ddp::Tensor* examples = features->Find("example_index");
-  const ddp::Tensor* offsets = features->Find("offset_mapping");
-  if (examples == nullptr || offsets == nullptr || examples->dtype() != ddp::DType::kI64 ||
-      offsets->dtype() != ddp::DType::kI64 || offsets->ndim() != 3 || offsets->dim(0) != examples->numel()) {
-    return fail("--features " + FLAGS_features +
-                ": no i64 example_index [N] and offset_mapping [N, T, 2] (make_squad_tensors --eval writes them)");
-  }
-  const ddp::StatusOr<std::vector<ddp::FeatureSpan>> spans = ddp::ReadFeatureSpans(FLAGS_predictions);
-  if (!spans.ok()) return fail(spans.status().message());
-  const ddp::StatusOr<ddp::SquadScores> scores =
-      ddp::ScoreSpans(*set, *examples, *offsets, *spans, "--features " + FLAGS_features);
-  if (!scores.ok()) return fail(scores.status().message());
-  std::printf("{\"exact_match\": %.4f, \"f1\": %.4f, \"questions\": %lld}\n", scores->exact_match, scores->f1,
-              static_cast<long long>(scores->questions));
-  return 0;
+  return ddp::RunTool("squad_eval", ddp::Run);
 }

@@ -1,9 +1,12 @@
 #include "runtime/data/squad.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -27,8 +30,36 @@ Status GetString(const json& j, const char* field, const std::string& where, std
   return Status::Ok();
 }
 
-Status ReadQuestion(const json& qa, const std::string& path, const std::string& context, const std::string& where,
-                    SquadQuestion* q) {
+// Empty, or nothing but characters str.isspace() holds for.
+bool OnlySpace(const std::string& text) {
+  const icu::UnicodeString s = icu::UnicodeString::fromUTF8(text);
+  for (int32_t i = 0; i < s.length(); i = s.moveIndex32(i, 1)) {
+    if (!IsPythonSpace(s.char32At(i))) return false;
+  }
+  return true;
+}
+
+// answer_start as the file writes it: an integer within the context's
+// characters, else one line naming the question and the number as written.
+StatusOr<int64_t> AnswerStart(const json& a, const std::string& named, const std::string& text, int64_t characters,
+                              int64_t length) {
+  const auto start = a.find("answer_start");
+  if (start == a.end() || !start->is_number_integer()) {
+    return InvalidArgument(named + ": answer '" + text + "' has no integer 'answer_start'");
+  }
+  constexpr int64_t kLargest = std::numeric_limits<int64_t>::max();
+  const bool huge = start->is_number_unsigned() && start->get<uint64_t>() > static_cast<uint64_t>(kLargest);
+  const int64_t value = huge ? kLargest : start->get<int64_t>();
+  if (huge || value < 0 || value > characters - length) {
+    return InvalidArgument(named + ": answer '" + text + "' at character " + start->dump() +
+                           " is not in its context of " + std::to_string(characters) + " characters");
+  }
+  return value;
+}
+
+// `context_starts` is CodePointStarts(context).
+Status ReadQuestion(const json& qa, const std::string& path, const std::string& context,
+                    const std::vector<size_t>& context_starts, const std::string& where, SquadQuestion* q) {
   RETURN_IF_ERROR(GetString(qa, "id", path + ": " + where, &q->id));
   const std::string named = path + ": question '" + q->id + "'";
   RETURN_IF_ERROR(GetString(qa, "question", named, &q->question));
@@ -36,7 +67,7 @@ Status ReadQuestion(const json& qa, const std::string& path, const std::string& 
   if (answers == qa.end() || !answers->is_array() || answers->empty()) {
     return InvalidArgument(named + ": no 'answers' (a list of text and answer_start)");
   }
-  const int64_t characters = static_cast<int64_t>(CodePointStarts(context).size()) - 1;
+  const int64_t characters = static_cast<int64_t>(context_starts.size()) - 1;
   // Every answer within the context; the first (the one features label)
   // its characters there, whitespace aside (Google's run_squad compares so).
   auto spaced = [](const std::string& s) {
@@ -48,17 +79,22 @@ Status ReadQuestion(const json& qa, const std::string& path, const std::string& 
   for (const json& a : *answers) {
     SquadAnswer answer;
     RETURN_IF_ERROR(GetString(a, "text", named + ": an answer", &answer.text));
-    const auto start = a.find("answer_start");
-    if (start == a.end() || !start->is_number_integer()) {
-      return InvalidArgument(named + ": answer '" + answer.text + "' has no integer 'answer_start'");
+    // An empty answer, or one of white space, labels no characters: the
+    // features would label whatever token stands there.
+    if (OnlySpace(answer.text)) {
+      return InvalidArgument(named + ": answer '" + answer.text + "' is " +
+                             (answer.text.empty() ? "empty" : "only white space") + ": an answer is some of the "
+                             "context's words");
     }
-    answer.start = start->get<int64_t>();
     const int64_t length = static_cast<int64_t>(CodePointStarts(answer.text).size()) - 1;
-    const bool first = q->answers.empty();
-    if (answer.start < 0 || answer.start + length > characters ||
-        (first && spaced(CodePointSlice(context, answer.start, answer.start + length)) != spaced(answer.text))) {
-      return InvalidArgument(named + ": answer '" + answer.text + "' at character " + std::to_string(answer.start) +
-                             " is not in its context");
+    ASSIGN_OR_RETURN(answer.start, AnswerStart(a, named, answer.text, characters, length));
+    if (q->answers.empty()) {
+      const std::string there = context.substr(context_starts[answer.start],
+                                               context_starts[answer.start + length] - context_starts[answer.start]);
+      if (spaced(there) != spaced(answer.text)) {
+        return InvalidArgument(named + ": answer '" + answer.text + "' at character " + std::to_string(answer.start) +
+                               " is not in its context");
+      }
     }
     q->answers.push_back(std::move(answer));
   }
@@ -85,11 +121,8 @@ std::string CodePointSlice(const std::string& utf8, int64_t begin, int64_t end) 
 }
 
 StatusOr<SquadSet> ReadSquad(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  const json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path));
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return InvalidArgument(path + ": not valid JSON");
   const auto data = doc.find("data");
   if (!doc.is_object() || data == doc.end() || !data->is_array()) {
@@ -109,11 +142,13 @@ StatusOr<SquadSet> ReadSquad(const std::string& path) {
       RETURN_IF_ERROR(GetString(paragraph, "context", path + ": " + where, &context));
       const auto qas = paragraph.find("qas");
       if (qas == paragraph.end() || !qas->is_array()) return InvalidArgument(path + ": " + where + ": no 'qas' list");
+      const std::vector<size_t> starts = CodePointStarts(context);
       set.contexts.push_back(context);
       for (size_t q = 0; q < qas->size(); ++q) {
         SquadQuestion question;
         question.context = static_cast<int64_t>(set.contexts.size()) - 1;
-        RETURN_IF_ERROR(ReadQuestion((*qas)[q], path, context, where + ".qas[" + std::to_string(q) + "]", &question));
+        RETURN_IF_ERROR(
+            ReadQuestion((*qas)[q], path, context, starts, where + ".qas[" + std::to_string(q) + "]", &question));
         set.questions.push_back(std::move(question));
       }
     }
@@ -261,9 +296,19 @@ Status WriteFeatureSpans(const std::string& path, const std::vector<FeatureSpan>
   return WriteFileDurably(path, out);
 }
 
+namespace {
+
+// One tab-separated integer field of a predictions line, as written.
+bool ParseIndex(const std::string& field, int64_t* value) {
+  const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), *value);
+  return error == std::errc() && end == field.data() + field.size();
+}
+
+}  // namespace
+
 StatusOr<std::vector<FeatureSpan>> ReadFeatureSpans(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open");
+  ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path));
+  std::istringstream in(text);
   std::string header;
   if (!std::getline(in, header) || header != "feature\tstart\tend\tscore") {
     return InvalidArgument(path + ": not a predictions file (its first line is not feature, start, end, score)");
@@ -272,17 +317,59 @@ StatusOr<std::vector<FeatureSpan>> ReadFeatureSpans(const std::string& path) {
   int64_t number = 1;
   for (std::string line; std::getline(in, line);) {
     ++number;
-    long long feature = 0, start = 0, end = 0;
-    double score = 0.0;
-    int used = 0;
-    if (std::sscanf(line.c_str(), "%lld\t%lld\t%lld\t%lf%n", &feature, &start, &end, &score, &used) != 4 ||
-        used != static_cast<int>(line.size()) || feature != static_cast<long long>(spans.size())) {
-      return InvalidArgument(path + ": line " + std::to_string(number) + " is not feature " +
-                             std::to_string(spans.size()) + "'s start, end and score");
+    std::vector<std::string> fields;
+    std::istringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, '\t');) fields.push_back(cell);
+    const std::string where = path + ": line " + std::to_string(number);
+    int64_t feature = 0;
+    FeatureSpan span;
+    char* score_end = nullptr;
+    if (fields.size() != 4 || !ParseIndex(fields[0], &feature) ||
+        feature != static_cast<int64_t>(spans.size())) {
+      return InvalidArgument(where + " is not feature " + std::to_string(spans.size()) + "'s start, end and score");
     }
-    spans.push_back(FeatureSpan{start, end, score});
+    for (int k : {1, 2}) {
+      if (!ParseIndex(fields[k], k == 1 ? &span.start : &span.end)) {
+        return InvalidArgument(where + ": the " + (k == 1 ? "start" : "end") + " '" + fields[k] +
+                               "' is not a token index");
+      }
+    }
+    span.score = std::strtod(fields[3].c_str(), &score_end);
+    if (fields[3].empty() || *score_end != '\0' || std::isnan(span.score)) {  // -inf: a feature without a span
+      return InvalidArgument(where + ": the score '" + fields[3] + "' is not a number");
+    }
+    spans.push_back(span);
   }
   return spans;
+}
+
+std::string SquadFingerprint(const SquadSet& set) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a, 64 bits
+  auto add = [&](const std::string& bytes) {
+    for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    hash = (hash ^ 0xffu) * 0x100000001b3ull;  // a byte no UTF-8 text holds ends each field
+  };
+  for (const SquadQuestion& q : set.questions) {
+    add(q.id);
+    add(set.contexts[q.context]);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016" PRIx64, hash);
+  return hex;
+}
+
+Status CheckFeaturesSource(const SquadSet& set, const std::string& fingerprint, const std::string& features_name,
+                           const std::string& squad_name) {
+  if (fingerprint.empty()) {
+    return InvalidArgument(features_name + " does not say which SQuAD file it was made from (no '" +
+                           std::string(kSquadFingerprintKey) + "' in its metadata); make it again with "
+                           "tools/make_squad_tensors --eval");
+  }
+  if (fingerprint != SquadFingerprint(set)) {
+    return InvalidArgument(features_name + " was made from another SQuAD file than " + squad_name +
+                           " (their questions or contexts differ); score features against the file they came from");
+  }
+  return Status::Ok();
 }
 
 Status CheckFeatures(const SquadSet& set, const Tensor& example_index, const Tensor& offset_mapping,
@@ -307,6 +394,25 @@ Status CheckFeatures(const SquadSet& set, const Tensor& example_index, const Ten
     if (!seen[e]) {
       return InvalidArgument(features_name + " has no feature of question '" + set.questions[e].id +
                              "' (features of another SQuAD file?)");
+    }
+  }
+  // Each token's characters within its question's context, or -1 for both.
+  std::vector<int64_t> characters;
+  for (const std::string& context : set.contexts) {
+    characters.push_back(static_cast<int64_t>(CodePointStarts(context).size()) - 1);
+  }
+  const int64_t t = offset_mapping.dim(1);
+  const int64_t* offsets = offset_mapping.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const SquadQuestion& question = set.questions[example_index.data<int64_t>()[i]];
+    const int64_t length = characters[question.context];
+    for (int64_t k = 0; k < t; ++k) {
+      const int64_t begin = offsets[(i * t + k) * 2], end = offsets[(i * t + k) * 2 + 1];
+      if ((begin == -1 && end == -1) || (begin >= 0 && begin <= end && end <= length)) continue;
+      return InvalidArgument(features_name + ": offset_mapping[" + std::to_string(i) + ", " + std::to_string(k) +
+                             "] is [" + std::to_string(begin) + ", " + std::to_string(end) +
+                             "), outside the " + std::to_string(length) + " characters of question '" + question.id +
+                             "''s context (features of another SQuAD file?)");
     }
   }
   return Status::Ok();

@@ -71,6 +71,18 @@ struct FeatureSpan {
 Status WriteFeatureSpans(const std::string& path, const std::vector<FeatureSpan>& spans);
 StatusOr<std::vector<FeatureSpan>> ReadFeatureSpans(const std::string& path);
 
+// Which SQuAD file and questions features were made from: a 64-bit FNV-1a
+// hash of every question's id and context, in the file's order, as 16 hex
+// digits. make_squad_tensors writes it into the features' metadata under
+// kSquadFingerprintKey.
+inline constexpr char kSquadFingerprintKey[] = "squad_fingerprint";
+std::string SquadFingerprint(const SquadSet& set);
+// The features' fingerprint ("" where they have none) against `set`'s: one
+// line naming `features_name` and `squad_name` where the features came
+// from another file, or do not say.
+Status CheckFeaturesSource(const SquadSet& set, const std::string& fingerprint, const std::string& features_name,
+                           const std::string& squad_name);
+
 struct SquadScores {
   double exact_match = 0.0, f1 = 0.0;  // percentages over every question
   int64_t questions = 0;
@@ -78,8 +90,8 @@ struct SquadScores {
 };
 
 // The features fit `set`: example_index i64 [N] within its questions, each
-// question with a feature, offset_mapping i64 [N, T, 2]. Errors name
-// `features_name`.
+// question with a feature, offset_mapping i64 [N, T, 2] within each
+// feature's context (or -1 for both ends). Errors name `features_name`.
 Status CheckFeatures(const SquadSet& set, const Tensor& example_index, const Tensor& offset_mapping,
                      const std::string& features_name);
 

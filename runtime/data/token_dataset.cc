@@ -139,8 +139,10 @@ class SyntheticTokens : public TokenDataset {
 // A whole set in memory.
 class TensorTokens : public TokenDataset {
  public:
-  TensorTokens(TokenBatch all, TokenTask task, int64_t clamped = 0, Tensor example_index = Tensor())
+  TensorTokens(TokenBatch all, TokenTask task, std::map<std::string, std::string> metadata, int64_t clamped = 0,
+               Tensor example_index = Tensor())
       : all_(std::move(all)),
+        metadata_(std::move(metadata)),
         task_(task),
         clamped_(clamped),
         max_predictions_(task == TokenTask::kPretraining
@@ -152,6 +154,7 @@ class TensorTokens : public TokenDataset {
   TokenTask task() const override { return task_; }
   Tensor offset_mapping() const override { return all_.offset_mapping; }
   Tensor example_index() const override { return example_index_; }
+  std::map<std::string, std::string> metadata() const override { return metadata_; }
   int64_t max_predictions() const override { return max_predictions_; }
   int64_t clamped_positions() const override { return clamped_; }
 
@@ -191,6 +194,7 @@ class TensorTokens : public TokenDataset {
 
  private:
   TokenBatch all_;
+  std::map<std::string, std::string> metadata_;
   TokenTask task_;
   int64_t clamped_;
   int64_t max_predictions_;  // pretraining: the most MLM labels a sequence of the file has
@@ -232,9 +236,21 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenAnswerSpans(const std::string& path,
   const int64_t n = all.input_ids.dim(0), t = all.input_ids.dim(1);
   int64_t clamped = 0;
   for (const char* name : {"start_positions", "end_positions"}) {
-    const Tensor* found = contents.Find(name);
-    RETURN_IF_ERROR(CheckPerSequence(path, name, found, n, "the answer's token in each sequence"));
-    Tensor positions = found->Clone();
+    RETURN_IF_ERROR(CheckPerSequence(path, name, contents.Find(name), n, "the answer's token in each sequence"));
+  }
+  // A span ends where it starts or later ([CLS]'s 0, 0 for a window without
+  // the answer).
+  const int64_t* starts = contents.Find("start_positions")->data<int64_t>();
+  const int64_t* ends = contents.Find("end_positions")->data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (starts[i] > ends[i]) {
+      return InvalidArgument(path + ": feature " + std::to_string(i) + "'s answer starts at token " +
+                             std::to_string(starts[i]) + ", after its end " + std::to_string(ends[i]) +
+                             " (start_positions and end_positions swapped?)");
+    }
+  }
+  for (const char* name : {"start_positions", "end_positions"}) {
+    Tensor positions = contents.Find(name)->Clone();
     int64_t* p = positions.data<int64_t>();
     for (int64_t i = 0; i < n; ++i) {
       if (p[i] < 0) {
@@ -255,8 +271,9 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenAnswerSpans(const std::string& path,
     all.offset_mapping = *offsets;
   }
   const Tensor* examples = contents.Find("example_index");  // checked against its SQuAD file where one is used
-  return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(
-      std::move(all), TokenTask::kQuestionAnswering, clamped, examples != nullptr ? *examples : Tensor()));
+  return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all), TokenTask::kQuestionAnswering,
+                                                                      contents.metadata, clamped,
+                                                                      examples != nullptr ? *examples : Tensor()));
 }
 
 StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path, const TokenDataOptions& options) {
@@ -308,7 +325,8 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path
     all.labels = *labels;
     RETURN_IF_ERROR(CheckRange(path, "labels", all.labels, 0, options.classes,
                                "for --num-classes " + std::to_string(options.classes)));
-    return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all), TokenTask::kClassification));
+    return std::unique_ptr<TokenDataset>(
+        std::make_unique<TensorTokens>(std::move(all), TokenTask::kClassification, contents.metadata));
   }
   ASSIGN_OR_RETURN(all.labels, matrix("labels", true, 0));
   const Tensor* nsp = contents.Find("next_sentence_label");
@@ -316,7 +334,8 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTokenTensors(const std::string& path
   all.next_sentence_label = *nsp;
   RETURN_IF_ERROR(CheckRange(path, "labels", all.labels, 0, options.vocab_size, vocabulary + " (or -100)", -100));
   RETURN_IF_ERROR(CheckRange(path, "next_sentence_label", all.next_sentence_label, 0, 2, "(0 IsNext, 1 NotNext)"));
-  return std::unique_ptr<TokenDataset>(std::make_unique<TensorTokens>(std::move(all), TokenTask::kPretraining));
+  return std::unique_ptr<TokenDataset>(
+      std::make_unique<TensorTokens>(std::move(all), TokenTask::kPretraining, contents.metadata));
 }
 
 }  // namespace

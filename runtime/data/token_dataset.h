@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,9 @@ class TokenDataset {
   // offset_mapping (i64 [N, T, 2]) and example_index.
   virtual Tensor offset_mapping() const { return Tensor(); }
   virtual Tensor example_index() const { return Tensor(); }
+  // The file's safetensors metadata (empty for generated data): question
+  // answering features name the SQuAD file they came from there.
+  virtual std::map<std::string, std::string> metadata() const { return {}; }
   // Pretraining: the most MLM labels a sequence can have (the MLM head's
   // rows per sequence: mlm_positions); 0 for the fine-tuning tasks.
   virtual int64_t max_predictions() const { return 0; }
