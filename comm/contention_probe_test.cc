@@ -64,11 +64,12 @@ TEST(ContentionProbeTest, AlternatesStepsAndAveragesEveryRanksMedians) {
   EXPECT_EQ(result->quiet_collectives, 5 * 2 * ContentionProbe::kQuietCollectives * n);
   EXPECT_GT(result->collective_cold_s, 0.0);
   // A 256 KiB all-reduce over shared memory takes well under a millisecond:
-  // 3 loaded steps of at least 40 ms give every rank many, and the smaller
-  // size at least as many in its backward.
+  // 3 loaded steps of at least 40 ms give every rank many, of either size.
+  // Which size starts more is the link's latency against its bandwidth (on
+  // shared memory both are latency) and the machine's load: no order.
   EXPECT_GE(result->loaded_collectives, 5 * n);
   EXPECT_GE(result->large.collectives, 1.0);
-  EXPECT_GE(result->small.collectives, result->large.collectives);
+  EXPECT_GE(result->small.collectives, 1.0);
   for (const ContentionLoad* load : {&result->large, &result->small}) {
     EXPECT_GT(load->collective_quiet_s, 0.0);
     EXPECT_GT(load->collective_loaded_s, 0.0);

@@ -84,8 +84,7 @@ void OnUncaughtException() {
     } catch (const std::bad_alloc&) {
       // A size from the flags past the host's memory: no std:: text for the user.
       const std::string context = OutOfMemoryContext();
-      what = "out of host memory" + (context.empty() ? std::string() : " " + context) +
-             "; try a smaller --batch-size (or --prefetch, --loader-threads)";
+      what = "out of host memory" + (context.empty() ? std::string("; try a smaller --batch-size") : " " + context);
     } catch (const InputError& x) {
       what = x.what();  // names the flag and file
     } catch (const std::exception& x) {
@@ -243,7 +242,11 @@ bool PrintedHelpOrVersion(const char* usage) {
 void* BindDevice(const DeviceChoice& device, TrainOptions* options) {
   void* stream = nullptr;
   SetFatalErrorHandler(&FatalOnThisRank);
-  SetOutOfMemoryContext("training " + options->model + " at --batch-size " + std::to_string(options->batch_size));
+  // Until the first step (Trainer::Run) memory holds the model's state, which
+  // no batch size changes.
+  SetOutOfMemoryContext("building " + options->model + " before its first step: the parameters, gradients and "
+                        "optimizer state alone do not fit; shard them with --zero-stage 2 over more ranks, or give "
+                        "the run more memory");
   SetActivationBatchSize(options->batch_size);
   if (device.cuda) {
     cuda::SetDevice(device.gpu);

@@ -286,7 +286,7 @@ PY
 expect_error "--data $tmp/negative.safetensors: tensor 'start_positions' element [1] is -1: a position cannot be negative" \
   "${qa[@]}" --data "tensors:$tmp/negative.safetensors"
 printf '{"data": [' > "$tmp/broken.json"
-expect_tool_error "$squad" "make_squad_tensors: $tmp/broken.json: not valid JSON" --vocab "$tmp/vocab.txt" \
+expect_tool_error "$squad" "make_squad_tensors: --squad $tmp/broken.json: not valid JSON" --vocab "$tmp/vocab.txt" \
   --squad "$tmp/broken.json" --out "$tmp/x.safetensors"
 squad_json "$tmp/no_answers.json" "Who built it?" 0 no-answers
 expect_tool_error "$squad" "question 'q1': no 'answers'" --vocab "$tmp/vocab.txt" --squad "$tmp/no_answers.json" \
@@ -313,6 +313,22 @@ out=$("$bin" --model resnet18 --image-size 64 --num-classes 10 --plan-memory 400
       --plan-overhead 0 --batch-size $((largest + 1)) 2>&1) || fail "plan with --batch-size: $out"
 grep -q "^  --batch-size $((largest + 1)) does not fit 400.0 MiB: it needs .* too much$" <<< "$out" ||
   fail "plan's fit check: $out"
+# 0 of any unit is no overhead, as 0 is.
+zero=$("$bin" --model resnet18 --image-size 64 --num-classes 10 --plan-memory 400MiB --plan-device cpu \
+       --plan-overhead 0B 2>&1) || fail "plan with --plan-overhead 0B: $zero"
+grep -q "^  the largest --batch-size that fits 400.0 MiB is $largest (" <<< "$zero" || fail "--plan-overhead 0B: $zero"
+# A budget past what any activation allows: the batch past the bound is
+# said to be past it, with no size made up for it (null in the record).
+out=$("$bin" --model resnet18 --image-size 32 --num-classes 10 --plan-memory 1e18 --plan-device cpu \
+      --metrics-file "$tmp/bound.json" 2>&1) || fail "plan of 1e18 bytes: $out"
+grep -q "^  the largest --batch-size that fits .* is [0-9]* ([0-9.]* GiB); at [0-9]* an activation would pass the 2^31 - 1 elements a step may hold, whatever the memory$" <<< "$out" ||
+  fail "plan of 1e18 bytes: $out"
+python3 -c "import json, sys
+p = json.load(open(sys.argv[1]))['plan']
+past = [x for x in p['probes'] if x['batch'] >= p['activation_bound_batch']]
+assert past and all(x['peak_bytes'] is None and not x['fits'] for x in past), p['probes']
+assert all(x['peak_bytes'] > 0 for x in p['probes'] if x not in past)" "$tmp/bound.json" ||
+  fail "plan record's probes past the bound: $(cat "$tmp/bound.json")"
 expect_error "--plan-memory '24XB' is not a size; write e.g. 24GiB, 512MiB or 2000000000" --plan-memory 24XB
 expect_error "--plan-memory 1.0 GiB: no batch fits; the model's state alone (parameters, gradients, optimizer state) " \
   --model bert-large --plan-memory 1GiB

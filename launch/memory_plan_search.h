@@ -15,6 +15,9 @@ struct BatchProbe {
   int64_t batch = 0;
   int64_t peak_bytes = 0;  // the step's allocator peak at that batch
   bool fits = false;       // peak + overhead <= budget
+  // An activation past 2^31 - 1 elements at this batch: no peak measured
+  // (peak_bytes is a stand-in larger than any budget).
+  bool past_bound = false;
 };
 
 struct BatchSearch {

@@ -122,7 +122,8 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
   o.epochs = 0;
   o.metrics_file.clear();  // the plan writes its own record
   SetActivationBatchSize(batch);
-  SetOutOfMemoryContext("planning " + o.model + " at --batch-size " + std::to_string(batch));
+  SetOutOfMemoryContext("planning " + o.model + " at --batch-size " + std::to_string(batch) +
+                        "; try a smaller --batch-size");
   MetaAllocator* meta = GetMetaAllocator();
   Allocator* host = GetCpuAllocator();
   const int64_t base = meta->bytes_in_use(), host_base = host->bytes_in_use();
@@ -238,6 +239,7 @@ StatusOr<MemoryPlan> PlanMemory(const MemoryPlanRequest& request) {
     RETURN_IF_ERROR(failed);
     plan.largest_batch = search.largest_batch;
     plan.probes = search.probes;
+    for (BatchProbe& p : plan.probes) p.past_bound = plan.bound_batch > 0 && p.batch >= plan.bound_batch;
   }
   const bool given = o.batch_size_given || o.plan_memory == 0;
   const int64_t at = given ? o.batch_size : std::max(plan.smallest_batch, plan.largest_batch);
@@ -323,7 +325,7 @@ std::string PlanText(const MemoryPlan& plan) {
       if (const BatchProbe* p = ProbeOf(plan, plan.largest_batch)) {
         out += " (" + Precise(p->peak_bytes + plan.request.overhead) + ")";
       }
-      if (const BatchProbe* p = ProbeOf(plan, plan.largest_batch + 1)) {
+      if (const BatchProbe* p = ProbeOf(plan, plan.largest_batch + 1); p != nullptr && !p->past_bound) {
         out += "; " + std::to_string(p->batch) + " needs " + Precise(p->peak_bytes + plan.request.overhead);
       }
       if (plan.bound_batch == plan.largest_batch + 1) {
@@ -347,7 +349,11 @@ nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
   for (const Row& row : Rows(plan)) rows[row.key] = row.bytes;
   rows["zero_bucket_pool"] = b.zero_bucket_pool;
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
-  for (const BatchProbe& p : plan.probes) probes.push_back({{"batch", p.batch}, {"peak_bytes", p.peak_bytes}, {"fits", p.fits}});
+  for (const BatchProbe& p : plan.probes) {
+    nlohmann::ordered_json peak = p.peak_bytes;  // null: past the activation bound, not measured
+    if (p.past_bound) peak = nullptr;
+    probes.push_back({{"batch", p.batch}, {"peak_bytes", peak}, {"fits", p.fits}});
+  }
   nlohmann::ordered_json j = {{"model", o.model},
                               {"task", o.task},
                               {"precision", o.precision},

@@ -40,10 +40,8 @@ Status ReadPlanFlags(TrainOptions* options) {
                              ": drop --device (--plan-device " + o.plan_device + " names the device planned for)");
     }
   }
-  if (FLAGS_plan_overhead == "0") {
-    o.plan_overhead = 0;
-  } else if (!FLAGS_plan_overhead.empty()) {
-    ASSIGN_OR_RETURN(o.plan_overhead, ParseByteSize("--plan-overhead", FLAGS_plan_overhead));
+  if (!FLAGS_plan_overhead.empty()) {
+    ASSIGN_OR_RETURN(o.plan_overhead, ParseByteSize("--plan-overhead", FLAGS_plan_overhead, /*allow_zero=*/true));
   }
   gflags::CommandLineFlagInfo info;
   o.batch_size_given = gflags::GetCommandLineFlagInfo("batch_size", &info) && !info.is_default;

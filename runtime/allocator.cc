@@ -56,8 +56,7 @@ std::string Allocator::OutOfMemoryLine(size_t bytes) const {
                      FormatBytes(reserved_bytes()) + " reserved";
   if (limit_bytes() > 0) line += ", --device-memory-limit " + FormatBytes(limit_bytes());
   line += ")";
-  if (!context.empty()) line += " " + context;
-  return line + "; try a smaller --batch-size";
+  return context.empty() ? line : line + " " + context;
 }
 
 void Allocator::CheckLimit(size_t bytes) const {

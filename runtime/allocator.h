@@ -18,8 +18,9 @@ namespace ddp {
 // exits with status 1; ddp_train's handler ends every rank.
 void SetFatalErrorHandler(void (*handler)(const std::string& line));
 [[noreturn]] void FatalError(const std::string& line);
-// What an out-of-memory line adds, e.g. "training resnet50 at --batch-size
-// 256".
+// What an out-of-memory line adds: what the process was doing and what to
+// try, e.g. "training resnet50 at --batch-size 256; try a smaller
+// --batch-size".
 void SetOutOfMemoryContext(const std::string& context);
 // What SetOutOfMemoryContext set ("" before).
 std::string OutOfMemoryContext();

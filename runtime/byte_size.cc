@@ -6,7 +6,7 @@
 
 namespace ddp {
 
-StatusOr<int64_t> ParseByteSize(const std::string& what, const std::string& text) {
+StatusOr<int64_t> ParseByteSize(const std::string& what, const std::string& text, bool allow_zero) {
   const std::string bad = what + " '" + text + "' is not a size; write e.g. 24GiB, 512MiB or 2000000000";
   if (text.empty()) return InvalidArgument(bad);
   char* end = nullptr;
@@ -24,7 +24,10 @@ StatusOr<int64_t> ParseByteSize(const std::string& what, const std::string& text
   for (const Unit& unit : kUnits) {
     if (suffix != unit.suffix) continue;
     const double bytes = std::floor(value * unit.scale);
-    if (!(bytes >= 1.0) || bytes > 0x1p62) return InvalidArgument(what + " '" + text + "' must be at least 1 byte and at most 4 EiB");
+    if (!(bytes >= (allow_zero ? 0.0 : 1.0)) || bytes > 0x1p62) {
+      return InvalidArgument(what + " '" + text + "' must be at least " + (allow_zero ? "0 bytes" : "1 byte") +
+                             " and at most 4 EiB");
+    }
     return static_cast<int64_t>(bytes);
   }
   return InvalidArgument(bad);

@@ -11,9 +11,9 @@
 
 namespace ddp {
 
-// A positive whole number of bytes, or an error naming `what` (the flag)
-// and the text.
-StatusOr<int64_t> ParseByteSize(const std::string& what, const std::string& text);
+// A positive whole number of bytes (or zero, where `allow_zero`), or an
+// error naming `what` (the flag) and the text.
+StatusOr<int64_t> ParseByteSize(const std::string& what, const std::string& text, bool allow_zero = false);
 // "24.0 GiB", "512.0 MiB", "300 B": the largest binary unit of which there is
 // at least one.
 std::string FormatBytes(int64_t bytes);

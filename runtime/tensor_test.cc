@@ -105,7 +105,7 @@ TEST(AllocatorTest, LimitIsExactAndOutOfMemoryIsOneLine) {
   void* b = allocator.Allocate(400);  // exactly at the cap
   EXPECT_EQ(allocator.bytes_in_use(), 1000);
   allocator.Deallocate(b, 400);
-  SetOutOfMemoryContext("training resnet50 at --batch-size 64");
+  SetOutOfMemoryContext("training resnet50 at --batch-size 64; try a smaller --batch-size");
   EXPECT_EXIT(allocator.Allocate(401), ::testing::ExitedWithCode(1),
               "^out of memory on cpu asking for 401 B \\(600 B in tensors, 600 B reserved, --device-memory-limit "
               "1000 B\\) training resnet50 at --batch-size 64; try a smaller --batch-size\n$");

@@ -196,6 +196,16 @@ mv "$tmp/shard.orig" "$dir/step_00000006/optimizer.rank00001.safetensors"
 # two shards joined by offset (read here by an independent parser).
 tools/consolidate_checkpoint --checkpoint "$dir" --out "$tmp/consolidated.safetensors" > "$tmp/consolidate.log" 2>&1 ||
   { cat "$tmp/consolidate.log"; fail "consolidate_checkpoint"; }
+# Its --out never lands in the checkpoint it reads: one line, exit 1, the
+# checkpoint's file unchanged.
+model_sum=$(cksum < "$dir/step_00000006/model.safetensors")
+tools/consolidate_checkpoint --checkpoint "$dir" --out "$dir/step_00000006/model.safetensors" \
+  > "$tmp/consolidate_in.log" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && [ "$(grep -c . "$tmp/consolidate_in.log")" -eq 1 ] &&
+  grep -q "^consolidate_checkpoint: --out $dir/step_00000006/model.safetensors is inside the --checkpoint .*step_00000006, which is read whole" "$tmp/consolidate_in.log" ||
+  { cat "$tmp/consolidate_in.log"; fail "consolidate_checkpoint --out inside the checkpoint: exit $rc"; }
+[ "$(cksum < "$dir/step_00000006/model.safetensors")" = "$model_sum" ] || fail "consolidate_checkpoint changed the checkpoint"
 /usr/bin/python3 - "$dir/step_00000006" "$tmp/consolidated.safetensors" <<'PY' || fail "the consolidated checkpoint"
 import json, math, struct, sys
 

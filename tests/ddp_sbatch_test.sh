@@ -39,6 +39,14 @@ out=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/refus
       -- --model resnet19 2>&1); rc=$?
 [ "$rc" -eq 1 ] && grep -qF -- "--model 'resnet19' is unknown" <<< "$out" || fail "ddp_sbatch --model resnet19: exit $rc, '$out'"
 
+# The script it writes is never the program it runs.
+mkdir -p "$tmp/same" && cp "$bin" "$tmp/same/job.sbatch"
+sum=$(cksum < "$tmp/same/job.sbatch")
+out=$(bash "$sbatch_tool" --nodes 1 --ntasks-per-node 2 --output-dir "$tmp/same" --job-name job \
+      --ddp-train "$tmp/same/job.sbatch" --submit -- --steps 1 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -qF -- "ddp_sbatch: --output-dir $tmp/same/job.sbatch is the --ddp-train program" <<< "$out" &&
+  [ "$(cksum < "$tmp/same/job.sbatch")" = "$sum" ] || fail "ddp_sbatch over its --ddp-train: exit $rc, '$out'"
+
 script=$(NCCL_IB_DISABLE=1 OMPI_MCA_btl=self,vader bash "$sbatch_tool" --nodes 2 --ntasks-per-node 4 --gpus-per-node 4 \
          --time 2:00:00 --partition gpu --output-dir "$tmp/printed" --ddp-train "$PWD/$bin" -- --model resnet50 --lr 0.1)
 for want in "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --gpus-per-node=4" "#SBATCH --time=2:00:00" \

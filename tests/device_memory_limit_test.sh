@@ -5,7 +5,8 @@
 # model and --batch-size), exit 1, and no stack trace. Two ranks (whose
 # peak depends on when the communication thread allocates beside
 # backward): 32 MiB over the peak trains, 32 MiB under it gives that line
-# on every rank. A bad size is one line naming the flag.
+# on every rank. A cap below the model's state says that instead of
+# suggesting a smaller batch. A bad size is one line naming the flag.
 set -u
 bin=launch/ddp_train
 source tests/lib.sh
@@ -53,6 +54,14 @@ for np in 1 2; do
   fi
   echo "np $np: peak $peak bytes; under it: $(grep -m1 'error:' "$tmp/short$np.err")"
 done
+
+# A cap below the model's own state: the line says so, not "a smaller
+# --batch-size", which could not help.
+launch state 1 --device-memory-limit 1MiB
+rc=$?
+[ "$rc" -eq 1 ] && [ "$(grep -c . "$tmp/state.err")" -eq 1 ] &&
+  grep -q "^ddp_train: error: out of memory on cpu asking for .* building resnet18 before its first step: the parameters, gradients and optimizer state alone do not fit; shard them with --zero-stage 2 over more ranks, or give the run more memory$" "$tmp/state.err" ||
+  { cat "$tmp/state.err"; fail "a cap below the model's state: exit $rc"; }
 
 # A size that is not one: one line naming the flag, exit 1.
 "$bin" "${common[@]}" --device-memory-limit 24XB > "$tmp/bad.out" 2> "$tmp/bad.err"

@@ -65,5 +65,15 @@ expect_error "--ranks must start at 1 and increase, got 2,1" --ranks 2,1 --out "
 expect_error "--ranks 'one,2' is not a comma-separated list" --ranks one,2 --out "$tmp/x"
 expect_error "--from-metrics: no single-rank run among the files" --from-metrics "$tmp/study/n2_r0.jsonl" --out "$tmp/x"
 expect_error "metrics file /nonexistent.jsonl:" --from-metrics /nonexistent.jsonl --out "$tmp/x"
+# Its outputs never land on its inputs, by name or through a link.
+cp "$tmp/study/n1_r0.jsonl" "$tmp/scaling.csv"
+sum=$(cksum < "$tmp/scaling.csv")
+expect_error "--out $tmp would write scaling.csv over the --from-metrics file $tmp/scaling.csv; choose another --out" \
+  --from-metrics "$tmp/scaling.csv" "$tmp/study/n2_r0.jsonl" --out "$tmp"
+ln -sf "$tmp/scaling.csv" "$tmp/report.md"  # report.md, written through the link, is the input
+expect_error "--out $tmp would write report.md over the --from-metrics file $tmp/scaling.csv" \
+  --from-metrics "$tmp/scaling.csv" "$tmp/study/n2_r0.jsonl" --out "$tmp"
+[ "$(cksum < "$tmp/scaling.csv")" = "$sum" ] || fail "scaling_study wrote over its input"
+expect_error "--out $tmp/scaling.csv is a file; give a directory" --from-metrics "$tmp/study/n1_r0.jsonl" --out "$tmp/scaling.csv"
 
 finish --pass "all checks passed"

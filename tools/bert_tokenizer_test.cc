@@ -3,6 +3,8 @@
 // small vocabulary made here.
 #include "tools/bert_tokenizer.h"
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 namespace ddp {
@@ -87,6 +89,53 @@ TEST(BertTokenizerTest, OffsetsTraceEachTokenToItsCharacters) {
   EXPECT_EQ(ids, t.Encode(text));
   EXPECT_EQ(t.Tokenize(text), (Tokens{"hello", ",", "caf", "##e", "don", "'", "t", "\xe4\xbd\xa0", "\xe5\xa5\xbd",
                                       "[SEP]", "\xcf\x83\xce\xbf\xcf\x86\xce\xbf\xcf\x82"}));
+}
+
+// Hugging Face's WordPiece gives [UNK] to a word of more than 100
+// characters, after the basic tokenizer split it at punctuation: a long run
+// with a comma in it is two words, each judged alone. The [UNK] spans the
+// word's characters.
+TEST(BertTokenizerTest, AWordPastOneHundredCharactersIsUnknownAfterPunctuationSplits) {
+  const BertTokenizer t = Make();
+  const std::string long_word(150, 'a');
+  const std::vector<BertTokenizer::TokenSpan> spans = t.EncodeWithOffsets("hello " + long_word + " world");
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[1].id, t.unk());
+  EXPECT_EQ(spans[1].begin, 6);
+  EXPECT_EQ(spans[1].end, 156);
+  EXPECT_EQ(t.Tokenize(std::string(60, 'a') + "," + std::string(60, 'a')),
+            (Tokens{"[UNK]", ",", "[UNK]"}));  // each 60 characters: WordPiece tries them, and no piece covers them
+  EXPECT_EQ(t.Tokenize("a," + std::string(101, 'a') + ",a"), (Tokens{"a", ",", "[UNK]", ",", "a"}));
+  // The limit is exact: 100 characters the vocabulary covers are 100
+  // pieces, 101 are [UNK].
+  const BertTokenizer as = BertTokenizer::FromTokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##a"}).value();
+  EXPECT_EQ(as.Tokenize(std::string(100, 'a')).size(), 100u);
+  EXPECT_EQ(as.Tokenize(std::string(101, 'a')), (Tokens{"[UNK]"}));
+  // A whole 1 MB word of ASCII, or of accented letters, in one [UNK].
+  EXPECT_EQ(t.Tokenize(std::string(1 << 20, 'x')), (Tokens{"[UNK]"}));
+  std::string accented;
+  for (int i = 0; i < (1 << 18); ++i) accented += "\xc3\xa9";
+  EXPECT_EQ(t.Tokenize(accented), (Tokens{"[UNK]"}));
+}
+
+// A vocabulary file is read as Hugging Face's load_vocab reads it: CRLF and
+// CR line ends are line ends (Python's universal newlines), so a vocabulary
+// saved on Windows gives the same ids. A directory is named as one.
+TEST(BertTokenizerTest, VocabularyFilesOfAnyLineEndReadAlike) {
+  const std::string dir = ::testing::TempDir();
+  const std::string lf = dir + "/lf.txt", crlf = dir + "/crlf.txt", cr = dir + "/cr.txt";
+  const std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"};
+  for (const auto& [path, end] : std::vector<std::pair<std::string, std::string>>{{lf, "\n"}, {crlf, "\r\n"}, {cr, "\r"}}) {
+    std::ofstream out(path, std::ios::binary);
+    for (const std::string& token : tokens) out << token << end;
+  }
+  for (const std::string& path : {lf, crlf, cr}) {
+    const StatusOr<BertTokenizer> t = BertTokenizer::FromVocabFile(path);
+    ASSERT_TRUE(t.ok()) << path << ": " << t.status().message();
+    EXPECT_EQ(t->vocab_size(), 7u) << path;
+    EXPECT_EQ(t->Encode("Hello, world [MASK]"), (std::vector<uint32_t>{5, 1, 6, 4})) << path;
+  }
+  EXPECT_EQ(BertTokenizer::FromVocabFile(dir).status().message(), "--vocab " + dir + " is a directory, not a file");
 }
 
 TEST(BertTokenizerTest, AVocabularyWithoutTheSpecialTokensIsRefused) {

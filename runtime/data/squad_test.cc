@@ -86,6 +86,93 @@ TEST(SquadTest, SpansBackToTextThenTheBestWindowThenEmAndF1) {
             "dev.safetensors has no feature of question 'q2' (features of another SQuAD file?)");
 }
 
+// Features know their SQuAD file: the fingerprint changes with any
+// question's id or context, and features without one, or of another file,
+// are refused, naming both.
+TEST(SquadTest, FeaturesAreScoredOnlyAgainstTheFileTheyCameFrom) {
+  const StatusOr<SquadSet> set = ReadSquad(WriteText("set.json", kSet));
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  const std::string fingerprint = SquadFingerprint(*set);
+  EXPECT_EQ(fingerprint.size(), 16u);
+  EXPECT_EQ(SquadFingerprint(*set), fingerprint);  // a function of the file alone
+  SquadSet renamed = *set, edited = *set;
+  renamed.questions[1].id = "q9";
+  edited.contexts[1] += " ";
+  EXPECT_NE(SquadFingerprint(renamed), fingerprint);
+  EXPECT_NE(SquadFingerprint(edited), fingerprint);
+  EXPECT_TRUE(CheckFeaturesSource(*set, fingerprint, "f", "s").ok());
+  EXPECT_EQ(CheckFeaturesSource(edited, fingerprint, "--features f", "--squad s").message(),
+            "--features f was made from another SQuAD file than --squad s (their questions or contexts differ); "
+            "score features against the file they came from");
+  EXPECT_EQ(CheckFeaturesSource(*set, "", "--features f", "--squad s").message(),
+            "--features f does not say which SQuAD file it was made from (no 'squad_fingerprint' in its metadata); "
+            "make it again with tools/make_squad_tensors --eval");
+}
+
+// An offset past its context's characters (features of another file, or
+// shifted) is refused, naming the feature, the token and the question.
+TEST(SquadTest, OffsetsLieWithinTheirContexts) {
+  const StatusOr<SquadSet> set = ReadSquad(WriteText("set.json", kSet));
+  ASSERT_TRUE(set.ok());
+  const Tensor examples = Tensor::FromVector<int64_t>({0, 1, 2}, {3});
+  // q0's context has 39 characters: [34, 39) is its last word, [34, 40) one past.
+  Tensor offsets = Tensor::FromVector<int64_t>({-1, -1, 34, 39, -1, -1, 0, 4, -1, -1, 0, 4}, {3, 2, 2});
+  EXPECT_TRUE(CheckFeatures(*set, examples, offsets, "f").ok());
+  offsets.data<int64_t>()[3] = 40;
+  EXPECT_EQ(CheckFeatures(*set, examples, offsets, "f").message(),
+            "f: offset_mapping[0, 1] is [34, 40), outside the 39 characters of question 'q0''s context (features of "
+            "another SQuAD file?)");
+  offsets.data<int64_t>()[3] = 33;  // ends before it begins
+  EXPECT_FALSE(CheckFeatures(*set, examples, offsets, "f").ok());
+  offsets.data<int64_t>()[3] = 39;
+  offsets.data<int64_t>()[4] = 5;  // one end -1, the other not
+  EXPECT_FALSE(CheckFeatures(*set, examples, offsets, "f").ok());
+}
+
+// Answers that label no characters, and an answer_start past int64 (shown
+// as the file writes it), are one line naming the question.
+TEST(SquadTest, AnswersOfNoCharactersAndHugeStartsAreRefused) {
+  auto error = [](const std::string& answer) {
+    const std::string text = R"({"data": [{"paragraphs": [{"context": "abc def", "qas": [{"id": "z3",
+        "question": "q", "answers": [)" + answer + "]}]}]}]}";
+    const StatusOr<SquadSet> set = ReadSquad(WriteText("answer.json", text));
+    return set.ok() ? std::string("ok") : set.status().message();
+  };
+  const std::string path = testing::TempPath("answer.json");
+  EXPECT_EQ(error(R"({"text": "def", "answer_start": 4})"), "ok");
+  EXPECT_EQ(error(R"({"text": "", "answer_start": 3})"),
+            path + ": question 'z3': answer '' is empty: an answer is some of the context's words");
+  EXPECT_EQ(error(R"({"text": "  　", "answer_start": 3})"),
+            path + ": question 'z3': answer ' \xc2\xa0\xe3\x80\x80' is only white space: an answer is some of the "
+                   "context's words");
+  EXPECT_EQ(error(R"({"text": "def", "answer_start": 18446744073709551615})"),
+            path + ": question 'z3': answer 'def' at character 18446744073709551615 is not in its context of 7 "
+                   "characters");
+  EXPECT_EQ(error(R"({"text": "def", "answer_start": 9223372036854775806})"),
+            path + ": question 'z3': answer 'def' at character 9223372036854775806 is not in its context of 7 "
+                   "characters");
+  EXPECT_EQ(error(R"({"text": "def", "answer_start": -1})"),
+            path + ": question 'z3': answer 'def' at character -1 is not in its context of 7 characters");
+}
+
+// A predictions line's fields as written: an index past int64 or a score
+// that is not a number is named, not saturated or read as 0.
+TEST(SquadTest, PredictionsFieldsAreReadAsWritten) {
+  auto error = [](const std::string& lines) {
+    const StatusOr<std::vector<FeatureSpan>> spans =
+        ReadFeatureSpans(WriteText("p.tsv", "feature\tstart\tend\tscore\n" + lines));
+    return spans.ok() ? std::string("ok") : spans.status().message();
+  };
+  const std::string path = testing::TempPath("p.tsv");
+  EXPECT_EQ(error("0\t1\t2\t0.5\n1\t-1\t-1\t-inf\n"), "ok");
+  EXPECT_EQ(error("0\t99999999999999999999\t2\t0.5\n"),
+            path + ": line 2: the start '99999999999999999999' is not a token index");
+  EXPECT_EQ(error("0\t1\t2x\t0.5\n"), path + ": line 2: the end '2x' is not a token index");
+  EXPECT_EQ(error("0\t1\t2\tnan\n"), path + ": line 2: the score 'nan' is not a number");
+  EXPECT_EQ(error("1\t1\t2\t0.5\n"), path + ": line 2 is not feature 0's start, end and score");
+  EXPECT_EQ(error("0\t1\t2\n"), path + ": line 2 is not feature 0's start, end and score");
+}
+
 TEST(SquadTest, BadJsonIsOneLineNamingTheQuestion) {
   auto error = [](const std::string& name, const std::string& text) {
     const StatusOr<SquadSet> set = ReadSquad(WriteText(name, text));

@@ -18,6 +18,12 @@ programs=()
 for p in "$@"; do programs+=("$(realpath "$p")"); done
 cd "$(dirname "$0")/../../.."
 repo=$(pwd)
+# OUT is made anew: it may hold none of the programs, nor this repository.
+for p in "${programs[@]}" "$repo"; do
+  case "$p/" in
+    "$out"/*) echo "pack.sh: OUT $out holds $p, which making it anew would delete; choose another OUT" >&2; exit 2 ;;
+  esac
+done
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/libexec" "$out/lib" "$out/tools"
