@@ -16,7 +16,9 @@
 #include <gflags/gflags.h>
 
 #include "runtime/data/image_encode.h"
+#include "runtime/durable_files.h"
 #include "runtime/random.h"
+#include "tools/tool_main.h"
 
 DEFINE_string(out, "", "output directory (created; one folder per class)");
 DEFINE_int32(classes, 4, "classes");
@@ -47,101 +49,106 @@ bool Write(const std::string& path, const std::string& bytes) {
   return static_cast<bool>(out);
 }
 
-}  // namespace
+// Image `index` of class `c` of `classes`, w x h: its encoded bytes and
+// their extension.
+std::pair<std::string, std::string> DrawImage(int c, int classes, int64_t index, int w, int h) {
+  double hue[3];
+  Hsv(static_cast<double>(c) / classes, 0.8, 1.0, hue);
+  // Angles in [0, 90 degrees): a flip (to 180 - angle) makes no other
+  // class's stripes, so grayscale images stay classifiable.
+  const double angle = M_PI * c / (2.0 * classes);
+  const uint64_t key = ddp::SplitMix64(FLAGS_seed * 1000003 + static_cast<uint64_t>(index));
+  const double brightness = 0.6 + 0.4 * Uniform(key, 1);
+  const double period = 6.0 + 6.0 * Uniform(key, 2);
+  const double cx = w * Uniform(key, 3), cy = h * Uniform(key, 4), radius = std::min(w, h) * (0.1 + 0.2 * Uniform(key, 5));
+  std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      const double stripe = 0.5 + 0.5 * std::sin(2 * M_PI * (x * std::cos(angle) + y * std::sin(angle)) / period);
+      const bool disc = (x - cx) * (x - cx) + (y - cy) * (y - cy) < radius * radius;
+      for (int k = 0; k < 3; ++k) {
+        const double noise = Uniform(key, 16 + (static_cast<uint64_t>(y) * w + x) * 3 + k) - 0.5;
+        double v = brightness * (0.35 + 0.65 * stripe) * hue[k] + 0.15 * noise;
+        if (disc) v = 0.5 + 0.15 * noise;  // a grey shape that is no class's
+        rgb[(static_cast<size_t>(y) * w + x) * 3 + k] = static_cast<uint8_t>(std::lround(255 * std::fmin(1, std::fmax(0, v))));
+      }
+    }
+  }
+  const double kind = Uniform(key, 6);
+  if (kind < FLAGS_png_share) return {ddp::EncodePng(rgb.data(), w, h), "png"};
+  if (kind < FLAGS_png_share + FLAGS_gray_share) {
+    std::vector<uint8_t> gray(static_cast<size_t>(w) * h);
+    for (size_t p = 0; p < gray.size(); ++p) {
+      gray[p] = static_cast<uint8_t>((299 * rgb[3 * p] + 587 * rgb[3 * p + 1] + 114 * rgb[3 * p + 2]) / 1000);
+    }
+    return {ddp::EncodeJpeg(gray.data(), w, h, 1, FLAGS_quality), "jpg"};
+  }
+  if (kind < FLAGS_png_share + FLAGS_gray_share + FLAGS_cmyk_share) {
+    std::vector<uint8_t> cmyk(static_cast<size_t>(w) * h * 4);
+    for (size_t p = 0; p < static_cast<size_t>(w) * h; ++p) {
+      const int r = rgb[3 * p], g = rgb[3 * p + 1], b = rgb[3 * p + 2];
+      const int k = 255 - std::max(r, std::max(g, b));
+      const int d = 255 - k;
+      cmyk[4 * p] = static_cast<uint8_t>(d == 0 ? 0 : (d - r) * 255 / d);
+      cmyk[4 * p + 1] = static_cast<uint8_t>(d == 0 ? 0 : (d - g) * 255 / d);
+      cmyk[4 * p + 2] = static_cast<uint8_t>(d == 0 ? 0 : (d - b) * 255 / d);
+      cmyk[4 * p + 3] = static_cast<uint8_t>(k);
+    }
+    return {ddp::EncodeJpeg(cmyk.data(), w, h, 4, FLAGS_quality), "jpg"};
+  }
+  return {ddp::EncodeJpeg(rgb.data(), w, h, 3, FLAGS_quality), "jpg"};
+}
 
-int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+ddp::Status Run() {
   std::vector<std::pair<int, int>> sizes;
   std::stringstream list(FLAGS_sizes);
   for (std::string item; std::getline(list, item, ',');) {
     int w = 0, h = 0;
-    if (std::sscanf(item.c_str(), "%dx%d", &w, &h) != 2 || w < 8 || h < 8) {
-      std::fprintf(stderr, "make_image_folder: --sizes '%s': '%s' is not WxH (at least 8x8)\n", FLAGS_sizes.c_str(),
-                   item.c_str());
-      return 2;
+    if (std::sscanf(item.c_str(), "%dx%d", &w, &h) != 2 || w < 8 || h < 8 || w > 8192 || h > 8192) {
+      return ddp::InvalidArgument("--sizes '" + FLAGS_sizes + "': '" + item + "' is not WxH (8x8 to 8192x8192)");
     }
     sizes.emplace_back(w, h);
   }
   if (FLAGS_out.empty() || FLAGS_classes < 2 || FLAGS_per_class < 1 || sizes.empty()) {
-    std::fprintf(stderr, "make_image_folder: --out, --classes >= 2, --per-class >= 1 and --sizes are required\n");
-    return 2;
+    return ddp::InvalidArgument("--out, --classes >= 2, --per-class >= 1 and --sizes are required");
   }
-  for (size_t slash = FLAGS_out.find('/', 1); slash != std::string::npos; slash = FLAGS_out.find('/', slash + 1)) {
-    ::mkdir(FLAGS_out.substr(0, slash).c_str(), 0755);  // parents, as mkdir -p
+  struct stat st;
+  if (::stat(FLAGS_out.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return ddp::InvalidArgument("--out " + FLAGS_out + " is a file; give the directory to make");
   }
-  ::mkdir(FLAGS_out.c_str(), 0755);
+  RETURN_IF_ERROR(ddp::MakeDirectories(FLAGS_out));
   int64_t written = 0;
   for (int c = 0; c < FLAGS_classes; ++c) {
     char name[32];
     std::snprintf(name, sizeof(name), "class_%02d", c);
     const std::string dir = FLAGS_out + "/" + name;
-    ::mkdir(dir.c_str(), 0755);
-    double hue[3];
-    Hsv(static_cast<double>(c) / FLAGS_classes, 0.8, 1.0, hue);
-    // Angles in [0, 90 degrees): a flip (to 180 - angle) makes no other
-    // class's stripes, so grayscale images stay classifiable.
-    const double angle = M_PI * c / (2.0 * FLAGS_classes);
+    RETURN_IF_ERROR(ddp::MakeDirectories(dir));
     for (int i = 0; i < FLAGS_per_class; ++i) {
       const int64_t index = FLAGS_first_index + static_cast<int64_t>(c) * FLAGS_per_class + i;
-      const uint64_t key = ddp::SplitMix64(FLAGS_seed * 1000003 + static_cast<uint64_t>(index));
       const auto [w, h] = sizes[index % sizes.size()];
-      const double brightness = 0.6 + 0.4 * Uniform(key, 1);
-      const double period = 6.0 + 6.0 * Uniform(key, 2);
-      const double cx = w * Uniform(key, 3), cy = h * Uniform(key, 4), radius = std::min(w, h) * (0.1 + 0.2 * Uniform(key, 5));
-      std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
-      for (int y = 0; y < h; ++y) {
-        for (int x = 0; x < w; ++x) {
-          const double stripe = 0.5 + 0.5 * std::sin(2 * M_PI * (x * std::cos(angle) + y * std::sin(angle)) / period);
-          const bool disc = (x - cx) * (x - cx) + (y - cy) * (y - cy) < radius * radius;
-          for (int k = 0; k < 3; ++k) {
-            const double noise = Uniform(key, 16 + (static_cast<uint64_t>(y) * w + x) * 3 + k) - 0.5;
-            double v = brightness * (0.35 + 0.65 * stripe) * hue[k] + 0.15 * noise;
-            if (disc) v = 0.5 + 0.15 * noise;  // a grey shape that is no class's
-            rgb[(static_cast<size_t>(y) * w + x) * 3 + k] = static_cast<uint8_t>(std::lround(255 * std::fmin(1, std::fmax(0, v))));
-          }
-        }
-      }
+      const auto [bytes, ext] = DrawImage(c, FLAGS_classes, index, w, h);
       char file[64];
-      const double kind = Uniform(key, 6);
-      std::string bytes, ext = "jpg";
-      if (kind < FLAGS_png_share) {
-        bytes = ddp::EncodePng(rgb.data(), w, h);
-        ext = "png";
-      } else if (kind < FLAGS_png_share + FLAGS_gray_share) {
-        std::vector<uint8_t> gray(static_cast<size_t>(w) * h);
-        for (size_t p = 0; p < gray.size(); ++p) {
-          gray[p] = static_cast<uint8_t>((299 * rgb[3 * p] + 587 * rgb[3 * p + 1] + 114 * rgb[3 * p + 2]) / 1000);
-        }
-        bytes = ddp::EncodeJpeg(gray.data(), w, h, 1, FLAGS_quality);
-      } else if (kind < FLAGS_png_share + FLAGS_gray_share + FLAGS_cmyk_share) {
-        std::vector<uint8_t> cmyk(static_cast<size_t>(w) * h * 4);
-        for (size_t p = 0; p < static_cast<size_t>(w) * h; ++p) {
-          const int r = rgb[3 * p], g = rgb[3 * p + 1], b = rgb[3 * p + 2];
-          const int k = 255 - std::max(r, std::max(g, b));
-          const int d = 255 - k;
-          cmyk[4 * p] = static_cast<uint8_t>(d == 0 ? 0 : (d - r) * 255 / d);
-          cmyk[4 * p + 1] = static_cast<uint8_t>(d == 0 ? 0 : (d - g) * 255 / d);
-          cmyk[4 * p + 2] = static_cast<uint8_t>(d == 0 ? 0 : (d - b) * 255 / d);
-          cmyk[4 * p + 3] = static_cast<uint8_t>(k);
-        }
-        bytes = ddp::EncodeJpeg(cmyk.data(), w, h, 4, FLAGS_quality);
-      } else {
-        bytes = ddp::EncodeJpeg(rgb.data(), w, h, 3, FLAGS_quality);
-      }
       std::snprintf(file, sizeof(file), "/img_%06lld.%s", static_cast<long long>(index), ext.c_str());
-      if (!Write(dir + file, bytes)) {
-        std::fprintf(stderr, "make_image_folder: cannot write %s%s\n", dir.c_str(), file);
-        return 1;
-      }
+      if (!Write(dir + file, bytes)) return ddp::FailedPrecondition("cannot write " + dir + file);
       ++written;
     }
   }
   for (int i = 0; i < FLAGS_corrupt; ++i) {
     char file[64];
     std::snprintf(file, sizeof(file), "/class_00/corrupt_%02d.jpg", i);
-    if (!Write(FLAGS_out + file, "\xff\xd8\xff this file was cut short")) return 1;
+    if (!Write(FLAGS_out + file, "\xff\xd8\xff this file was cut short")) {
+      return ddp::FailedPrecondition("cannot write " + FLAGS_out + file);
+    }
   }
   std::printf("make_image_folder: %lld images in %d classes, %d corrupt, in %s\n", static_cast<long long>(written),
               FLAGS_classes, FLAGS_corrupt, FLAGS_out.c_str());
-  return 0;
+  return ddp::Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("make_image_folder --out DIR --classes 4 --per-class 50 --sizes 64x48,48x64");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return ddp::RunTool("make_image_folder", Run);
 }
