@@ -83,8 +83,10 @@ void OnUncaughtException() {
       std::rethrow_exception(e);
     } catch (const std::bad_alloc&) {
       // A size from the flags past the host's memory: no std:: text for the user.
+      // Training: host memory also holds the loader's batches in flight.
       const std::string context = OutOfMemoryContext();
-      what = "out of host memory" + (context.empty() ? std::string("; try a smaller --batch-size") : " " + context);
+      what = "out of host memory " + context +
+             (context.rfind("training ", 0) == 0 ? " (or a smaller --prefetch, --loader-threads)" : "");
     } catch (const InputError& x) {
       what = x.what();  // names the flag and file
     } catch (const std::exception& x) {
@@ -242,11 +244,8 @@ bool PrintedHelpOrVersion(const char* usage) {
 void* BindDevice(const DeviceChoice& device, TrainOptions* options) {
   void* stream = nullptr;
   SetFatalErrorHandler(&FatalOnThisRank);
-  // Until the first step (Trainer::Run) memory holds the model's state, which
-  // no batch size changes.
-  SetOutOfMemoryContext("building " + options->model + " before its first step: the parameters, gradients and "
-                        "optimizer state alone do not fit; shard them with --zero-stage 2 over more ranks, or give "
-                        "the run more memory");
+  // The trainer's parts say what each phase holds (launch/train_components.cc).
+  SetOutOfMemoryContext("starting " + options->model);
   SetActivationBatchSize(options->batch_size);
   if (device.cuda) {
     cuda::SetDevice(device.gpu);

@@ -1,5 +1,7 @@
 #include "launch/output_paths.h"
 
+#include <sstream>
+
 #include "runtime/data/data_spec.h"
 
 namespace ddp {
@@ -7,12 +9,22 @@ namespace ddp {
 std::vector<PathUse> InputPaths(const TrainOptions& options) {
   std::vector<PathUse> inputs;
   auto data = [&](const char* flag, const std::string& spec) {
-    const std::string path = SpecPath(spec);
-    // An image folder, or a folder of token shards, is read whole: an
-    // output inside it would be read as data next time.
-    const bool folder = !SpecPath(spec, "imagefolder:").empty();
-    const bool whole = folder || !SpecPath(spec, "tokens:").empty();
-    if (!path.empty()) inputs.push_back({flag, path, folder, whole});
+    // An image folder is read whole: an output inside it would be read as
+    // an image next time.
+    if (const std::string folder = SpecPath(spec, "imagefolder:"); !folder.empty()) {
+      inputs.push_back({flag, folder, true, true});
+      return;
+    }
+    // tokens:PATH may list shards and directories, comma-separated: each is
+    // an input (a directory's *.tokens files only, so outputs may sit beside them).
+    if (const std::string tokens = SpecPath(spec, "tokens:"); !tokens.empty()) {
+      std::stringstream list(tokens);
+      for (std::string part; std::getline(list, part, ',');) {
+        if (!part.empty()) inputs.push_back({flag, part, false});
+      }
+      return;
+    }
+    if (const std::string path = SpecPath(spec); !path.empty()) inputs.push_back({flag, path, false});
   };
   data("--data", options.data);
   data("--eval-data", options.eval_data);

@@ -1,6 +1,7 @@
 // What a run reads and what it writes, for the check before training (rank
-// 0, runtime/path_use.h): no output lands on an input (the dataset, the
-// weights, the config), inside an image folder, or on another output.
+// 0, runtime/path_use.h): no output lands on an input (the dataset, each
+// token shard of a list, the weights, the config), inside an image folder,
+// or on another output.
 #pragma once
 
 #include <string>

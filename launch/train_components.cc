@@ -10,6 +10,7 @@
 #include "launch/output_paths.h"
 #include "launch/weights_file.h"
 #include "models/registry.h"
+#include "runtime/allocator.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/ops/conv2d.h"
 #include "runtime/safetensors.h"
@@ -39,6 +40,8 @@ class Builder {
  private:
   Status SetupTraining(int64_t dataset_size);
   Status PlanSteps(int64_t dataset_size);
+  // What an out-of-memory line says from now on (runtime/allocator.h).
+  void MemoryPhase(const std::string& context) const;
   Status BuildModel();
   Status BuildOptimizer();
   Status BuildInput();
@@ -125,6 +128,9 @@ Status Builder::Setup() {
   if (options_.loader_threads == 0) {
     options_.loader_threads = on_gpu() ? std::max(1, DefaultThreads() / std::max(1, ranks_.local_size) - 1) : 1;
   }
+  MemoryPhase("opening the data (" + options_.data + (options_.eval_data.empty() ? "" : ", " + options_.eval_data) +
+                  "); a tensors: file is read whole into host memory: give a smaller file, or data read as it is "
+                  "needed (imagefolder:, tokens:)");
   ASSIGN_OR_RETURN(data_, OpenTrainingData(options_));
   if (is_root()) {
     for (const std::string& line : data_.warnings) std::printf("ddp_train: warning: %s\n", line.c_str());
@@ -153,9 +159,18 @@ Status Builder::Setup() {
 
 Status Builder::SetupTraining(int64_t dataset_size) {
   RETURN_IF_ERROR(PlanSteps(dataset_size));
+  MemoryPhase("building " + options_.model + " before its first step: the parameters, gradients and optimizer "
+              "state alone do not fit; shard them with --zero-stage 2 over more ranks, or give the run more memory");
   RETURN_IF_ERROR(BuildModel());
   RETURN_IF_ERROR(BuildOptimizer());
+  // From here on memory grows with the batch: its input and every step.
+  MemoryPhase("training " + options_.model + " at --batch-size " + std::to_string(options_.batch_size) +
+              "; try a smaller --batch-size");
   return BuildInput();
+}
+
+void Builder::MemoryPhase(const std::string& context) const {
+  if (!on_meta()) SetOutOfMemoryContext(context);  // a plan names its own batch
 }
 
 // The sampler over `dataset_size` samples, the run's length in steps and the

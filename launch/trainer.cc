@@ -253,8 +253,6 @@ StatusOr<TrainResult> Trainer::Run() {
                                  parts_.total_steps - parts_.start_step - 1));
   // Everything allocated from here on is per-step working memory
   // (activations, their gradients, transient buffers).
-  SetOutOfMemoryContext("training " + options_.model + " at --batch-size " + std::to_string(options_.batch_size) +
-                        "; try a smaller --batch-size");
   Allocator* memory = GetAllocator(ctx_.device());  // the rank's device: host or GPU
   run.persistent_in_use = memory->bytes_in_use();
   run.setup_peak = memory->peak_bytes_in_use();

@@ -113,9 +113,8 @@ StatusOr<TrainingData> OpenTokenData(const TrainOptions& options) {
     }
     squad->example_index = examples;
     squad->offset_mapping = offsets;
-    const auto fingerprint = eval_metadata.find(kSquadFingerprintKey);
-    RETURN_IF_ERROR(CheckFeaturesSource(squad->set, fingerprint == eval_metadata.end() ? "" : fingerprint->second,
-                                        "--eval-data " + features, "--squad-eval-file " + options.squad_eval_file));
+    RETURN_IF_ERROR(CheckFeaturesSource(squad->set, eval_metadata, "--eval-data " + features,
+                                        "--squad-eval-file " + options.squad_eval_file));
     RETURN_IF_ERROR(CheckFeatures(squad->set, examples, offsets,
                                   "--eval-data " + features + " (against --squad-eval-file " +
                                       options.squad_eval_file + ")"));

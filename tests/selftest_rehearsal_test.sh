@@ -102,25 +102,28 @@ report "$tmp/budget" 'r["verdict"] == "incomplete"' 'tiers["versions"]["status"]
   'all(t["status"] != "failed" for t in r["tiers"])' || fail "the budget's report"
 grep -q "^selftest: tier gpu_tests: skipped (budget: " "$tmp/budget.log" || fail "the budget: no line naming the tier"
 
-# Without a GPU, a GPU run says so in one line (after the one naming the
-# Python): exit 3.
+# Without a GPU, a GPU run says so in one line: exit 3.
 "$tmp/bundle/selftest.sh" "$tmp/nogpu" > "$tmp/nogpu.log" 2>&1
 rc=$?
-[ "$rc" -eq 3 ] && [ "$(grep -vc "^selftest: Python " "$tmp/nogpu.log")" -eq 1 ] &&
-  grep -q "^selftest: no GPU visible" "$tmp/nogpu.log" || { cat "$tmp/nogpu.log"; fail "no GPU: exit $rc"; }
+[ "$rc" -eq 3 ] && [ "$(grep -c . "$tmp/nogpu.log")" -eq 1 ] && grep -q "^selftest: no GPU visible" "$tmp/nogpu.log" ||
+  { cat "$tmp/nogpu.log"; fail "no GPU: exit $rc"; }
 
 # Unless DDP_SELFTEST_PYTHON names one, the Python is the first that imports
 # torch (the benchmarks' peer), not merely the first python3 on PATH (a
-# pyenv one, say); one line says which, and which were tried.
+# pyenv one, say); one line, as the tiers start, says which, and which
+# were tried, and the report keeps it.
 mkdir -p "$tmp/notorch"
 printf '#!/bin/sh\ncase "$*" in *"import torch"*) exit 1 ;; esac\nexec /usr/bin/python3 "$@"\n' > "$tmp/notorch/python3"
 chmod +x "$tmp/notorch/python3"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  picked=$(env -u DDP_SELFTEST_PYTHON PATH="$tmp/notorch:/usr/bin:/bin" "$tmp/bundle/selftest.sh" "$tmp/pick" 2>&1)
+  picked=$(env -u DDP_SELFTEST_PYTHON PATH="$tmp/notorch:/usr/bin:/bin" "$tmp/bundle/selftest.sh" --rehearse \
+           --only versions "$tmp/pick" 2>&1)
   want="selftest: Python /usr/bin/python3, which imports torch (tried: $tmp/notorch/python3 /usr/bin/python3)"
-  [ "$(head -n 1 <<< "$picked")" = "$want" ] || { echo "$picked"; fail "the Python that imports torch was not chosen"; }
-  named=$(PATH="$tmp/notorch:/usr/bin:/bin" DDP_SELFTEST_PYTHON="$tmp/notorch/python3" "$tmp/bundle/selftest.sh" "$tmp/pick" 2>&1)
-  [ "$(head -n 1 <<< "$named")" = "selftest: Python $tmp/notorch/python3 (DDP_SELFTEST_PYTHON)" ] ||
+  grep -qxF "$want" <<< "$picked" || { echo "$picked"; fail "the Python that imports torch was not chosen"; }
+  report "$tmp/pick" "r['python'] == '''${want#selftest: }'''" || fail "the report does not name the Python"
+  named=$(PATH="$tmp/notorch:/usr/bin:/bin" DDP_SELFTEST_PYTHON="$tmp/notorch/python3" "$tmp/bundle/selftest.sh" \
+          --rehearse --only versions "$tmp/pick2" 2>&1)
+  grep -qxF "selftest: Python $tmp/notorch/python3 (DDP_SELFTEST_PYTHON)" <<< "$named" ||
     { echo "$named"; fail "DDP_SELFTEST_PYTHON was not taken as given"; }
 else
   echo "SKIP: the Python choice: /usr/bin/python3 does not import torch here"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The data tools as a careless user meets them. No tool writes over one of
-# its inputs (by the same name, a ./ path or a symbolic link): one line,
-# exit 1, the input unchanged. Sizes from flags past memory, a directory
-# where a file is meant, a classification set of fewer than 2 classes, a
-# vocabulary that is a directory: one line naming the flag or file, never
-# std:: text. A vocabulary with CRLF line ends reads as its LF twin. A 10 MB
+# its inputs (by the same name, a ./ path or a symbolic link; ddp_train
+# over one shard of a tokens: list): one line, exit 1, the input unchanged.
+# Sizes from flags past memory, a directory where a file is meant, a
+# classification set of fewer than 2 classes, a vocabulary that is a
+# directory: one line naming the flag or file, never std:: text; text from a
+# pipe tokenizes. A vocabulary with CRLF line ends reads as its LF twin. A 10 MB
 # single-word line tokenizes, as Hugging Face's WordPiece does, to one
 # [UNK] (linear time: a quadratic tokenizer never finishes within the
 # timeout). SQuAD: an empty answer, one of white space and an answer_start
@@ -70,14 +71,31 @@ unchanged "tokenize_text" "$tmp/vocab.txt" "$vocab_sum"
 for tool in make_token_dataset make_image_dataset; do
   expect_error "${tool}_dir" "^$tool: --out \. is a directory; give a file's path$" tools/$tool --out . --samples 4
 done
+expect_error image_folder_on_file "^make_image_folder: --out $tmp/vocab.txt exists and is not a directory$" \
+  tools/make_image_folder --out "$tmp/vocab.txt" --classes 2 --per-class 1
+unchanged "make_image_folder" "$tmp/vocab.txt" "$vocab_sum"
+# A list of token shards: each is an input.
+printf 'when was the tower built\n\nthe tower was built in 1889\n' > "$tmp/corpus.txt"
+for part in a b; do
+  tools/tokenize_text --vocab "$tmp/vocab.txt" --out "$tmp/$part.tokens" "$tmp/corpus.txt" > /dev/null || fail "shard $part"
+done
+shard_sum=$(cksum < "$tmp/b.tokens")
+expect_error train_over_shard "^ddp_train: error: --save-weights $tmp/b.tokens is the --data file $tmp/b.tokens: " \
+  "$bin" --model bert-tiny --seq-len 16 --batch-size 2 --steps 1 --threads 1 --data "tokens:$tmp/a.tokens,$tmp/b.tokens" \
+  --save-weights "$tmp/b.tokens"
+unchanged "ddp_train" "$tmp/b.tokens" "$shard_sum"
 
 # --- sizes, directories, classes -------------------------------------------
 for samples in 1000000000000 9000000000000000000; do
-  expect_error "token_samples_$samples" "^make_token_dataset: --samples $samples of --seq-len 128 need .*, more than this machine's .* of memory$" \
+  expect_error "token_samples_$samples" "^make_token_dataset: --samples $samples of --seq-len 128 need .*, more than the .* of memory this process may have$" \
     tools/make_token_dataset --out "$tmp/t.safetensors" --samples "$samples"
-  expect_error "image_samples_$samples" "^make_image_dataset: --samples $samples of --image-size 32 need .*, more than this machine's .* of memory$" \
+  expect_error "image_samples_$samples" "^make_image_dataset: --samples $samples of --image-size 32 need .*, more than the .* of memory this process may have$" \
     tools/make_image_dataset --out "$tmp/i.safetensors" --samples "$samples"
 done
+expect_error image_first_sample "^make_image_dataset: --first-sample 9223372036854775807 must be non-negative, with --first-sample \+ --samples within 2\^63$" \
+  tools/make_image_dataset --out "$tmp/i.safetensors" --samples 2 --first-sample 9223372036854775807
+expect_error image_size "^make_image_dataset: --image-size must be in \[1, 4096\], got 0$" \
+  tools/make_image_dataset --out "$tmp/i.safetensors" --samples 2 --image-size 0
 for classes in -1 1; do
   expect_error "classes_$classes" "^make_token_dataset: --classes must be 0 \(pretraining data\) or at least 2 \(a classification set\), got $classes$" \
     tools/make_token_dataset --out "$tmp/t.safetensors" --samples 4 --classes "$classes"
@@ -85,6 +103,8 @@ done
 expect_error tokenize_dir "^tokenize_text: $tmp is a directory; give text files, one sentence per line$" \
   tools/tokenize_text --vocab "$tmp/vocab.txt" --out "$tmp/x.tokens" "$tmp"
 [ ! -e "$tmp/x.tokens" ] || fail "tokenize_text wrote a shard of a directory"
+piped=$(tools/tokenize_text --vocab "$tmp/vocab.txt" --print <(echo "the tower")) && [ "$piped" = "7 8" ] ||
+  fail "tokenize_text from a pipe: '$piped'"
 expect_error vocab_dir "^tokenize_text: --vocab $tmp is a directory, not a file$" \
   tools/tokenize_text --vocab "$tmp" --print "$tmp/vocab.txt"
 
@@ -104,7 +124,7 @@ echo "a 10 MB single-word line: [UNK] in $seconds s"
 squad_flags=(--vocab "$tmp/vocab.txt" --seq-len 32 --doc-stride 8 --max-query-len 8)
 expect_error empty_answer "^make_squad_tensors: --squad $tmp/empty.json: question 'q2': answer '' is empty: an answer is some of the context's words$" \
   tools/make_squad_tensors "${squad_flags[@]}" --squad "$tmp/empty.json" --out "$tmp/x.safetensors"
-expect_error blank_answer "^make_squad_tensors: --squad $tmp/blank.json: question 'q2': answer ' .* ' is only white space: " \
+expect_error blank_answer "^make_squad_tensors: --squad $tmp/blank.json: question 'q2': answer ' .* ' holds no word \(only white space, control, format or combining characters\): " \
   tools/make_squad_tensors "${squad_flags[@]}" --squad "$tmp/blank.json" --out "$tmp/x.safetensors"
 expect_error huge_start "^make_squad_tensors: --squad $tmp/huge.json: question 'q1': answer 'Gustave Eiffel' at character 18446744073709551615 is not in its context of 65 characters$" \
   tools/make_squad_tensors "${squad_flags[@]}" --squad "$tmp/huge.json" --out "$tmp/x.safetensors"

@@ -63,7 +63,11 @@ StatusOr<BertTokenizer> BertTokenizer::FromTokens(const std::vector<std::string>
   BertTokenizer t;
   t.tokens_ = tokens;
   t.lower_case_ = lower_case;
-  for (size_t i = 0; i < tokens.size(); ++i) t.ids_[tokens[i]] = static_cast<uint32_t>(i);  // the last one wins
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    t.ids_[tokens[i]] = static_cast<uint32_t>(i);  // the last one wins
+    const size_t chars = static_cast<size_t>(icu::UnicodeString::fromUTF8(tokens[i]).countChar32());
+    t.longest_piece_ = std::max(t.longest_piece_, chars);
+  }
   uint32_t special[5];
   for (int k = 0; k < 5; ++k) {
     const auto found = t.ids_.find(kSpecialNames[k]);
@@ -298,7 +302,9 @@ std::vector<BertTokenizer::TokenSpan> BertTokenizer::EncodeWithOffsets(const std
     const size_t before = out.size();
     const size_t n = to - from;
     for (size_t start = 0; start < n;) {
-      size_t end = n;
+      // No candidate longer than the vocabulary's longest piece can match:
+      // starting there keeps a word's work linear in its length.
+      size_t end = std::min(n, start + longest_piece_);
       for (; end > start; --end) {
         const std::string candidate = (start > 0 ? "##" : "") + bytes.substr(at[start], at[end] - at[start]);
         if (const auto it = ids_.find(candidate); it != ids_.end()) {

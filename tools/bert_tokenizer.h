@@ -63,6 +63,7 @@ class BertTokenizer {
   bool lower_case_ = true;
   SpecialTokens special_;
   uint32_t unk_ = 0;
+  size_t longest_piece_ = 0;  // characters of the longest token
 };
 
 }  // namespace ddp

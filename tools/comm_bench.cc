@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -38,6 +39,7 @@
 #include "runtime/clock.h"
 #include "runtime/median.h"
 #include "runtime/cuda/cuda_device.h"
+#include "tools/tool_main.h"
 
 DEFINE_string(ops, "allreduce,reducescatter,allgather,broadcast", "operations, comma-separated");
 DEFINE_string(min_bytes, "8", "smallest size (B, K, M or G suffixes)");
@@ -99,6 +101,12 @@ StatusOr<Setup> ParseFlags(int world) {
     return InvalidArgument("--min-bytes " + std::to_string(s.min_bytes) + " is below one f32 element (4 bytes)");
   }
   if (s.max_bytes < s.min_bytes) return InvalidArgument("--max-bytes is below --min-bytes");
+  // One MPI call counts its elements in an int; a size held three times
+  // over (the collective's buffers, the raw MPI buffer) must fit memory.
+  if (s.max_bytes / kElementBytes > std::numeric_limits<int>::max()) {
+    return InvalidArgument("--max-bytes " + FLAGS_max_bytes + " is past the 2^31 - 1 f32 elements one collective takes");
+  }
+  RETURN_IF_ERROR(CheckFlagSize("--max-bytes " + FLAGS_max_bytes + " held 3 times", 3, s.max_bytes));
   if (FLAGS_comm != "mpi" && FLAGS_comm != "nccl") return InvalidArgument("--comm '" + FLAGS_comm + "': use mpi or nccl");
   std::stringstream sizes(FLAGS_sequence);
   for (std::string size; std::getline(sizes, size, ',');) {

@@ -3,6 +3,7 @@
 // generator (class templates plus noise).
 //   make_image_dataset --out train.safetensors --samples 512 --image-size 32 --num-classes 4
 #include <cstdio>
+#include <limits>
 
 #include <gflags/gflags.h>
 
@@ -28,7 +29,10 @@ Status Run() {
     return InvalidArgument("--image-size must be in [1, 4096], got " + std::to_string(FLAGS_image_size));
   }
   if (FLAGS_num_classes < 2) return InvalidArgument("--num-classes must be at least 2");
-  if (FLAGS_first_sample < 0) return InvalidArgument("--first-sample must be non-negative");
+  if (FLAGS_first_sample < 0 || FLAGS_first_sample > std::numeric_limits<int64_t>::max() - FLAGS_samples) {
+    return InvalidArgument("--first-sample " + std::to_string(FLAGS_first_sample) + " must be non-negative, with " +
+                           "--first-sample + --samples within 2^63");
+  }
   RETURN_IF_ERROR(CheckOutputPaths({}, {{"--out", FLAGS_out}}));
   // The images, held twice while the file is written.
   RETURN_IF_ERROR(CheckFlagSize("--samples " + std::to_string(FLAGS_samples) + " of --image-size " +

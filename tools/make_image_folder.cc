@@ -4,8 +4,6 @@
 // and a random brightness, so crops, flips and grayscale keep it apart.
 //   make_image_folder --out DIR --classes 4 --per-class 50 --sizes 64x48,48x64 [--corrupt 1]
 // --first-index gives a held-out set other images of the same classes.
-#include <sys/stat.h>
-
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -112,11 +110,9 @@ ddp::Status Run() {
   if (FLAGS_out.empty() || FLAGS_classes < 2 || FLAGS_per_class < 1 || sizes.empty()) {
     return ddp::InvalidArgument("--out, --classes >= 2, --per-class >= 1 and --sizes are required");
   }
-  struct stat st;
-  if (::stat(FLAGS_out.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-    return ddp::InvalidArgument("--out " + FLAGS_out + " is a file; give the directory to make");
+  if (const ddp::Status made = ddp::MakeDirectories(FLAGS_out); !made.ok()) {
+    return ddp::Status(made.code(), "--out " + made.message());
   }
-  RETURN_IF_ERROR(ddp::MakeDirectories(FLAGS_out));
   int64_t written = 0;
   for (int c = 0; c < FLAGS_classes; ++c) {
     char name[32];

@@ -32,9 +32,7 @@ Status Run() {
   if (examples == nullptr || offsets == nullptr) {
     return InvalidArgument(named + ": no example_index and offset_mapping (make_squad_tensors --eval writes them)");
   }
-  const auto fingerprint = features->metadata.find(kSquadFingerprintKey);
-  RETURN_IF_ERROR(CheckFeaturesSource(*set, fingerprint == features->metadata.end() ? "" : fingerprint->second, named,
-                                      "--squad " + FLAGS_squad));
+  RETURN_IF_ERROR(CheckFeaturesSource(*set, features->metadata, named, "--squad " + FLAGS_squad));
   const StatusOr<std::vector<FeatureSpan>> spans = ReadFeatureSpans(FLAGS_predictions);
   if (!spans.ok()) return Status(spans.status().code(), "--predictions " + spans.status().message());
   ASSIGN_OR_RETURN(const SquadScores scores, ScoreSpans(*set, *examples, *offsets, *spans, named));

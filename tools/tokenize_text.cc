@@ -35,10 +35,9 @@ Status Run(const std::vector<std::string>& texts) {
   for (const std::string& text : texts) {
     struct stat st;
     if (::stat(text.c_str(), &st) != 0) return NotFound(text + ": cannot open: " + std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) {
-      return InvalidArgument(text + (S_ISDIR(st.st_mode) ? " is a directory" : " is not a regular file") +
-                             "; give text files, one sentence per line");
-    }
+    // Read a line at a time: a pipe or /dev/stdin streams; a directory
+    // would read as no lines at all.
+    if (S_ISDIR(st.st_mode)) return InvalidArgument(text + " is a directory; give text files, one sentence per line");
     inputs.push_back({"text", text});
   }
   if (!FLAGS_print) RETURN_IF_ERROR(CheckOutputPaths(inputs, {{"--out", FLAGS_out}}));

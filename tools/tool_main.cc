@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -26,16 +27,33 @@ int RunTool(const char* name, const std::function<Status()>& body) {
   return 1;
 }
 
+namespace {
+
+// The memory this process may have: the machine's, or its control group's
+// limit where that is less (a container's; cgroup v2, then v1).
+double ProcessMemoryLimit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  double memory = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page)
+                                        : static_cast<double>(std::numeric_limits<int64_t>::max());
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    double limit = 0.0;
+    if (in >> limit && limit > 0.0) memory = std::min(memory, limit);  // "max" reads as no number
+  }
+  return memory;
+}
+
+}  // namespace
+
 Status CheckFlagSize(const std::string& flags, int64_t count, int64_t bytes_each) {
   constexpr double kLargest = static_cast<double>(std::numeric_limits<int64_t>::max());
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  const double memory = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : kLargest;
+  const double memory = ProcessMemoryLimit();
   const double need = static_cast<double>(count) * static_cast<double>(bytes_each);
   if (count >= 0 && need <= memory) return Status::Ok();
   const std::string needed = need >= kLargest ? "more than " + FormatBytes(std::numeric_limits<int64_t>::max())
                                               : FormatBytes(static_cast<int64_t>(need));
-  return InvalidArgument(flags + " need " + needed + ", more than this machine's " +
-                         FormatBytes(static_cast<int64_t>(std::min(memory, kLargest))) + " of memory");
+  return InvalidArgument(flags + " need " + needed + ", more than the " +
+                         FormatBytes(static_cast<int64_t>(std::min(memory, kLargest))) + " of memory this process may have");
 }
 
 }  // namespace ddp

@@ -16,8 +16,8 @@ namespace ddp {
 int RunTool(const char* name, const std::function<Status()>& body);
 
 // `count` elements of `bytes_each` bytes, from the flags named in `flags`:
-// refused, naming them, past what this machine's memory could hold (or
-// past size_t).
+// refused, naming them, past the memory this process may have (the
+// machine's, or its container's limit where that is less).
 Status CheckFlagSize(const std::string& flags, int64_t count, int64_t bytes_each);
 
 }  // namespace ddp

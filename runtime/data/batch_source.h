@@ -40,8 +40,10 @@ class BatchSource {
   // Whether filling decodes files: worth doing ahead, on loader threads
   // (in-memory and generated sets fill in place).
   virtual bool ReadsFiles() const { return false; }
-  // Whether FillRangeOnDevice works: a generated set can make its samples
-  // where training runs, with no host work or copy.
+  // Whether a GPU makes the samples, with FillRangeOnDevice: a generated
+  // set can make them where training runs, with no host work or copy. (In
+  // a CPU-only build no GPU is ever asked; memory plans for one count the
+  // input as a CUDA build holds it.)
   virtual bool GeneratesOnDevice() const { return false; }
   // Samples first, first + 1, ... into device tensors, on ctx's stream.
   virtual void FillRangeOnDevice(ExecutionContext& ctx, int64_t first, Batch& batch) const;

@@ -34,8 +34,10 @@ class ImageDataset {
   // Reads a few samples as Fill would, at start-up: data that cannot be
   // read is refused before any training, with the line Fill would end on.
   virtual Status Probe() const { return Status::Ok(); }
-  // Whether FillRangeOnDevice works: a generated set can make its samples
-  // where training runs, with no host work or copy.
+  // Whether a GPU makes the samples, with FillRangeOnDevice: a generated
+  // set can make them where training runs, with no host work or copy. (In
+  // a CPU-only build no GPU is ever asked; memory plans for one count the
+  // input as a CUDA build holds it.)
   virtual bool GeneratesOnDevice() const { return false; }
   // Samples first, first + 1, ... into device tensors, on ctx's stream.
   virtual void FillRangeOnDevice(ExecutionContext& ctx, int64_t first, Tensor& images, Tensor& labels) const {

@@ -30,13 +30,19 @@ Status GetString(const json& j, const char* field, const std::string& where, std
   return Status::Ok();
 }
 
-// Empty, or nothing but characters str.isspace() holds for.
-bool OnlySpace(const std::string& text) {
+// Whether `text` holds a character BERT's tokenizer keeps in a token: not
+// white space, not a control, format, unassigned or private-use character
+// or U+FFFD (which it drops), and not a combining mark (which uncased
+// vocabularies strip).
+bool HoldsAWord(const std::string& text) {
   const icu::UnicodeString s = icu::UnicodeString::fromUTF8(text);
   for (int32_t i = 0; i < s.length(); i = s.moveIndex32(i, 1)) {
-    if (!IsPythonSpace(s.char32At(i))) return false;
+    const UChar32 c = s.char32At(i);
+    constexpr uint32_t kDropped = U_GC_CC_MASK | U_GC_CF_MASK | U_GC_CN_MASK | U_GC_CO_MASK | U_GC_CS_MASK |
+                                  U_GC_MN_MASK | U_GC_Z_MASK;
+    if (!IsPythonSpace(c) && c != 0xFFFD && (U_GET_GC_MASK(c) & kDropped) == 0) return true;
   }
-  return true;
+  return false;
 }
 
 // answer_start as the file writes it: an integer within the context's
@@ -79,12 +85,14 @@ Status ReadQuestion(const json& qa, const std::string& path, const std::string& 
   for (const json& a : *answers) {
     SquadAnswer answer;
     RETURN_IF_ERROR(GetString(a, "text", named + ": an answer", &answer.text));
-    // An empty answer, or one of white space, labels no characters: the
-    // features would label whatever token stands there.
-    if (OnlySpace(answer.text)) {
-      return InvalidArgument(named + ": answer '" + answer.text + "' is " +
-                             (answer.text.empty() ? "empty" : "only white space") + ": an answer is some of the "
-                             "context's words");
+    // An answer of no token's characters labels nothing: the features
+    // would label whatever token stands there.
+    if (!HoldsAWord(answer.text)) {
+      return InvalidArgument(named + ": answer '" + answer.text + "' " +
+                             (answer.text.empty() ? "is empty"
+                                                  : "holds no word (only white space, control, format or combining "
+                                                    "characters)") +
+                             ": an answer is some of the context's words");
     }
     const int64_t length = static_cast<int64_t>(CodePointStarts(answer.text).size()) - 1;
     ASSIGN_OR_RETURN(answer.start, AnswerStart(a, named, answer.text, characters, length));
@@ -358,8 +366,10 @@ std::string SquadFingerprint(const SquadSet& set) {
   return hex;
 }
 
-Status CheckFeaturesSource(const SquadSet& set, const std::string& fingerprint, const std::string& features_name,
-                           const std::string& squad_name) {
+Status CheckFeaturesSource(const SquadSet& set, const std::map<std::string, std::string>& metadata,
+                           const std::string& features_name, const std::string& squad_name) {
+  const auto found = metadata.find(kSquadFingerprintKey);
+  const std::string fingerprint = found == metadata.end() ? "" : found->second;
   if (fingerprint.empty()) {
     return InvalidArgument(features_name + " does not say which SQuAD file it was made from (no '" +
                            std::string(kSquadFingerprintKey) + "' in its metadata); make it again with "

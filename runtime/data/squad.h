@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -77,11 +78,11 @@ StatusOr<std::vector<FeatureSpan>> ReadFeatureSpans(const std::string& path);
 // kSquadFingerprintKey.
 inline constexpr char kSquadFingerprintKey[] = "squad_fingerprint";
 std::string SquadFingerprint(const SquadSet& set);
-// The features' fingerprint ("" where they have none) against `set`'s: one
-// line naming `features_name` and `squad_name` where the features came
-// from another file, or do not say.
-Status CheckFeaturesSource(const SquadSet& set, const std::string& fingerprint, const std::string& features_name,
-                           const std::string& squad_name);
+// The features' fingerprint (their safetensors `metadata`'s
+// kSquadFingerprintKey) against `set`'s: one line naming `features_name`
+// and `squad_name` where the features came from another file, or do not say.
+Status CheckFeaturesSource(const SquadSet& set, const std::map<std::string, std::string>& metadata,
+                           const std::string& features_name, const std::string& squad_name);
 
 struct SquadScores {
   double exact_match = 0.0, f1 = 0.0;  // percentages over every question

@@ -100,11 +100,12 @@ TEST(SquadTest, FeaturesAreScoredOnlyAgainstTheFileTheyCameFrom) {
   edited.contexts[1] += " ";
   EXPECT_NE(SquadFingerprint(renamed), fingerprint);
   EXPECT_NE(SquadFingerprint(edited), fingerprint);
-  EXPECT_TRUE(CheckFeaturesSource(*set, fingerprint, "f", "s").ok());
-  EXPECT_EQ(CheckFeaturesSource(edited, fingerprint, "--features f", "--squad s").message(),
+  const std::map<std::string, std::string> metadata = {{"squad_fingerprint", fingerprint}};
+  EXPECT_TRUE(CheckFeaturesSource(*set, metadata, "f", "s").ok());
+  EXPECT_EQ(CheckFeaturesSource(edited, metadata, "--features f", "--squad s").message(),
             "--features f was made from another SQuAD file than --squad s (their questions or contexts differ); "
             "score features against the file they came from");
-  EXPECT_EQ(CheckFeaturesSource(*set, "", "--features f", "--squad s").message(),
+  EXPECT_EQ(CheckFeaturesSource(*set, {}, "--features f", "--squad s").message(),
             "--features f does not say which SQuAD file it was made from (no 'squad_fingerprint' in its metadata); "
             "make it again with tools/make_squad_tensors --eval");
 }
@@ -142,9 +143,13 @@ TEST(SquadTest, AnswersOfNoCharactersAndHugeStartsAreRefused) {
   EXPECT_EQ(error(R"({"text": "def", "answer_start": 4})"), "ok");
   EXPECT_EQ(error(R"({"text": "", "answer_start": 3})"),
             path + ": question 'z3': answer '' is empty: an answer is some of the context's words");
-  EXPECT_EQ(error(R"({"text": "  　", "answer_start": 3})"),
-            path + ": question 'z3': answer ' \xc2\xa0\xe3\x80\x80' is only white space: an answer is some of the "
-                   "context's words");
+  const std::string no_word = "holds no word (only white space, control, format or combining characters): an "
+                              "answer is some of the context's words";
+  EXPECT_EQ(error(R"({"text": " \u00a0\u3000", "answer_start": 3})"),
+            path + ": question 'z3': answer ' \xc2\xa0\xe3\x80\x80' " + no_word);
+  // A zero-width space, a soft hyphen and a combining acute: dropped or stripped by the tokenizer.
+  EXPECT_EQ(error(R"({"text": "\u200b\u00ad\u0301", "answer_start": 3})"),
+            path + ": question 'z3': answer '\xe2\x80\x8b\xc2\xad\xcc\x81' " + no_word);
   EXPECT_EQ(error(R"({"text": "def", "answer_start": 18446744073709551615})"),
             path + ": question 'z3': answer 'def' at character 18446744073709551615 is not in its context of 7 "
                    "characters");

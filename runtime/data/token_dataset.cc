@@ -236,10 +236,19 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenAnswerSpans(const std::string& path,
   const int64_t n = all.input_ids.dim(0), t = all.input_ids.dim(1);
   int64_t clamped = 0;
   for (const char* name : {"start_positions", "end_positions"}) {
-    RETURN_IF_ERROR(CheckPerSequence(path, name, contents.Find(name), n, "the answer's token in each sequence"));
+    const Tensor* found = contents.Find(name);
+    RETURN_IF_ERROR(CheckPerSequence(path, name, found, n, "the answer's token in each sequence"));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = found->data<int64_t>()[i];
+      if (p < 0) {
+        return InvalidArgument(path + ": tensor '" + name + "' element [" + std::to_string(i) + "] is " +
+                               std::to_string(p) + ": a position cannot be negative");
+      }
+    }
   }
   // A span ends where it starts or later ([CLS]'s 0, 0 for a window without
-  // the answer).
+  // the answer); one past the sequence is clamped to T, which the loss
+  // ignores.
   const int64_t* starts = contents.Find("start_positions")->data<int64_t>();
   const int64_t* ends = contents.Find("end_positions")->data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
@@ -253,10 +262,6 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenAnswerSpans(const std::string& path,
     Tensor positions = contents.Find(name)->Clone();
     int64_t* p = positions.data<int64_t>();
     for (int64_t i = 0; i < n; ++i) {
-      if (p[i] < 0) {
-        return InvalidArgument(path + ": tensor '" + name + "' element [" + std::to_string(i) + "] is " +
-                               std::to_string(p[i]) + ": a position cannot be negative");
-      }
       if (p[i] > t) ++clamped;
       if (p[i] >= t) p[i] = t;
     }

@@ -2,8 +2,9 @@
 # tools/tokenize_text's time on the lines that made a quadratic tokenizer
 # stall: a 10 MB single word (Hugging Face's WordPiece makes it one [UNK]),
 # 10 MB of one word broken by commas every two letters (3.3 million basic
-# tokens), 10 MB of accented letters (normalized through ICU), and 10 MB of
-# ordinary English words, for comparison. Each line is tokenized with
+# tokens), 10 MB of accented letters (normalized through ICU), 10 MB of
+# 100-letter words that WordPiece covers a letter at a time (the most work
+# a word can ask of it), and 10 MB of ordinary English words, for comparison. Each line is tokenized with
 # --print (ids to /dev/null), best of --rounds; the sizes are in bytes.
 #   bash tools/bench/bench_tokenizer.sh [--rounds 3]
 set -euo pipefail
@@ -17,13 +18,15 @@ python3 - "$tmp" <<'PY'
 import random, sys
 tmp = sys.argv[1]
 words = ["the", "tower", "was", "built", "in", "1889", "by", "gustave", "eiffel", "for", "paris", "fair", "."]
-open(f"{tmp}/vocab.txt", "w").write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ","] + words) + "\n")
+open(f"{tmp}/vocab.txt", "w").write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ",", "b", "##b", "##c"] +
+                                              words) + "\n")
 size = 10_000_000
 random.seed(1)
 lines = {
     "one word of 10 MB": "a" * size,
     "`ab,` repeated": "ab," * (size // 3),
     "`\u00e9` repeated": "\u00e9" * (size // 2),
+    "words of 100 letters, a piece each": " ".join(["bc" * 50] * (size // 101)),
     "English words": " ".join(random.choice(words) for _ in range(size // 6)),
 }
 for i, (label, line) in enumerate(lines.items()):
@@ -32,7 +35,7 @@ for i, (label, line) in enumerate(lines.items()):
 PY
 echo "| line (10 MB) | tokens | seconds (best of $rounds) | MB/s |"
 echo "|---|---|---|---|"
-for i in 0 1 2 3; do
+for i in 0 1 2 3 4; do
   best=""
   for _ in $(seq "$rounds"); do
     start=$(date +%s.%N)

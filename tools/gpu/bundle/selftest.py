@@ -505,6 +505,9 @@ def main():
             run.say(f"selftest: CUDA cannot start: {info.out.strip()}")
             run.tier("versions", TIERS[0][2], lambda t: test.versions(t))
             return 1
+    choice = os.environ.get("DDP_SELFTEST_PYTHON_CHOICE", f"selftest: Python {sys.executable}")
+    run.say(choice)  # which Python runs the tiers and the PyTorch peers, and why
+    run.header["python"] = choice[len("selftest: "):]
     for name, function, gpu_limit, cpu_limit in TIERS:
         run.tier(name, cpu_limit if args.rehearse else gpu_limit, lambda t, f=function: f(test, t),
                  selected=not only or name in only)

@@ -12,11 +12,13 @@
 B=$(cd "$(dirname "$0")" && pwd)
 # The Python: DDP_SELFTEST_PYTHON where set; else the first of python3 on
 # PATH, /usr/bin/python3 and /usr/local/bin/python3 that imports torch (the
-# benchmarks' peer), else the first that runs at all. One line says which.
+# benchmarks' peer), else the first that runs at all. One line says which
+# (DDP_SELFTEST_PYTHON_CHOICE, which selftest.py prints as the tiers start
+# and keeps in its report).
 if [ -n "${DDP_SELFTEST_PYTHON:-}" ]; then
   PY=$DDP_SELFTEST_PYTHON
   command -v "$PY" >/dev/null 2>&1 || { echo "selftest: DDP_SELFTEST_PYTHON=$PY is not a program here"; exit 1; }
-  echo "selftest: Python $PY (DDP_SELFTEST_PYTHON)"
+  choice="selftest: Python $PY (DDP_SELFTEST_PYTHON)"
 else
   PY="" tried=""
   for candidate in "$(command -v python3 2>/dev/null)" /usr/bin/python3 /usr/local/bin/python3; do
@@ -34,12 +36,12 @@ else
     exit 1
   fi
   if [ -n "${torch:-}" ]; then
-    echo "selftest: Python $PY, which imports torch (tried:$tried)"
+    choice="selftest: Python $PY, which imports torch (tried:$tried)"
   else
-    echo "selftest: Python $PY; none of$tried imports torch, so the benchmarks' PyTorch rows will fail (set DDP_SELFTEST_PYTHON to one that does)"
+    choice="selftest: Python $PY; none of$tried imports torch, so the benchmarks' PyTorch rows will fail (set DDP_SELFTEST_PYTHON to one that does)"
   fi
 fi
 # env.sh finds the CUDA libraries a pip-installed PyTorch brings through it.
-export DDP_SELFTEST_PYTHON="$PY"
+export DDP_SELFTEST_PYTHON="$PY" DDP_SELFTEST_PYTHON_CHOICE="$choice"
 . "$B/env.sh"
 exec "$PY" "$B/tools/selftest.py" --bundle "$B" "$@"
