@@ -347,6 +347,18 @@ Status ZeroReducer::FinishParameterGather() {
   return s;
 }
 
+Traffic ZeroReducer::UnsentGather() const {
+  Traffic t;
+  const int world = comm_->world_size();
+  const int64_t element = low_gather() ? DTypeSize(options_.gather_dtype) : DTypeSize(DType::kF32);
+  for (int k = next_gather_launch_; k >= 0; --k) {  // launches go from the last bucket down
+    const Bucket& b = buckets_[k];
+    t.all_gather += RingBytes(b.shard * world * element, world, /*all_reduce=*/false);
+    if (low_gather()) t.all_gather += RingBytes(b.extras_shard * world * DTypeSize(DType::kF32), world, false);
+  }
+  return t;
+}
+
 int64_t ZeroReducer::gradient_bytes() const {
   int64_t bytes = 0;
   for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(options_.stage == 2 ? b.piece.nbytes() : b.grads.nbytes());

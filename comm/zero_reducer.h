@@ -42,6 +42,7 @@
 #include "comm/buckets.h"
 #include "comm/communicator.h"
 #include "comm/reducer.h"
+#include "comm/traffic.h"
 #include "runtime/layers/model.h"
 #include "runtime/optim/optimizer.h"
 
@@ -123,6 +124,10 @@ class ZeroReducer : public GradientReadyHook {
   // weights too (synchronously), so every parameter's f32 value is current
   // on every rank (before saving). A no-op with f32 gathers.
   Status GatherMasterWeights();
+  // What the parameter gather still has to send (comm/traffic.h): its
+  // buckets not yet launched, which the next forward or
+  // FinishParameterGather will launch.
+  Traffic UnsentGather() const;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   DType gather_dtype() const { return options_.gather_dtype; }

@@ -79,6 +79,9 @@ class GradientSync {
   // (before saving). No-ops otherwise.
   Status FinishGather();
   Status GatherMasterWeights();
+  // ZeRO: what its parameter gather has yet to send (its buckets not yet
+  // launched); nothing otherwise.
+  Traffic UnsentGather() const { return zero_ ? zero_->UnsentGather() : Traffic(); }
   // The master weights this rank keeps current: the flat parameters, or
   // its ZeRO pieces.
   std::vector<Tensor> MasterWeights() const;

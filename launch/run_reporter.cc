@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "launch/progress.h"
+#include "runtime/byte_size.h"
 
 namespace ddp {
 namespace {
@@ -58,6 +59,15 @@ std::string StartLine(const RunStart& r) {
          r.device.c_str(), static_cast<long long>(r.batch_size), static_cast<long long>(r.accumulation_steps),
          static_cast<long long>(r.steps), r.optimizer.c_str(), r.lr, r.data.c_str());
   return out;
+}
+
+// What a rank sent, by collective, and in all.
+nlohmann::ordered_json TrafficJson(const Traffic& t) {
+  return {{"all_reduce", t.all_reduce},
+          {"reduce_scatter", t.reduce_scatter},
+          {"all_gather", t.all_gather},
+          {"broadcast", t.broadcast},
+          {"total", t.total()}};
 }
 
 nlohmann::ordered_json StepJson(const StepRecord& r) {
@@ -133,7 +143,10 @@ nlohmann::ordered_json SummaryJson(const RunSummary& s) {
                               {"samples_per_s", s.samples_per_s},
                               {"final_loss", s.final_loss}};
   if (s.exposed_comm_s) j["exposed_comm_s"] = *s.exposed_comm_s;
-  if (s.distributed) j["bucket_mb"] = s.bucket_mb;
+  if (s.distributed) {
+    j["bucket_mb"] = s.bucket_mb;
+    j["comm_bytes_per_step"] = TrafficJson(s.traffic_per_step);
+  }
   if (s.cuda_graph_captures) j["cuda_graph_captures"] = *s.cuda_graph_captures;
   if (s.zero_gather_dtype) j["zero_gather_dtype"] = *s.zero_gather_dtype;
   if (s.loss_scaling) {
@@ -180,6 +193,17 @@ std::string SummaryText(const RunSummary& s) {
            s.real_tokens_per_s);
   }
   if (s.exposed_comm_s) Append(out, "  exposed comm %.3f s/step", *s.exposed_comm_s);
+  if (s.distributed) {
+    const Traffic& t = s.traffic_per_step;
+    std::string kinds;
+    for (const auto& [name, bytes] : {std::pair<const char*, int64_t>{"all-reduce", t.all_reduce},
+                                      {"reduce-scatter", t.reduce_scatter},
+                                      {"all-gather", t.all_gather},
+                                      {"broadcast", t.broadcast}}) {
+      if (bytes > 0) kinds += (kinds.empty() ? "" : ", ") + std::string(name) + " " + FormatBytes(bytes);
+    }
+    Append(out, "  sent %s/step%s", FormatBytes(t.total()).c_str(), kinds.empty() ? "" : (" (" + kinds + ")").c_str());
+  }
   if (s.distributed && s.compute_s.contains("max") && s.compute_s["max"].get<double>() >= 0.0) {
     Append(out, "  compute %.3f/%.3f/%.3f s/step (min/median/max over ranks)", s.compute_s["min"].get<double>(),
            s.compute_s["median"].get<double>(), s.compute_s["max"].get<double>());
@@ -252,6 +276,9 @@ void RunMeter::Fill(int64_t steps, int64_t samples_per_step, bool exposed, RunSu
   const int64_t timed_steps = std::max<int64_t>(1, steps - warmup_);
   summary->samples_per_s = seconds_ > 0.0 ? timed_steps * samples_per_step / seconds_ : 0.0;
   if (exposed) summary->exposed_comm_s = exposed_ / timed_steps;
+  const int64_t counted = std::max<int64_t>(1, count_);  // the timed steps this process trained
+  summary->traffic_per_step = {traffic_.all_reduce / counted, traffic_.reduce_scatter / counted,
+                               traffic_.all_gather / counted, traffic_.broadcast / counted};
   summary->input_wait_s = input_wait_ / timed_steps;  // per timed step, the mean over ranks
   summary->input_wait_share = seconds_ > 0.0 ? input_wait_ / seconds_ : 0.0;
   summary->real_tokens_per_s = static_cast<double>(tokens_) / seconds_;

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/traffic.h"
+
 namespace ddp {
 
 // Rank 0's memory, in bytes.
@@ -42,6 +44,7 @@ struct RunSummary {
   bool distributed = false;
   double bucket_mb = 0.0;
   std::optional<double> exposed_comm_s;
+  Traffic traffic_per_step;  // what rank 0 sent a timed step, by collective (distributed runs)
   std::optional<int64_t> cuda_graph_captures;  // --cuda-graphs
   std::optional<std::string> zero_gather_dtype;
   // Dynamic loss scaling: the final scale and the steps skipped.
@@ -137,6 +140,8 @@ class RunMeter {
                double compute_s, double comm_wait_s, int64_t replaced, bool skipped);
   // A checkpoint's stall after step `index`: throughput counts it.
   void AddStall(int64_t index, double seconds);
+  // What this rank sent over the timed steps, for the summary's mean.
+  void SetTimedTraffic(const Traffic& sent) { traffic_ = sent; }
   // Once a run, where waiting for input took more than 5% of the timed
   // steps' time (over five of them at least, or the whole run): the line.
   std::optional<std::string> InputWaitWarning(bool last_step, int loader_threads, int prefetch);
@@ -151,6 +156,7 @@ class RunMeter {
   int64_t warmup_;
   double seconds_ = 0.0, exposed_ = 0.0, input_wait_ = 0.0;
   int64_t tokens_ = 0, count_ = 0, replaced_ = 0, skipped_ = 0;
+  Traffic traffic_;
   bool warned_input_ = false;
   std::vector<double> compute_times_, wait_times_;  // this rank's, per timed step
 };

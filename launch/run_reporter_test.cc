@@ -49,6 +49,7 @@ RunSummary TwoRanksOfBert() {
   s.noun = "sequences";
   s.distributed = true;
   s.exposed_comm_s = 0.0126;
+  s.traffic_per_step = {72, 3 * kMiB, kMiB + kMiB / 2, 0};  // ZeRO-2 over 4 micro-batches, bf16 gathers
   s.zero_gather_dtype = "bf16";
   s.loss_scaling = true;
   s.loss_scale = 32768.0;
@@ -95,7 +96,8 @@ TEST(RunReporterTest, TwoRanksJsonHasEveryOptionalKeyInOrder) {
   EXPECT_EQ(Keys(j),
             (std::vector<std::string>{"model", "device", "precision", "compute_dtype", "memory_format", "world_size",
                                       "batch_size", "accumulation_steps", "zero_stage", "steps", "samples_per_s",
-                                      "final_loss", "exposed_comm_s", "bucket_mb", "cuda_graph_captures",
+                                      "final_loss", "exposed_comm_s", "bucket_mb", "comm_bytes_per_step",
+                                      "cuda_graph_captures",
                                       "zero_gather_dtype", "loss_scale", "skipped_steps", "preempted_at_step",
                                       "compute_s", "comm_wait_s", "gpu_health", "input_wait_s", "input_wait_share",
                                       "loader_threads", "replaced_samples", "eval_accuracy", "seq_len",
@@ -103,6 +105,11 @@ TEST(RunReporterTest, TwoRanksJsonHasEveryOptionalKeyInOrder) {
   EXPECT_EQ(j["tokens_per_s"].get<double>(), 5120.0);
   EXPECT_EQ(j["eval_accuracy"].get<double>(), 0.125);
   EXPECT_EQ(j["zero_gather_dtype"], "bf16");
+  EXPECT_EQ(j["comm_bytes_per_step"], (nlohmann::ordered_json{{"all_reduce", 72},
+                                                              {"reduce_scatter", 3 * kMiB},
+                                                              {"all_gather", kMiB + kMiB / 2},
+                                                              {"broadcast", 0},
+                                                              {"total", 72 + 4 * kMiB + kMiB / 2}}));
 }
 
 TEST(RunReporterTest, Scalars) {
@@ -136,6 +143,7 @@ TEST(RunReporterTest, TwoRanksTextWithTheSkippedStepsWarning) {
   EXPECT_EQ(SummaryText(TwoRanksOfBert()),
             "summary: bert-tiny  2 ranks  steps 20  final loss 6.1234  40.00 sequences/s (excluding 2 warm-up steps)"
             "  5120 tokens/s (4000 without padding)  exposed comm 0.013 s/step"
+            "  sent 4.5 MiB/step (all-reduce 72 B, reduce-scatter 3.0 MiB, all-gather 1.5 MiB)"
             "  compute 0.100/0.150/0.200 s/step (min/median/max over ranks)  eval masked-token accuracy 0.1250"
             "  loss scale 32768  skipped steps 3  input wait 25.0% (2 loader threads)"
             "  4 samples replaced (undecodable)  peak tensor memory 3.0 MiB  peak resident 100.0 MiB\n"

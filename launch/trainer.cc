@@ -37,9 +37,12 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, 
                                                    const FaultInjection& faults) {
   CHECK(ranks.world_size == 1 || (comm != nullptr && comm->world_size() == ranks.world_size))
       << "several ranks need a communicator";
-  std::unique_ptr<Trainer> trainer(new Trainer(options, comm, ranks, cuda_stream, faults));
-  RETURN_IF_ERROR(BuildComponents(trainer->options_, comm, trainer->ranks_, trainer->ctx_, trainer->faults_,
-                                  &trainer->progress_, &trainer->parts_));
+  // Every part talks through the counter, so each step knows what it sent.
+  std::unique_ptr<CountingCommunicator> counting = comm ? std::make_unique<CountingCommunicator>(comm) : nullptr;
+  std::unique_ptr<Trainer> trainer(new Trainer(options, counting.get(), ranks, cuda_stream, faults));
+  trainer->counting_ = std::move(counting);
+  RETURN_IF_ERROR(BuildComponents(trainer->options_, trainer->comm_, trainer->ranks_, trainer->ctx_,
+                                  trainer->faults_, &trainer->progress_, &trainer->parts_));
   return trainer;
 }
 
@@ -267,8 +270,19 @@ StatusOr<TrainResult> Trainer::Run() {
     const bool timed = run.meter.timed(step - parts_.start_step);
     if (probe_) RETURN_IF_ERROR(probe_->StepStarting(timed));
     const double start = SteadySeconds();
+    const Traffic sent_before = counting_ ? counting_->sent() : Traffic();
+    // Counted from the first timed step, less what the step before it has
+    // yet to gather (ZeRO): that goes at this step's forward.
+    if (timed && step == parts_.start_step + run.meter.warmup()) {
+      run.traffic_from = sent_before;
+      run.traffic_from += parts_.sync->UnsentGather();
+    }
     ASSIGN_OR_RETURN(const StepResult r, TrainStep(step, lr, run.local));
     const double seconds = SteadySeconds() - start;
+    // A replayed graph issues no collective through the communicator: it
+    // sends what the eager step before it sent (DDP: no ZeRO gathers defer).
+    if (counting_ && r.graphed) counting_->AddReplayed(run.eager_traffic);
+    if (counting_ && !r.graphed) run.eager_traffic = counting_->sent() - sent_before;
     if (probe_) RETURN_IF_ERROR(probe_->StepFinished(r.last_backward_seconds));
     if (parts_.profiler) parts_.profiler->StepFinished(seconds, timed);
     run.meter.AddStep(step - parts_.start_step, seconds, r.exposed_comm_seconds, r.tokens, r.input_wait_seconds,
@@ -326,12 +340,22 @@ Status Trainer::AfterStep(int64_t step, float lr, double seconds, const StepResu
   // stalling the step only for the copy to host memory (and for the
   // previous write, if it is still going).
   if (r.checkpoint_ready) {
+    const Uncounted committing(counting_.get());
     const int64_t committed_step = parts_.checkpoints->pending_step();
     const Status committed = parts_.checkpoints->Commit();
     if (committed.ok() && is_root()) record.checkpoint_committed = committed_step;
     if (!committed.ok() && run.local.ok()) run.local = committed;  // every rank learns of it at the next step
   }
-  if (parts_.checkpoints && parts_.checkpoints->Due(step + 1, stop)) {
+  // Not on the step a preemption stops at: the checkpoint commits after
+  // the loop, and the grace before SIGKILL is short.
+  const bool evaluate = parts_.data.eval != nullptr && options_.eval_every > 0 &&
+                        (step + 1) % options_.eval_every == 0 && step + 1 < parts_.total_steps && !stop;
+  const bool checkpoint = parts_.checkpoints && parts_.checkpoints->Due(step + 1, stop);
+  // The step's parameter gather, counted as the step's before checkpoints
+  // and evaluation, which send no step's bytes.
+  if (evaluate || checkpoint) RETURN_IF_ERROR(parts_.sync->FinishGather());
+  const Uncounted between_steps(counting_.get());
+  if (checkpoint) {
     const double stall_start = SteadySeconds();
     RETURN_IF_ERROR(parts_.checkpoints->Begin(step + 1));
     const double stall = SteadySeconds() - stall_start;
@@ -339,10 +363,6 @@ Status Trainer::AfterStep(int64_t step, float lr, double seconds, const StepResu
     Timeline::Get().Add("checkpoint stall", "checkpoint", Timeline::kComputeTrack, stall_start, stall);
     run.meter.AddStall(step - parts_.start_step, stall);  // throughput counts what checkpoints cost the run
   }
-  // Not on the step a preemption stops at: the checkpoint commits after
-  // the loop, and the grace before SIGKILL is short.
-  const bool evaluate = parts_.data.eval != nullptr && options_.eval_every > 0 &&
-                        (step + 1) % options_.eval_every == 0 && step + 1 < parts_.total_steps && !stop;
   if (evaluate) {
     ASSIGN_OR_RETURN(record.eval_accuracy, Evaluate());
     record.eval_label = eval_label_;
@@ -375,6 +395,10 @@ Status Trainer::AfterStep(int64_t step, float lr, double seconds, const StepResu
 
 StatusOr<TrainResult> Trainer::FinishRun(RunState& run, Allocator& memory) {
   CollectiveWatchdog::SetPhase("the end of the run");
+  // The last step's parameter gather is its own; nothing after it is a step's.
+  RETURN_IF_ERROR(parts_.sync->FinishGather());
+  if (counting_) run.meter.SetTimedTraffic(counting_->sent() - run.traffic_from);
+  const Uncounted run_end(counting_.get());
   MarkPreemptionAnswered();  // a signal's step boundary, or the run's end
   progress_.EndLine();
   if (timeline_.enabled()) RETURN_IF_ERROR(timeline_.Write(comm_, parts_.total_steps));

@@ -11,6 +11,7 @@
 #include "comm/bootstrap.h"
 #include "comm/communicator.h"
 #include "comm/contention_probe.h"
+#include "comm/counting_communicator.h"
 #include "launch/fault_injection.h"
 #include "launch/peer_access.h"
 #include "launch/progress.h"
@@ -135,6 +136,23 @@ class Trainer {
     Status local;  // this rank's own trouble (a failed metrics write), shared at the next step
     double start = 0.0;
     int64_t persistent_in_use = 0, setup_peak = 0;  // the allocator's, as training began
+    // What this rank sent: counted from the first timed step on; the last
+    // eager step's, which a replayed CUDA graph sends too.
+    Traffic traffic_from, eager_traffic;
+  };
+  // Collectives between steps (evaluation, checkpoints) are not a step's:
+  // uncounted while one of these lives.
+  class Uncounted {
+   public:
+    explicit Uncounted(CountingCommunicator* c) : c_(c) {
+      if (c_) c_->set_counting(false);
+    }
+    ~Uncounted() {
+      if (c_) c_->set_counting(true);
+    }
+
+   private:
+    CountingCommunicator* c_;
   };
   // After step `step`: its record, checkpoints, evaluation and reports.
   Status AfterStep(int64_t step, float lr, double seconds, const StepResult& r, bool stop, RunState& run);
@@ -151,6 +169,8 @@ class Trainer {
 
   TrainOptions options_;
   FaultInjection faults_;
+  // The data plane's communicator, counting what this rank sends (null: one rank).
+  std::unique_ptr<CountingCommunicator> counting_;
   Communicator* comm_;
   RankInfo ranks_;
   ExecutionContext ctx_;

@@ -4,12 +4,14 @@
 # contention-free reference and the model's prediction present at 2), the
 # PNG (a real image: its header's size, and pixels of many colours, not a
 # blank page); the same study again from the metrics files; bad input is
-# one line and exit 2.
+# one line and exit 2. Run at --zero-stage 1: the flag reaches the runs and
+# the prediction, and the MiB sent a step are the summaries'.
 set -u
 study=tools/scaling/scaling_study
 source tests/lib.sh
 
-"$study" --ranks 1,2 --image-size 32 --batch-size 4 --steps 5 --link cpu-shm --out "$tmp/study" > "$tmp/study.log" 2>&1 ||
+"$study" --ranks 1,2 --image-size 32 --batch-size 4 --steps 5 --zero-stage 1 --link cpu-shm --out "$tmp/study" \
+  > "$tmp/study.log" 2>&1 ||
   { cat "$tmp/study.log"; fail "the study"; }
 cat "$tmp/study/report.md"
 /usr/bin/python3 - "$tmp/study" <<'PY' || fail "the study's files"
@@ -25,6 +27,10 @@ assert abs(float(rows[1]["speedup"]) - two / one) < 1e-3 and abs(float(rows[1]["
 assert rows[0]["reference_samples_per_s"] == "" and float(rows[1]["reference_samples_per_s"]) > 0
 assert abs(float(rows[1]["efficiency_vs_reference"]) - two / float(rows[1]["reference_samples_per_s"])) < 1e-3
 assert float(rows[1]["predicted_samples_per_s"]) > 0 and float(rows[1]["exposed_comm_ms"]) >= 0
+# --zero-stage reaches the runs; the MiB sent a step are the summary's.
+sent = summary["comm_bytes_per_step"]
+assert summary["zero_stage"] == 1 and sent["reduce_scatter"] > 0 and sent["all_gather"] > 0, summary
+assert abs(float(rows[1]["sent_mib_per_step"]) - sent["total"] / 2**20) < 1e-3 and rows[0]["sent_mib_per_step"] == "0.000"
 report = open(f"{d}/report.md").read()
 assert "| 2 |" in report and "![scaling](scaling.png)" in report, report
 png = open(f"{d}/scaling.png", "rb").read()
@@ -48,8 +54,8 @@ print(f"study ok: 1 rank {one:.1f}/s, 2 ranks {two:.1f}/s, png {width}x{height},
 PY
 "$study" --from-metrics "$tmp/study/n1_r0.jsonl" "$tmp/study/n2_r0.jsonl" --out "$tmp/again" > "$tmp/again.log" 2>&1 ||
   { cat "$tmp/again.log"; fail "--from-metrics"; }
-cut -d, -f1-4 "$tmp/study/scaling.csv" > "$tmp/a.csv"
-cut -d, -f1-4 "$tmp/again/scaling.csv" > "$tmp/b.csv"
+cut -d, -f1-4,11 "$tmp/study/scaling.csv" > "$tmp/a.csv"
+cut -d, -f1-4,11 "$tmp/again/scaling.csv" > "$tmp/b.csv"
 cmp -s "$tmp/a.csv" "$tmp/b.csv" || { cat "$tmp/a.csv" "$tmp/b.csv"; fail "--from-metrics gave other figures"; }
 [ -s "$tmp/again/scaling.png" ] || fail "--from-metrics made no plot"
 
@@ -63,6 +69,7 @@ expect_error() {  # expect_error "<fragment>" args...
 }
 expect_error "--ranks must start at 1 and increase, got 2,1" --ranks 2,1 --out "$tmp/x"
 expect_error "--ranks 'one,2' is not a comma-separated list" --ranks one,2 --out "$tmp/x"
+expect_error "--zero-stage must be 0, 1 or 2, got 4" --zero-stage 4 --out "$tmp/x"
 expect_error "--from-metrics: no single-rank run among the files" --from-metrics "$tmp/study/n2_r0.jsonl" --out "$tmp/x"
 expect_error "metrics file /nonexistent.jsonl:" --from-metrics /nonexistent.jsonl --out "$tmp/x"
 # Its outputs never land on its inputs, by name or through a link.

@@ -6,6 +6,8 @@
 # across shard boundaries), and with accumulation (stage 2 reduce-scatters every
 # micro-batch, so its sums run in another order: near, not bitwise). ResNet-18 with 10 classes has 11,181,642 parameters: not
 # divisible by 4, so buckets are padded and tensors straddle shard boundaries.
+# The bytes each rank sends a step, by collective, are checked against the
+# ring volumes of the gradients' size.
 #   zero_equivalence_test.sh NP
 set -u
 np="$1"
@@ -67,5 +69,35 @@ for stage in 1 2; do
   echo "np $np, stage $stage, SGD, 2 accumulated micro-batches ($accum_steps step(s)):"
   compare "$reference" "accum$stage" "$stage"
 done
+
+# What a rank sends a step (the summary's comm_bytes_per_step, ring volumes
+# of the gradients' P bytes): DDP all-reduces 2(N-1)/N P more than ZeRO
+# (the step's shared all-reduce aside, the same for both); ZeRO
+# reduce-scatters and all-gathers (N-1)/N of the padded buckets each;
+# stage 1 reduces once a step, stage 2 once a micro-batch.
+/usr/bin/python3 - "$tmp" "$np" <<'PY' || fail "bytes sent per step"
+import json, sys
+tmp, n = sys.argv[1], int(sys.argv[2])
+def summary(name):
+    return [json.loads(l) for l in open(f"{tmp}/{name}.jsonl")][-1]["summary"]
+s0, s1, s2, a1, a2 = (summary(x) for x in ("sgd0", "sgd1", "sgd2", "accum1", "accum2"))
+p = s0["memory"]["param_bytes"]
+t0, t1, t2 = (s["comm_bytes_per_step"] for s in (s0, s1, s2))
+print(f"np {n}: P {p} bytes; sent a step: DDP {t0}; ZeRO-1 {t1}; ZeRO-2 {t2}")
+padding = (n - 1) * 4 * 64  # at most a world's elements padded in each of 64 buckets
+checks = [
+    ("DDP's all-reduce is 2(N-1)/N P beyond ZeRO's", t0["all_reduce"] - t1["all_reduce"] == 2 * p * (n - 1) // n),
+    ("DDP neither reduce-scatters nor all-gathers", t0["reduce_scatter"] == t0["all_gather"] == 0),
+    ("ZeRO-1 reduce-scatters (N-1)/N of the padded buckets", 0 <= t1["reduce_scatter"] - p * (n - 1) // n <= padding),
+    ("ZeRO-1 all-gathers as much (f32 parameters)", t1["all_gather"] == t1["reduce_scatter"]),
+    ("ZeRO-2 sends what ZeRO-1 does in a step of one micro-batch", t2 == t1),
+    ("ZeRO-1 reduces once a step of 2 micro-batches", a1["comm_bytes_per_step"]["reduce_scatter"] == t1["reduce_scatter"]),
+    ("ZeRO-2 reduces each of 2 micro-batches", a2["comm_bytes_per_step"]["reduce_scatter"] == 2 * t1["reduce_scatter"]),
+]
+bad = [name for name, ok in checks if not ok]
+for name in bad:
+    print("FAIL:", name)
+sys.exit(1 if bad else 0)
+PY
 
 finish --pass "all checks passed"
