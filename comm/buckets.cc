@@ -9,7 +9,7 @@ std::unordered_map<const Parameter*, int64_t> FlatOffsets(const Model& model) {
   int64_t running = 0;
   for (const Parameter* p : model.parameters()) {
     offsets[p] = running;
-    running += p->value.numel();
+    running += NumElements(p->shape);
   }
   return offsets;
 }
@@ -37,13 +37,13 @@ std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, 
   std::unordered_map<const Parameter*, int64_t> offset = FlatOffsets(model);
   const std::vector<Parameter*> order = model.BackwardOrder();
   std::vector<int64_t> sizes;
-  for (const Parameter* p : order) sizes.push_back(static_cast<int64_t>(p->value.nbytes()));
+  for (const Parameter* p : order) sizes.push_back(NumElements(p->shape) * 4);  // f32
   std::vector<BucketPlan> plans;
   BucketPlan current;
   auto close = [&] {
     current.offset = offset[current.params.back()];  // backward order walks the flat space downwards
     for (size_t k = 0; k + 1 < current.params.size(); ++k) {
-      CHECK_EQ(offset[current.params[k]], offset[current.params[k + 1]] + current.params[k + 1]->value.numel())
+      CHECK_EQ(offset[current.params[k]], offset[current.params[k + 1]] + NumElements(current.params[k + 1]->shape))
           << "bucket parameters " << current.params[k]->name << " and " << current.params[k + 1]->name
           << " are not adjacent";
     }
@@ -54,7 +54,7 @@ std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, 
   for (size_t count : PlanBucketCounts(sizes, first_bucket_mb, bucket_mb)) {
     for (size_t k = 0; k < count; ++k, ++next) {
       current.params.push_back(order[next]);
-      current.numel += order[next]->value.numel();
+      current.numel += NumElements(order[next]->shape);
     }
     close();
   }

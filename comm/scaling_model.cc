@@ -592,10 +592,18 @@ Prediction Predict(const StepProfile& profile, const ClusterShape& shape, const 
   step += out.straggler_s;
   if (zero) {
     // The updated parameters' all-gather, under the next forward.
+    const double reduce_link = out.comm_s;
     double gather = 0.0;
     for (const BucketPrediction& b : out.buckets) gather += ReduceScatterSeconds(b.bytes, shape);
     out.comm_s += gather;
     step += std::max(0.0, gather - forward);
+    if (options.zero_stage == 3) {
+      // Stage 3 gathers the parameters again for backward, on the link the
+      // reduce-scatters use: hidden only where backward leaves it idle.
+      const double idle = std::max(0.0, earlier_backward + last_backward - reduce_link);
+      out.comm_s += gather;
+      step += std::max(0.0, gather - idle);
+    }
   }
   out.step_s = step;
   out.exposed_s = std::max(0.0, step - one_rank_step);

@@ -291,6 +291,23 @@ TEST(ScalingModelTest, ZeroGathersUnderTheNextForward) {
   EXPECT_NEAR(q.step_s, 0.1 + (0.1 + 3 * 0.1) + 0.05 + AllReduceSeconds(72, slow) + (0.3 - 0.1), 1e-9);
 }
 
+TEST(ScalingModelTest, ZeroThreeGathersAgainUnderBackward) {
+  // Stage 3 all-gathers the parameters a second time, for backward, on the
+  // reduce-scatters' link. Fast: 3 x 0.025 s hide in the 0.3 s backward
+  // beside the 0.075 s of reduce-scatters, so the step is stage 2's.
+  PredictOptions three = Buckets(0.5), two = Buckets(0.5);
+  three.zero_stage = 3;
+  two.zero_stage = 2;
+  const ClusterShape fast = Shape(2, TestLink(0.02, 0.0));
+  EXPECT_NEAR(Predict(ThreeParams(), fast, three).step_s, Predict(ThreeParams(), fast, two).step_s, 1e-12);
+  EXPECT_NEAR(Predict(ThreeParams(), fast, three).comm_s, 9 * 0.025, 1e-9);
+  // Slow: the reduce-scatters fill the 0.3 s backward, so the second
+  // gather's 0.3 s all shows.
+  const ClusterShape slow = Shape(2, TestLink(0.005, 0.0));
+  EXPECT_NEAR(Predict(ThreeParams(), slow, three).comm_s, 9 * 0.1, 1e-9);
+  EXPECT_NEAR(Predict(ThreeParams(), slow, three).step_s, Predict(ThreeParams(), slow, two).step_s + 0.3, 1e-9);
+}
+
 TEST(ScalingModelTest, StepsWaitForTheSlowestRank) {
   // E[max] of 2 standard normals is 1/sqrt(pi); of 4, 1.02938.
   StepProfile noisy = ThreeParams();

@@ -11,13 +11,16 @@ namespace ddp {
 
 ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& options)
     : comm_(comm), model_(model), options_(options) {
-  CHECK(options.stage == 1 || options.stage == 2) << "ZeRO stage " << options.stage;
+  CHECK(options.stage >= 1 && options.stage <= 3) << "ZeRO stage " << options.stage;
+  CHECK(options.stage < 3 || (options.gather_dtype == DType::kF32 && model->compute_dtype() == DType::kF32))
+      << "ZeRO stage 3 trains in f32";
   const Device device = model->device();
   const int world = comm->world_size(), rank = comm->rank();
   flat_offset_ = FlatOffsets(*model);
   int64_t largest = 0;
   std::vector<BucketPlan> plans = PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb);
   schedule_ = std::make_unique<BucketSchedule>(*model, plans);
+  if (options.stage == 3) sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, options.prefetch, options.ctx);
   for (BucketPlan& plan : plans) {
     Bucket b{std::move(plan)};
     b.shard = (b.numel + world - 1) / world;
@@ -29,7 +32,7 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
         options.wire_dtype == DType::kF16)
       << "wire dtype " << DTypeName(options.wire_dtype);
   const bool compress = options.wire_dtype != DType::kF32;
-  if (options.stage == 2) {
+  if (options.stage >= 2) {
     for (int k = 0; k < kBuffersInFlight; ++k) {
       pool_.push_back(Tensor::Zeros({largest}, DType::kF32, device));
       if (compress) wire_pool_.push_back(Tensor::Zeros({largest}, options.wire_dtype, device));
@@ -85,28 +88,35 @@ std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
   const int64_t rank = comm_->rank();
   std::unordered_map<const Parameter*, int> index;
   for (Parameter* p : model_->parameters()) index.emplace(p, static_cast<int>(index.size()));
-  for (const Bucket& b : buckets_) {
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const Bucket& b = buckets_[k];
     // This rank's piece, in bucket coordinates: [lo, hi).
     const int64_t lo = rank * b.shard, hi = lo + b.owned;
     const Tensor owned = OwnedGradients(b);
     for (Parameter* p : b.params) {
-      const int64_t start = flat_offset_.at(p) - b.offset, end = start + p->value.numel();
+      const int64_t start = flat_offset_.at(p) - b.offset, end = start + NumElements(p->shape);
       const int64_t a = std::max(lo, start), z = std::min(hi, end);
       if (a >= z) continue;
-      slots.push_back({p->name, model_->flat_parameters().View(b.offset + a, {z - a}), owned.View(a - lo, {z - a}),
-                       weight_decay(*p), index.at(p), a - start});
+      // The master values: stage 3's piece, or the model's flat parameters.
+      const Tensor value = stage3() ? sharded_->piece(static_cast<int>(k)).View(a - lo, {z - a})
+                                    : model_->flat_parameters().View(b.offset + a, {z - a});
+      slots.push_back({p->name, value, owned.View(a - lo, {z - a}), weight_decay(*p), index.at(p), a - start});
     }
   }
   return slots;
 }
 
 void ZeroReducer::PrepareForBackward(bool sync, bool first_micro_batch) {
-  CHECK(sync || options_.stage == 1) << "ZeRO stage 2 reduces every micro-batch";
-  // Gathers land in the buffers backward writes: any the forward did not
-  // wait for (a parameter it never read) finish now; a failure is reported
-  // by Wait.
-  const Status gathered = FinishParameterGather();
-  if (!gathered.ok()) gather_status_ = gathered;
+  CHECK(sync || options_.stage == 1) << "ZeRO stages 2 and 3 reduce every micro-batch";
+  if (stage3()) {
+    sharded_->SetPass(ShardedParameters::Pass::kBackward);
+  } else {
+    // Gathers land in the buffers backward writes: any the forward did not
+    // wait for (a parameter it never read) finish now; a failure is
+    // reported by Wait.
+    const Status gathered = FinishParameterGather();
+    if (!gathered.ok()) gather_status_ = gathered;
+  }
   sync_ = sync;
   first_micro_batch_ = first_micro_batch;
   if (!sync) return;
@@ -197,6 +207,10 @@ StatusOr<ReduceStats> ZeroReducer::Wait() {
   // And the waits of this step's forward for the previous update's gather.
   stats.exposed_seconds += gather_waited_;
   gather_waited_ = 0.0;
+  if (stage3()) {
+    stats.exposed_seconds += sharded_->TakeWaited();
+    sharded_->SetPass(ShardedParameters::Pass::kForward);  // the next micro-batch's
+  }
   sync_ = false;
   // The first synchronized backward: the observed order must be the static
   // one on every rank, decided together.
@@ -288,6 +302,11 @@ void ZeroReducer::TopUpGathers() {
 }
 
 Status ZeroReducer::LaunchParameterGather() {
+  if (stage3()) {
+    RETURN_IF_ERROR(sharded_->Finish());
+    sharded_->AfterUpdate();
+    return Status::Ok();
+  }
   RETURN_IF_ERROR(FinishParameterGather());  // a gather never overtakes the previous one
   gather_work_.assign(buckets_.size(), nullptr);
   extras_work_.assign(buckets_.size(), nullptr);
@@ -318,6 +337,7 @@ void ZeroReducer::FinishNextGather() {
 
 Status ZeroReducer::GatherMasterWeights() {
   RETURN_IF_ERROR(FinishParameterGather());
+  if (stage3()) return sharded_->Materialize();
   if (!low_gather()) return Status::Ok();
   gather_work_.assign(buckets_.size(), nullptr);
   extras_work_.assign(buckets_.size(), nullptr);
@@ -334,21 +354,39 @@ Status ZeroReducer::GatherMasterWeights() {
   return Status::Ok();
 }
 
-void ZeroReducer::PrepareParameter(Parameter& param) {
-  // Buckets arrive in launch order: copy every earlier one on the way.
+void ZeroReducer::PrepareParameter(const Parameter& param) {
   const int k = schedule_->bucket_of(param);
+  if (stage3()) {
+    sharded_->Demand(k);
+    return;
+  }
+  // Buckets arrive in launch order: copy every earlier one on the way.
   while (next_gather_finish_ >= k) FinishNextGather();
 }
 
 Status ZeroReducer::FinishParameterGather() {
+  if (stage3()) return sharded_->Finish();
   while (next_gather_finish_ >= 0) FinishNextGather();
   Status s = gather_status_;
   gather_status_ = Status::Ok();
   return s;
 }
 
+void ZeroReducer::ReleaseMasterWeights() {
+  if (stage3()) sharded_->Release();
+}
+
+void ZeroReducer::ShardParameters() {
+  if (stage3()) sharded_->Shard();
+}
+
+int64_t ZeroReducer::master_bytes() const {
+  return stage3() ? sharded_->piece_bytes() : static_cast<int64_t>(model_->num_parameters()) * 4;
+}
+
 Traffic ZeroReducer::UnsentGather() const {
   Traffic t;
+  if (stage3()) return t;  // gathered as the step reads them, each counted as it goes
   const int world = comm_->world_size();
   const int64_t element = low_gather() ? DTypeSize(options_.gather_dtype) : DTypeSize(DType::kF32);
   for (int k = next_gather_launch_; k >= 0; --k) {  // launches go from the last bucket down
@@ -361,7 +399,7 @@ Traffic ZeroReducer::UnsentGather() const {
 
 int64_t ZeroReducer::gradient_bytes() const {
   int64_t bytes = 0;
-  for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(options_.stage == 2 ? b.piece.nbytes() : b.grads.nbytes());
+  for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(options_.stage >= 2 ? b.piece.nbytes() : b.grads.nbytes());
   return bytes;
 }
 

@@ -30,6 +30,11 @@
 // turn as backward reaches them, each reused once its reduce-scatter has
 // finished. Every micro-batch is reduce-scattered and added into the pieces
 // (DeepSpeed's accumulation), so backward always overwrites the buffers.
+//
+// Stage 3 reduces gradients as stage 2 does and shards the parameters too
+// (comm/zero_parameters.h): each rank keeps its pieces' f32 values, the
+// optimizer updates them there, and a bucket is all-gathered only while a
+// layer's forward or backward reads it. For now it trains in f32 only.
 #pragma once
 
 #include <functional>
@@ -43,6 +48,7 @@
 #include "comm/communicator.h"
 #include "comm/reducer.h"
 #include "comm/traffic.h"
+#include "comm/zero_parameters.h"
 #include "runtime/layers/model.h"
 #include "runtime/optim/optimizer.h"
 
@@ -52,7 +58,9 @@ namespace ddp {
 // rounded into a 16-bit buffer, reduce-scattered there, and this rank's
 // block widened back into f32.
 struct ZeroOptions : BucketOptions {
-  int stage = 1;  // 1 or 2
+  int stage = 1;  // 1, 2 or 3
+  // Stage 3: buckets gathered ahead of the one a pass reads (--zero-prefetch).
+  int prefetch = 1;
   // Parameters on the gather: f32, or the model's low-precision dtype (see
   // above; the model must keep that copy).
   DType gather_dtype = DType::kF32;
@@ -115,7 +123,7 @@ class ZeroReducer : public GradientReadyHook {
   // its parameters (PrepareParameter), so the gather overlaps the next
   // forward; without overlap (--nooverlap) it finishes here.
   Status LaunchParameterGather();
-  void PrepareParameter(Parameter& param) override;
+  void PrepareParameter(const Parameter& param) override;
   // Every bucket still in flight arrives and is copied into place; the first
   // failure of any bucket's gather, also one met inside forward. Call before
   // anything reads all parameters (evaluation); Wait() calls it too.
@@ -124,6 +132,16 @@ class ZeroReducer : public GradientReadyHook {
   // weights too (synchronously), so every parameter's f32 value is current
   // on every rank (before saving). A no-op with f32 gathers.
   Status GatherMasterWeights();
+  // Stage 3: gives back what GatherMasterWeights gathered (the next update
+  // does too); a no-op otherwise.
+  void ReleaseMasterWeights();
+  // Stage 3: makes the shards (copies this rank's pieces out of the model's
+  // flat parameters and frees those), after the start-up broadcast; a no-op
+  // otherwise.
+  void ShardParameters();
+  // The f32 master weights this rank keeps: its pieces (stage 3), or the
+  // model's flat parameters.
+  int64_t master_bytes() const;
   // What the parameter gather still has to send (comm/traffic.h): its
   // buckets not yet launched, which the next forward or
   // FinishParameterGather will launch.
@@ -158,8 +176,9 @@ class ZeroReducer : public GradientReadyHook {
   void TopUpGathers();
   // Waits for the oldest gather in flight, copies it into place, tops up.
   void FinishNextGather();
+  bool stage3() const { return options_.stage == 3; }
   Tensor OwnedGradients(const Bucket& b) const {
-    return options_.stage == 2 ? b.piece.View(0, {b.owned}) : b.grads.View(comm_->rank() * b.shard, {b.owned});
+    return options_.stage >= 2 ? b.piece.View(0, {b.owned}) : b.grads.View(comm_->rank() * b.shard, {b.owned});
   }
 
   Communicator* comm_;
@@ -183,6 +202,7 @@ class ZeroReducer : public GradientReadyHook {
   std::vector<Tensor> pool_;  // stage 2
   std::vector<Tensor> wire_pool_;  // stage 2 with compression
   std::vector<BucketTiming> timings_;
+  std::unique_ptr<ShardedParameters> sharded_;  // stage 3
 };
 
 }  // namespace ddp

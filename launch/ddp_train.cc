@@ -144,6 +144,7 @@ std::vector<std::pair<std::string, std::string>> SharedSettings(const TrainOptio
           {"--first-bucket-mb", std::to_string(o.first_bucket_mb)},
           {"--overlap", o.overlap ? "true" : "false"},
           {"--zero-stage", std::to_string(o.zero_stage)},
+          {"--zero-prefetch", std::to_string(o.zero_prefetch)},
           {"--grad-compression", DTypeName(o.wire_dtype)},
           {"--precision", o.precision},
           {"--loss-scale", LossScaleName(o.loss_scale)},

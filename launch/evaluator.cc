@@ -16,7 +16,8 @@ StatusOr<Evaluation> Evaluate(ExecutionContext& ctx, Model& model, const BatchSo
     const CollectiveLabel label("broadcast of batch-norm buffers before evaluation");
     RETURN_IF_ERROR(comm->BroadcastCoalesced(std::move(buffers), 0)->Wait());
   }
-  if (options.print_digest) {
+  // (ZeRO-3 keeps the parameters whole only once gathered for the run's end.)
+  if (options.print_digest && model.flat_parameters().defined()) {
     std::vector<Tensor> buffers;
     for (Buffer* b : model.buffers()) buffers.push_back(b->value);
     PrintEvalDigest(options.rank, optimizer_steps, buffers, model.flat_parameters());

@@ -56,7 +56,7 @@ const std::vector<FlagGroup>& FlagGroups() {
        {"data", "eval_data", "eval_every", "shuffle", "image_size", "crop_scale", "hflip", "loader_threads",
         "prefetch", "predictions_file", "squad_eval_file"}},
       {"Distributed",
-       {"bucket_mb", "first_bucket_mb", "overlap", "zero_stage", "zero_gather_dtype", "grad_compression",
+       {"bucket_mb", "first_bucket_mb", "overlap", "zero_stage", "zero_prefetch", "zero_gather_dtype", "grad_compression",
         "comm_timeout_s"}},
       {"Files",
        {"config", "check_flags", "load_weights", "save_weights", "checkpoint_dir", "checkpoint_every",

@@ -16,6 +16,7 @@ GradientSync::GradientSync(Communicator* comm, Model* model, const GradientSyncO
     static_cast<BucketOptions&>(zero) = options_;  // the bucketing, as given
     zero.stage = options_.zero_stage;
     zero.gather_dtype = options_.gather_dtype;
+    zero.prefetch = options_.zero_prefetch;
     zero.ctx = ctx;
     zero_ = std::make_unique<ZeroReducer>(comm_, model_, zero);
     return;
@@ -111,6 +112,18 @@ Status GradientSync::AfterUpdate(ExecutionContext& ctx) {
 Status GradientSync::FinishGather() { return zero_ ? zero_->FinishParameterGather() : Status::Ok(); }
 
 Status GradientSync::GatherMasterWeights() { return zero_ ? zero_->GatherMasterWeights() : Status::Ok(); }
+
+void GradientSync::ReleaseMasterWeights() {
+  if (zero_) zero_->ReleaseMasterWeights();
+}
+
+void GradientSync::ShardParameters() {
+  if (zero_) zero_->ShardParameters();
+}
+
+int64_t GradientSync::master_bytes() const {
+  return zero_ ? zero_->master_bytes() : static_cast<int64_t>(model_->flat_parameters().nbytes());
+}
 
 std::vector<Tensor> GradientSync::MasterWeights() const {
   if (!zero_) return {model_->flat_parameters()};

@@ -1,8 +1,9 @@
 // Gradient synchronization, whichever way it runs, so the step never asks:
 // local (one rank, no communicator), plain DDP (comm/reducer.h: buckets
-// all-reduced while backward runs) or ZeRO 1/2 (comm/zero_reducer.h:
+// all-reduced while backward runs) or ZeRO 1/2/3 (comm/zero_reducer.h:
 // reduce-scattered into this rank's pieces, the updated pieces all-gathered
-// back). Exactly one of the three, fixed at construction.
+// back; at stage 3 only while a layer reads them). Exactly one of the
+// three, fixed at construction.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,8 @@
 namespace ddp {
 
 struct GradientSyncOptions : BucketOptions {
-  int zero_stage = 0;  // 0: plain DDP; 1 or 2: ZeRO (with a communicator)
+  int zero_stage = 0;  // 0: plain DDP; 1, 2 or 3: ZeRO (with a communicator)
+  int zero_prefetch = 1;  // stage 3: buckets gathered ahead (--zero-prefetch)
   DType gather_dtype = DType::kF32;  // ZeRO's parameter all-gather: f32, or the model's 16-bit copy
 };
 
@@ -47,7 +49,7 @@ class GradientSync {
 
   // ZeRO-2 reduce-scatters every micro-batch into the gradient pieces;
   // otherwise gradients accumulate locally and are reduced once a step.
-  bool reduces_each_micro_batch() const { return zero_ && options_.zero_stage == 2; }
+  bool reduces_each_micro_batch() const { return zero_ && options_.zero_stage >= 2; }
   // Before micro-batch `micro` of `micro_batches`' backward: whether its
   // gradients are reduced (the last; every one under ZeRO-2) or accumulate.
   void PrepareForBackward(int64_t micro, int64_t micro_batches);
@@ -79,6 +81,13 @@ class GradientSync {
   // (before saving). No-ops otherwise.
   Status FinishGather();
   Status GatherMasterWeights();
+  // ZeRO-3: gives back what GatherMasterWeights gathered; a no-op otherwise.
+  void ReleaseMasterWeights();
+  // ZeRO-3: after the start-up broadcast, each rank keeps only its pieces
+  // of the parameters; a no-op otherwise.
+  void ShardParameters();
+  // The f32 master weights this rank keeps, in bytes.
+  int64_t master_bytes() const;
   // ZeRO: what its parameter gather has yet to send (its buckets not yet
   // launched); nothing otherwise.
   Traffic UnsentGather() const { return zero_ ? zero_->UnsentGather() : Traffic(); }

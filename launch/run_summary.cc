@@ -18,7 +18,7 @@ int64_t PeakResidentBytes() {
 MemoryFigures MeasureMemory(const TrainComponents& parts, const ExecutionContext& ctx, Allocator& memory,
                             int64_t persistent, int64_t setup_peak) {
   MemoryFigures m;
-  m.param_bytes = static_cast<int64_t>(parts.model->flat_parameters().nbytes());
+  m.param_bytes = parts.sync->master_bytes();
   m.low_precision_bytes = parts.model->low_precision_bytes();
   for (const Buffer* b : parts.model->buffers()) m.buffer_bytes += static_cast<int64_t>(b->value.nbytes());
   m.workspace_bytes = ctx.scratch_bytes();

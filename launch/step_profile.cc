@@ -37,7 +37,7 @@ double StepProfiler::Between(const Mark& a, const Mark& b) const {
   return stream_ != nullptr ? cuda::ElapsedSeconds(a.event, b.event) : b.host - a.host;
 }
 
-void StepProfiler::PrepareParameter(Parameter& param) {
+void StepProfiler::PrepareParameter(const Parameter& param) {
   if (inner_) inner_->PrepareParameter(param);
 }
 

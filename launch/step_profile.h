@@ -30,7 +30,7 @@ class StepProfiler : public GradientReadyHook {
   explicit StepProfiler(Model* model, void* stream = nullptr);
   ~StepProfiler() override;
 
-  void PrepareParameter(Parameter& param) override;
+  void PrepareParameter(const Parameter& param) override;
   void PrepareGradient(Parameter& param) override;
   void MarkGradientReady(Parameter& param) override;
 

@@ -148,7 +148,8 @@ StatusOr<CheckpointSnapshot> TrainCheckpoints::Snapshot(int64_t step) {
   snapshot.step = step;
   ZeroReducer* zero = state_.zero;
   // Under ZeRO every f32 master weight is made current everywhere (the
-  // gathers of this step's update land first).
+  // gathers of this step's update land first); ZeRO-3 gathers them for this
+  // moment only.
   if (zero != nullptr) {
     RETURN_IF_ERROR(zero->FinishParameterGather());
     RETURN_IF_ERROR(zero->GatherMasterWeights());
@@ -184,6 +185,7 @@ StatusOr<CheckpointSnapshot> TrainCheckpoints::Snapshot(int64_t step) {
   if (is_root()) {
     for (const auto& [name, t] : state_.model->StateDict()) snapshot.model.push_back({name, Stage(index++, t)});
   }
+  if (zero != nullptr) zero->ReleaseMasterWeights();
   if (zero != nullptr || is_root()) {
     snapshot.optimizer_file = zero != nullptr ? OptimizerShardName(options_.rank) : "optimizer.safetensors";
     const std::vector<std::string> kinds = optimizer.state_names();

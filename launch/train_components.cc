@@ -274,6 +274,7 @@ Status Builder::BuildOptimizer() {
   if (options_.bucket_mb_auto) RETURN_IF_ERROR(ChooseBucketSize());
   GradientSyncOptions sync;
   sync.zero_stage = options_.zero_stage;
+  sync.zero_prefetch = options_.zero_prefetch;
   sync.bucket_mb = options_.bucket_mb;
   sync.first_bucket_mb = options_.first_bucket_mb;
   sync.overlap = options_.overlap;

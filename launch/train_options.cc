@@ -121,7 +121,12 @@ DEFINE_string(bucket_mb, "25",
               "the communicator");
 DEFINE_double(first_bucket_mb, 1.0, "size of the first gradient bucket in MiB");
 DEFINE_bool(overlap, true, "all-reduce buckets while backward runs; --nooverlap reduces after backward");
-DEFINE_int32(zero_stage, 0, "ZeRO stage: 0 (plain data parallelism), 1 (optimizer state sharded across ranks), 2 (gradients too)");
+DEFINE_int32(zero_stage, 0,
+             "ZeRO stage: 0 (plain data parallelism), 1 (optimizer state sharded across ranks), 2 (gradients too), "
+             "3 (parameters too, each bucket gathered while a layer reads it; fp32 for now)");
+DEFINE_int32(zero_prefetch, 1,
+             "ZeRO-3: how many buckets ahead of the one forward or backward reads are gathered in advance (0: each "
+             "when first read); each rank holds about this + 2 gathered buckets");
 DEFINE_string(zero_gather_dtype, "auto",
               "ZeRO's parameter all-gather: auto (the 16-bit weight copy under --precision fp16/bf16, batch norm "
               "and biases in f32 beside it; f32 otherwise) or fp32");
@@ -440,11 +445,18 @@ Status ReadDistributedFlags(TrainOptions* options) {
   o.preemption_grace_s = FLAGS_preemption_grace_s;
   o.first_bucket_mb = FLAGS_first_bucket_mb;
   o.overlap = FLAGS_overlap;
-  if (FLAGS_zero_stage < 0 || FLAGS_zero_stage > 2) {
-    return InvalidArgument("--zero-stage must be 0, 1 or 2, got " + std::to_string(FLAGS_zero_stage) +
-                           " (stage 3 is not supported)");
+  if (FLAGS_zero_stage < 0 || FLAGS_zero_stage > 3) {
+    return InvalidArgument("--zero-stage must be 0, 1, 2 or 3, got " + std::to_string(FLAGS_zero_stage));
   }
   o.zero_stage = FLAGS_zero_stage;
+  if (o.zero_stage == 3 && o.precision != "fp32" && o.precision != "tf32") {
+    return Unimplemented("--zero-stage 3 trains in fp32 or tf32 for now, not --precision " + o.precision +
+                         "; use --zero-stage 2 for mixed precision");
+  }
+  if (FLAGS_zero_prefetch < 0 || FLAGS_zero_prefetch > 64) {
+    return InvalidArgument("--zero-prefetch must be 0 to 64 buckets, got " + std::to_string(FLAGS_zero_prefetch));
+  }
+  o.zero_prefetch = FLAGS_zero_prefetch;
   if (FLAGS_zero_gather_dtype != "auto" && FLAGS_zero_gather_dtype != "fp32") {
     return InvalidArgument("--zero-gather-dtype '" + FLAGS_zero_gather_dtype + "' is unknown; use auto or fp32");
   }

@@ -113,7 +113,8 @@ struct TrainOptions {
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool bucket_mb_auto = false;  // --bucket-mb auto: the trainer sets bucket_mb at setup
   bool overlap = true;
-  int zero_stage = 0;  // 0: plain data parallelism; 1: optimizer state sharded; 2: gradients too
+  int zero_stage = 0;  // 0: plain data parallelism; 1: optimizer state sharded; 2: gradients too; 3: parameters too
+  int zero_prefetch = 1;  // ZeRO-3: buckets gathered ahead
   // ZeRO gathers the 16-bit weight copy when the model keeps one
   // (--zero-gather-dtype auto), else f32.
   bool zero_gather_low_precision = true;

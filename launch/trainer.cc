@@ -52,6 +52,7 @@ Status Trainer::BroadcastInitialState() {
   for (Buffer* b : parts_.model->buffers()) state.push_back(b->value);
   RETURN_IF_ERROR(comm_->BroadcastCoalesced(std::move(state), 0)->Wait());
   parts_.model->RefreshLowPrecision(ctx_);
+  parts_.sync->ShardParameters();  // ZeRO-3 keeps only this rank's pieces from here on
   return Status::Ok();
 }
 
@@ -213,6 +214,10 @@ void Trainer::PrintStateDigest(int64_t step) {
 
 StatusOr<double> Trainer::Evaluate() {
   RETURN_IF_ERROR(parts_.sync->FinishGather());
+  // Ranks may evaluate different numbers of batches, so ZeRO-3 cannot
+  // gather per layer there: every parameter is gathered for the evaluation.
+  const bool gathered_here = parts_.sync->zero_stage() == 3 && !parts_.model->flat_parameters().defined();
+  if (gathered_here) RETURN_IF_ERROR(parts_.sync->GatherMasterWeights());
   EvaluatorOptions e;
   e.batch_size = options_.batch_size;
   e.rank = ranks_.rank;
@@ -222,6 +227,7 @@ StatusOr<double> Trainer::Evaluate() {
                    ddp::Evaluate(ctx_, *parts_.model, *parts_.data.eval, comm_, e, parts_.optimizer->steps()));
   eval_label_ = evaluation.label;
   eval_outputs_ = evaluation.sample_outputs;
+  if (gathered_here) parts_.sync->ReleaseMasterWeights();
   return evaluation.accuracy;
 }
 
@@ -410,8 +416,10 @@ StatusOr<TrainResult> Trainer::FinishRun(RunState& run, Allocator& memory) {
   if (parts_.checkpoints && parts_.checkpoints->pending()) RETURN_IF_ERROR(parts_.checkpoints->Finish());
   ASSIGN_OR_RETURN(const RankTimes times, GatherRankTimes(comm_, run.meter.compute_times(), run.meter.wait_times()));
   // The last update, before eval and saving; after 16-bit gathers the f32
-  // master weights too, so every rank holds all of them.
-  RETURN_IF_ERROR(parts_.sync->GatherMasterWeights());
+  // master weights too, so every rank holds all of them. ZeRO-3 gathers
+  // them only for what reads them all.
+  const bool reads_all = !options_.save_weights.empty() || parts_.data.eval != nullptr;
+  if (parts_.sync->zero_stage() < 3 || reads_all) RETURN_IF_ERROR(parts_.sync->GatherMasterWeights());
   TrainResult& result = run.result;
   RunEnd end;
   end.preempted = result.preempted_at_step >= 0;

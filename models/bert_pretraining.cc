@@ -41,7 +41,10 @@ Tensor BertLMPredictionHead::Forward(ExecutionContext& ctx, const Tensor& hidden
   const Tensor transformed = layer_norm_->Forward(ctx, activated);
   Tensor logits = Tensor::Empty({hidden.dim(0), bias_->shape[0]}, DType::kF32, hidden.device());
   // The decoder reads the word embeddings in the activations' dtype (their
-  // 16-bit copy in mixed precision); its logits and bias are f32.
+  // 16-bit copy in mixed precision); its logits and bias are f32. They are
+  // another layer's weights: made current here, just before the read.
+  PrepareParameter(*bias_);
+  PrepareParameter(word_embeddings);
   LinearForward(ctx, transformed, WeightsFor(word_embeddings, transformed), &bias_->value, logits);
   if (keeps_for_backward()) {
     pre_gelu_ = pre_gelu;
@@ -54,6 +57,7 @@ Tensor BertLMPredictionHead::Backward(ExecutionContext& ctx, const Tensor& dlogi
                                       Tensor* tied_gradient) {
   CHECK(transformed_.defined()) << "MLM head Backward without a training Forward";
   Tensor dtransformed = Tensor::EmptyLike(transformed_);
+  PrepareParameter(word_embeddings);
   LinearBackwardData(ctx, dlogits, WeightsFor(word_embeddings, transformed_), &dtransformed);
   *tied_gradient = Tensor::Empty(word_embeddings.shape, DType::kF32, dlogits.device());
   Tensor dbias = Tensor::Empty(bias_->shape, DType::kF32, dlogits.device());

@@ -4,7 +4,7 @@
 # and final weights of one rank at batch B with N accumulated
 # micro-batches. Dropout masks depend on the sample's place in the global
 # batch, never on the rank, so at 2 ranks (one addition per sum) this is
-# bit for bit, for ZeRO stages 0, 1 and 2; at 4 ranks the ring sums in
+# bit for bit, for ZeRO stages 0, 1, 2 and 3; at 4 ranks the ring sums in
 # another order: within 1e-4 (losses) and 1e-5 (weights). Dropout must
 # matter (the run without it differs), or the check would prove nothing.
 set -u
@@ -24,7 +24,7 @@ same() {  # same A B LOSS_RTOL WEIGHT_RTOL [COMPARE_WEIGHTS_ARGS...]
 }
 
 one one2 --accumulation-steps 2
-for stage in 0 1 2; do
+for stage in 0 1 2 3; do
   many "two_zero$stage" 2 --zero-stage "$stage"
   echo "2 ranks, ZeRO $stage, vs 1 rank with 2 micro-batches:"; same one2 "two_zero$stage" 0 0
 done

@@ -101,6 +101,8 @@ reshard reshard_4to2 4 1 1 2 2 1
 reshard reshard_2to3 2 3 2 3 2 2
 reshard reshard_ddp_to_zero 2 2 0 4 1 1
 reshard reshard_zero_to_one 2 1 2 1 2 0
+reshard reshard_zero3_4to2 4 1 3 2 2 0
+reshard reshard_ddp_to_zero3 2 2 0 4 1 3
 
 # Retention: every step, keep 2.
 dir="$tmp/keep.ckpt"

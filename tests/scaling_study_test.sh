@@ -69,7 +69,7 @@ expect_error() {  # expect_error "<fragment>" args...
 }
 expect_error "--ranks must start at 1 and increase, got 2,1" --ranks 2,1 --out "$tmp/x"
 expect_error "--ranks 'one,2' is not a comma-separated list" --ranks one,2 --out "$tmp/x"
-expect_error "--zero-stage must be 0, 1 or 2, got 4" --zero-stage 4 --out "$tmp/x"
+expect_error "--zero-stage must be 0, 1, 2 or 3, got 4" --zero-stage 4 --out "$tmp/x"
 expect_error "--from-metrics: no single-rank run among the files" --from-metrics "$tmp/study/n2_r0.jsonl" --out "$tmp/x"
 expect_error "metrics file /nonexistent.jsonl:" --from-metrics /nonexistent.jsonl --out "$tmp/x"
 # Its outputs never land on its inputs, by name or through a link.

@@ -33,7 +33,7 @@ DEFINE_int32(nodes, 1, "nodes");
 DEFINE_string(bucket_mb, "25", "bucket sizes in MiB, comma-separated: one table each");
 DEFINE_double(first_bucket_mb, 1.0, "the first bucket's size in MiB");
 DEFINE_bool(overlap, true, "all-reduce buckets during backward; --nooverlap after it");
-DEFINE_int32(zero_stage, 0, "ZeRO stage (1 and 2: reduce-scatter, then all-gather under the next forward)");
+DEFINE_int32(zero_stage, 0, "ZeRO stage (1 and 2: reduce-scatter, then all-gather under the next forward; 3: all-gathered again under backward)");
 DEFINE_double(wire_scale, 1.0, "bytes on the wire per profiled gradient byte (0.5: fp16 gradients of an fp32 profile)");
 DEFINE_double(step_ms, 0.0, "one rank's step time to scale the profile's compute to (another device); 0: as profiled");
 DEFINE_double(compute_sd_ms, -1.0,
@@ -174,6 +174,9 @@ int Main() {
   if (!(FLAGS_first_bucket_mb > 0.0)) return Fail("--first-bucket-mb must be positive");
   if (!(FLAGS_wire_scale > 0.0)) return Fail("--wire-scale must be positive");
   if (FLAGS_step_ms < 0.0) return Fail("--step-ms must be non-negative");
+  if (FLAGS_zero_stage < 0 || FLAGS_zero_stage > 3) {
+    return Fail("--zero-stage must be 0, 1, 2 or 3, got " + std::to_string(FLAGS_zero_stage));
+  }
   if (FLAGS_input_cap < 0.0 || FLAGS_heat_slowdown < 0.0) return Fail("--input-cap and --heat-slowdown must be non-negative");
   PredictOptions options;
   options.first_bucket_mb = FLAGS_first_bucket_mb;

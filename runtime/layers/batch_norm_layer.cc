@@ -82,6 +82,7 @@ Tensor BatchNormLayer::BackwardWithResidual(ExecutionContext& ctx, const Tensor&
   CHECK(training()) << "Backward in evaluation mode";
   CHECK(input_.defined()) << weight_->name << ": Backward without a training Forward";
   CHECK(!held_dweight_.defined()) << weight_->name << ": the last backward's gradients were never finished";
+  PrepareForward();  // reads the weight, as Backward does
   Tensor dx = Tensor::EmptyLike(input_);
   *d_residual = Tensor::EmptyLike(input_);
   held_dweight_ = Tensor::Empty({channels_}, DType::kF32, dy.device());

@@ -27,9 +27,11 @@ Tensor Layer::Forward(ExecutionContext& ctx, const Tensor& x) {
 }
 
 void Layer::PrepareForward() {
-  if (backward_state_ != nullptr && backward_state_->hook != nullptr) {
-    for (OwnParameter& own : params_) backward_state_->hook->PrepareParameter(*own.param);
-  }
+  for (OwnParameter& own : params_) PrepareParameter(*own.param);
+}
+
+void Layer::PrepareParameter(const Parameter& p) {
+  if (backward_state_ != nullptr && backward_state_->hook != nullptr) backward_state_->hook->PrepareParameter(p);
 }
 
 Tensor Layer::Backward(ExecutionContext& ctx, const Tensor& dy) {
@@ -44,6 +46,8 @@ Tensor Layer::Backward(ExecutionContext& ctx, const Tensor& dy) {
     ForwardImpl(ctx, checkpoint_input_);
     SetCheckpointMode(true, false);
     checkpoint_input_ = Tensor();
+  } else if (backward_reads_parameters()) {
+    PrepareForward();  // ZeRO-3 gathers the parameters again for backward
   }
   return BackwardImpl(ctx, dy);
 }

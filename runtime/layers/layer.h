@@ -77,8 +77,13 @@ class Layer {
   virtual void ResetOwnParameters(std::mt19937_64& rng) { (void)rng; }
 
   // What Forward does before ForwardImpl (the backward hook's per-parameter
-  // preparation), for layers with forwards of their own beyond Forward.
+  // preparation), for layers with forwards (and backwards) of their own
+  // beyond Forward; Backward does it too unless backward_reads_parameters()
+  // is false. PrepareParameter does it for one parameter, also another
+  // layer's (a tied decoder's weights).
   void PrepareForward();
+  void PrepareParameter(const Parameter& p);
+  virtual bool backward_reads_parameters() const { return true; }
 
   // The weights a convolution or GEMM reads for input `x`: the master
   // weights for f32 input, the low-precision copy for 16-bit input.

@@ -30,6 +30,8 @@ Model::Model(std::string name, std::unique_ptr<Layer> root, uint64_t seed, Devic
   root_->set_needs_input_grad(false);  // the model's input is data
   int64_t total = 0;
   for (const Parameter* p : parameters_) total += NumElements(p->shape);
+  num_parameters_ = total;
+  device_ = device;
   flat_parameters_ = Tensor::Zeros({total}, DType::kF32, device);
   flat_gradients_ = Tensor::Zeros({total}, DType::kF32, device);
   int64_t offset = 0;
@@ -175,11 +177,29 @@ void Model::ReleaseFlatGradients() {
   flat_gradients_ = Tensor();
 }
 
+void Model::ReleaseFlatParameters() {
+  for (Parameter* p : parameters_) p->value = Tensor();
+  flat_parameters_ = Tensor();
+}
+
+void Model::AdoptFlatParameters(Tensor flat) {
+  CHECK(flat.numel() == num_parameters_ && flat.dtype() == DType::kF32 && flat.device() == device_)
+      << name_ << ": flat parameters " << flat.DebugString();
+  flat_parameters_ = std::move(flat);
+  int64_t offset = 0;
+  for (Parameter* p : parameters_) {
+    p->value = flat_parameters_.View(offset, p->shape);
+    offset += NumElements(p->shape);
+  }
+}
+
 void Model::MoveTo(Device device) {
-  if (device == flat_parameters_.device()) return;
+  if (device == device_) return;
   CHECK(flat_gradients_.defined()) << "Model::MoveTo after the flat gradients were released";
   CHECK(!flat_low_.defined()) << "Model::MoveTo after EnableLowPrecision";
+  CHECK(flat_parameters_.defined()) << "Model::MoveTo after the flat parameters were released";
   flat_parameters_ = flat_parameters_.To(device);
+  device_ = device;
   flat_gradients_ = Tensor::Zeros(flat_parameters_.shape(), DType::kF32, device);
   int64_t offset = 0;
   for (Parameter* p : parameters_) {

@@ -68,8 +68,17 @@ class Model {
   // The order in which backward finishes gradients: the reverse.
   std::vector<Parameter*> BackwardOrder() const;
   const std::vector<Buffer*>& buffers() const { return buffers_; }
-  int64_t num_parameters() const { return flat_parameters_.numel(); }
+  int64_t num_parameters() const { return num_parameters_; }
+  // Undefined while ZeRO-3 holds the parameters in shards
+  // (ReleaseFlatParameters).
   Tensor& flat_parameters() { return flat_parameters_; }
+  // For owners that keep the parameters elsewhere (ZeRO-3's shards, each
+  // parameter's value pointed into a gathered bucket while in use): frees
+  // the flat parameter buffer and leaves every value undefined.
+  void ReleaseFlatParameters();
+  // Makes `flat` (f32, num_parameters() elements, on the model's device)
+  // the flat parameter buffer again, every value a view into it.
+  void AdoptFlatParameters(Tensor flat);
   // Undefined after ReleaseFlatGradients.
   Tensor& flat_gradients() { return flat_gradients_; }
   // For owners that re-point every parameter's grad into buffers of their
@@ -79,7 +88,7 @@ class Model {
   // values kept, gradients zeroed, views re-pointed. Before any reducer or
   // optimizer takes views of them.
   void MoveTo(Device device);
-  Device device() const { return flat_parameters_.device(); }
+  Device device() const { return device_; }
 
   // Mixed precision: keeps a `dtype` (bf16 or f16) copy of every parameter
   // in one flat buffer laid out like the f32 one (Parameter::low views it),
@@ -134,6 +143,8 @@ class Model {
   // The refreshes: from the f32 master, or from a rounded `source`.
   void Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor* source);
   Tensor flat_parameters_, flat_gradients_, flat_low_;
+  int64_t num_parameters_ = 0;
+  Device device_;
   bool channels_last_ = false;
   BackwardState backward_state_;
 };

@@ -41,10 +41,12 @@ struct Buffer {
 class GradientReadyHook {
  public:
   virtual ~GradientReadyHook() = default;
-  // Called before a layer's forward reads `param`'s value: where parameters
-  // may still be arriving (ZeRO's all-gather of the updated pieces, which
-  // overlaps the next forward), the hook waits for param's bucket here.
-  virtual void PrepareParameter(Parameter& param) { (void)param; }
+  // Called before a layer's forward, and again before its backward, reads
+  // `param`'s value: where parameters may still be arriving (ZeRO's
+  // all-gather of the updated pieces, which overlaps the next forward) or
+  // are gathered only for their use (ZeRO-3), the hook makes param's
+  // bucket current here.
+  virtual void PrepareParameter(const Parameter& param) { (void)param; }
   // Called before a layer writes `param`'s gradient in this backward pass:
   // where gradient buffers are transient (ZeRO-2), the hook points
   // param.grad at a free one here.

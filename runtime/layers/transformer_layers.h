@@ -43,6 +43,7 @@ class EmbeddingLayer : public Layer {
   Tensor ForwardImpl(ExecutionContext& ctx, const Tensor& ids) override;
   Tensor BackwardImpl(ExecutionContext& ctx, const Tensor& dy) override;
   void ResetOwnParameters(std::mt19937_64& rng) override;
+  bool backward_reads_parameters() const override { return false; }  // a scatter-add of dy
 
  private:
   int64_t num_, dim_;

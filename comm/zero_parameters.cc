@@ -1,0 +1,194 @@
+#include "comm/zero_parameters.h"
+
+#include <algorithm>
+#include <string>
+
+#include "comm/watchdog.h"
+#include "runtime/clock.h"
+#include "runtime/ops/elementwise.h"
+
+namespace ddp {
+
+ShardedParameters::ShardedParameters(Communicator* comm, Model* model, const std::vector<BucketPlan>& plans,
+                                     int prefetch, const ExecutionContext& ctx)
+    : comm_(comm), model_(model), ctx_(ctx), prefetch_(std::max(0, prefetch)) {
+  const int world = comm->world_size(), rank = comm->rank();
+  flat_offset_ = FlatOffsets(*model);
+  for (const BucketPlan& plan : plans) {
+    Bucket b;
+    b.plan = plan;
+    b.shard = (plan.numel + world - 1) / world;
+    b.owned = std::max<int64_t>(0, std::min(b.shard, plan.numel - rank * b.shard));
+    b.piece = Tensor::Zeros({b.shard}, DType::kF32, model->device());
+    buckets_.push_back(std::move(b));
+  }
+}
+
+ShardedParameters::~ShardedParameters() {
+  // Gathers in flight still write into their buckets' buffers.
+  (void)Finish();
+}
+
+void ShardedParameters::Shard() {
+  if (sharded_) return;
+  const int rank = comm_->rank();
+  for (Bucket& b : buckets_) {
+    if (b.owned == 0) continue;
+    Tensor mine = b.piece.View(0, {b.owned});
+    Copy(ctx_, model_->flat_parameters().View(b.plan.offset + rank * b.shard, {b.owned}), mine);
+  }
+  model_->ReleaseFlatParameters();
+  sharded_ = true;
+}
+
+void ShardedParameters::SetPass(Pass pass) {
+  pass_ = pass;
+  last_ = -1;
+}
+
+void ShardedParameters::Demand(int k) {
+  if (!sharded_) Shard();
+  if (materialized_) return;  // every value views the materialized buffer
+  Bucket& b = buckets_[k];
+  b.used = ++clock_;
+  if (k == last_) {  // a layer's further parameter, or its backward
+    Arrive(k);
+    return;
+  }
+  const int step = pass_ == Pass::kForward ? -1 : 1;
+  const bool in_order = last_ < 0 || k == last_ + step;
+  // Back in order, what the pass has left behind goes: every bucket behind
+  // the last one (which a layer straddling two buckets still reads), and
+  // those read out of order since (one op may read several of them).
+  if (in_order) {
+    for (int j = 0; j < static_cast<int>(buckets_.size()); ++j) {
+      if (j == k || j == last_ || !buckets_[j].gathered.defined()) continue;
+      if (buckets_[j].jump || (last_ >= 0 && (j - last_) * step < 0)) Evict(j);
+    }
+  }
+  b.jump = !in_order;
+  if (!b.gathered.defined()) Launch(k);
+  if (in_order) Prefetch(k);
+  Arrive(k);
+  last_ = k;
+}
+
+void ShardedParameters::Prefetch(int k) {
+  const int step = pass_ == Pass::kForward ? -1 : 1;
+  for (int d = 1; d <= prefetch_; ++d) {
+    const int j = k + d * step;
+    if (j < 0 || j >= static_cast<int>(buckets_.size())) break;
+    buckets_[j].used = ++clock_;
+    if (!buckets_[j].gathered.defined()) Launch(j);
+  }
+}
+
+void ShardedParameters::Launch(int k) {
+  // Room first (Demand evicts what the pass left behind, so this is a
+  // bound only): the least recently used bucket but this one goes.
+  while (resident_ >= prefetch_ + 3) {
+    int oldest = -1;
+    for (int j = 0; j < static_cast<int>(buckets_.size()); ++j) {
+      if (j == k || !buckets_[j].gathered.defined()) continue;
+      if (oldest < 0 || buckets_[j].used < buckets_[oldest].used) oldest = j;
+    }
+    Evict(oldest);
+  }
+  Bucket& b = buckets_[k];
+  const int world = comm_->world_size(), rank = comm_->rank();
+  b.gathered = Tensor::Empty({b.shard * world}, DType::kF32, model_->device());
+  // In place: this rank's piece goes to its block first.
+  Tensor mine = b.gathered.View(rank * b.shard, {b.shard});
+  Copy(ctx_, b.piece, mine);
+  const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(k));
+  b.work = comm_->AllGather(mine, b.gathered);
+  for (Parameter* p : b.plan.params) p->value = b.gathered.View(flat_offset_.at(p) - b.plan.offset, p->shape);
+  ++resident_;
+}
+
+void ShardedParameters::Arrive(int k) {
+  Bucket& b = buckets_[k];
+  if (b.work == nullptr) return;
+  const double start = SteadySeconds();
+  const Status s = b.work->Wait();
+  waited_ += SteadySeconds() - start;
+  b.work.reset();
+  if (!s.ok() && status_.ok()) status_ = s;
+}
+
+void ShardedParameters::Evict(int k) {
+  Bucket& b = buckets_[k];
+  Arrive(k);  // its gather still writes into the buffer
+  for (Parameter* p : b.plan.params) p->value = Tensor();
+  b.gathered = Tensor();
+  b.jump = false;
+  --resident_;
+}
+
+void ShardedParameters::EvictAll() {
+  for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
+    if (buckets_[k].gathered.defined()) Evict(k);
+  }
+}
+
+void ShardedParameters::AfterUpdate() {
+  if (!sharded_) Shard();
+  EvictAll();
+  Release();
+  SetPass(Pass::kForward);
+  const int top = static_cast<int>(buckets_.size()) - 1;
+  if (top < 0) return;
+  buckets_[top].used = ++clock_;
+  Launch(top);
+  Prefetch(top);
+}
+
+Status ShardedParameters::Finish() {
+  for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) Arrive(k);
+  Status s = status_;
+  status_ = Status::Ok();
+  return s;
+}
+
+Status ShardedParameters::Materialize() {
+  if (!sharded_) Shard();
+  RETURN_IF_ERROR(Finish());
+  if (materialized_) return Status::Ok();
+  EvictAll();
+  const int world = comm_->world_size(), rank = comm_->rank();
+  Tensor flat = Tensor::Empty({model_->num_parameters()}, DType::kF32, model_->device());
+  for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
+    const Bucket& b = buckets_[k];
+    // Padded to world x shard: gathered apart, then copied into place.
+    Tensor whole = Tensor::Empty({b.shard * world}, DType::kF32, model_->device());
+    Tensor mine = whole.View(rank * b.shard, {b.shard});
+    Copy(ctx_, b.piece, mine);
+    const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(k) + " (every parameter)");
+    RETURN_IF_ERROR(comm_->AllGather(mine, whole)->Wait());
+    Tensor place = flat.View(b.plan.offset, {b.plan.numel});
+    Copy(ctx_, whole.View(0, {b.plan.numel}), place);
+  }
+  model_->AdoptFlatParameters(std::move(flat));
+  materialized_ = true;
+  return Status::Ok();
+}
+
+void ShardedParameters::Release() {
+  if (!materialized_) return;
+  model_->ReleaseFlatParameters();
+  materialized_ = false;
+}
+
+double ShardedParameters::TakeWaited() {
+  const double w = waited_;
+  waited_ = 0.0;
+  return w;
+}
+
+int64_t ShardedParameters::piece_bytes() const {
+  int64_t bytes = 0;
+  for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(b.piece.nbytes());
+  return bytes;
+}
+
+}  // namespace ddp

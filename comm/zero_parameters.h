@@ -1,0 +1,112 @@
+// ZeRO stage 3's parameters (comm/zero_reducer.h shards the gradients and
+// the optimizer state alike): each rank keeps the f32 master values of its
+// pieces only, piece r of every bucket, the same pieces its gradients and
+// optimizer state cover. The model's flat parameter buffer is released; a
+// bucket is all-gathered, whole, into a buffer of its own when a layer's
+// forward or backward first reads one of its parameters
+// (GradientReadyHook::PrepareParameter), and the parameters' values view
+// that buffer while the bucket is resident.
+//
+// A demand that follows the previous one in the direction the pass travels
+// (forward reads the flat space upwards, so bucket indices go down;
+// backward goes up) evicts every bucket behind the previous one (a layer
+// may straddle the two) and starts the gathers of the next `prefetch`
+// buckets, which then arrive while this one computes. A demand out of that
+// order (BERT's tied decoder reading the word embeddings) gathers what it
+// needs, evicted again once the pass is back in order. Evicting
+// leaves the parameters' values undefined and gives the memory back to the
+// allocator, so a rank holds about `prefetch` + 2 gathered buckets, and
+// never more than `prefetch` + 3 (the least recently used goes first).
+// The pass starts over at each forward and backward (SetPass), so the
+// forward's last buckets serve the backward's first. After the optimizer
+// step every gathered bucket is stale: all are evicted and the forward's
+// first buckets start.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "comm/buckets.h"
+#include "comm/communicator.h"
+#include "runtime/execution_context.h"
+#include "runtime/layers/model.h"
+#include "runtime/status.h"
+
+namespace ddp {
+
+class ShardedParameters {
+ public:
+  enum class Pass { kForward, kBackward };
+
+  // `plans`: the gradient buckets (comm/buckets.h), whose padded shards
+  // these pieces follow. Allocates the pieces; the model keeps its flat
+  // parameters until Shard.
+  ShardedParameters(Communicator* comm, Model* model, const std::vector<BucketPlan>& plans, int prefetch,
+                    const ExecutionContext& ctx);
+  ~ShardedParameters();
+
+  // Copies this rank's pieces out of the model's flat parameters and
+  // releases those (after the start-up broadcast; the first Demand does it
+  // otherwise). Once.
+  void Shard();
+  // This rank's master piece of bucket k: its `shard` elements, of which
+  // the first `owned` are parameters (the rest padding).
+  const Tensor& piece(int k) const { return buckets_[k].piece; }
+
+  // Before the pass's first demand: which way its demands travel.
+  void SetPass(Pass pass);
+  // Bucket k's parameters current in their values, and the next ones'
+  // gathers started (see above).
+  void Demand(int k);
+  // After the optimizer updated the pieces: every gathered bucket evicted,
+  // the forward's first `prefetch` + 1 gathers started.
+  void AfterUpdate();
+  // Every gather in flight arrived; the first failure since the last call.
+  Status Finish();
+  // Every parameter gathered into one flat buffer the model adopts, for
+  // what reads them all (checkpoints, --save-weights, the final
+  // evaluation); current until Release or the next update. Demands are
+  // then served from it.
+  Status Materialize();
+  void Release();
+
+  // Seconds demands blocked on gathers since the last call.
+  double TakeWaited();
+  // This rank's f32 pieces.
+  int64_t piece_bytes() const;
+
+ private:
+  struct Bucket {
+    BucketPlan plan;
+    int64_t shard = 0, owned = 0;
+    Tensor piece;     // this rank's master values, shard elements
+    Tensor gathered;  // the whole bucket (shard x world) while resident
+    std::shared_ptr<Work> work;  // its gather, until it arrived
+    uint64_t used = 0;           // when last demanded or prefetched
+    bool jump = false;           // demanded out of the pass's order
+  };
+  void Launch(int k);
+  void Arrive(int k);
+  void Evict(int k);
+  void EvictAll();
+  // The next `prefetch_` buckets after k in this pass's direction.
+  void Prefetch(int k);
+
+  Communicator* comm_;
+  Model* model_;
+  ExecutionContext ctx_;
+  int prefetch_;
+  std::vector<Bucket> buckets_;
+  std::unordered_map<const Parameter*, int64_t> flat_offset_;
+  bool sharded_ = false, materialized_ = false;
+  Pass pass_ = Pass::kForward;
+  int last_ = -1;  // the pass's last demanded bucket (-1: none yet)
+  int resident_ = 0;
+  uint64_t clock_ = 0;
+  double waited_ = 0.0;
+  Status status_;  // the first gather failure, reported by Finish
+};
+
+}  // namespace ddp
