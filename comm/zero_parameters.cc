@@ -104,6 +104,8 @@ void ShardedParameters::Launch(int k) {
   b.work = comm_->AllGather(mine, b.gathered);
   for (Parameter* p : b.plan.params) p->value = b.gathered.View(flat_offset_.at(p) - b.plan.offset, p->shape);
   ++resident_;
+  gathered_ += static_cast<int64_t>(b.gathered.nbytes());
+  gathered_peak_ = std::max(gathered_peak_, gathered_);
 }
 
 void ShardedParameters::Arrive(int k) {
@@ -120,6 +122,7 @@ void ShardedParameters::Evict(int k) {
   Bucket& b = buckets_[k];
   Arrive(k);  // its gather still writes into the buffer
   for (Parameter* p : b.plan.params) p->value = Tensor();
+  gathered_ -= static_cast<int64_t>(b.gathered.nbytes());
   b.gathered = Tensor();
   b.jump = false;
   --resident_;

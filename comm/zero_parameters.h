@@ -76,6 +76,8 @@ class ShardedParameters {
   double TakeWaited();
   // This rank's f32 pieces.
   int64_t piece_bytes() const;
+  // The most bytes of gathered buckets held at once (Materialize aside).
+  int64_t gathered_peak_bytes() const { return gathered_peak_; }
 
  private:
   struct Bucket {
@@ -104,6 +106,7 @@ class ShardedParameters {
   Pass pass_ = Pass::kForward;
   int last_ = -1;  // the pass's last demanded bucket (-1: none yet)
   int resident_ = 0;
+  int64_t gathered_ = 0, gathered_peak_ = 0;  // bytes of resident buckets
   uint64_t clock_ = 0;
   double waited_ = 0.0;
   Status status_;  // the first gather failure, reported by Finish

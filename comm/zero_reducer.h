@@ -142,6 +142,9 @@ class ZeroReducer : public GradientReadyHook {
   // The f32 master weights this rank keeps: its pieces (stage 3), or the
   // model's flat parameters.
   int64_t master_bytes() const;
+  // Stage 3: the most bytes of gathered parameter buckets held at once; 0
+  // otherwise.
+  int64_t gathered_peak_bytes() const { return stage3() ? sharded_->gathered_peak_bytes() : 0; }
   // What the parameter gather still has to send (comm/traffic.h): its
   // buckets not yet launched, which the next forward or
   // FinishParameterGather will launch.

@@ -38,15 +38,28 @@ struct Row {
   std::string note;
 };
 
+// The collectives' row's note: ZeRO's gradient bucket pool (stages 2 and
+// 3), and stage 3's gathered parameter buckets at most, which the peak
+// counts in this row or among the activations, as held when.
+std::string CollectivesNote(const MemoryBreakdown& b) {
+  std::string note;
+  if (b.zero_bucket_pool > 0) note = "gradient bucket pool " + FormatBytes(b.zero_bucket_pool);
+  if (b.zero_gathered_peak > 0) {
+    note += (note.empty() ? "" : "; ") + std::string("gathered parameters up to ") + FormatBytes(b.zero_gathered_peak);
+  }
+  return note;
+}
+
 std::vector<Row> Rows(const MemoryPlan& plan) {
   const MemoryBreakdown& b = plan.at;
-  return {{"parameters (f32 master weights)", "parameters", b.parameters},
+  const bool sharded = plan.request.options.zero_stage == 3 && plan.request.world_size > 1;
+  return {{sharded ? "parameters (f32, this rank's pieces)" : "parameters (f32 master weights)", "parameters",
+           b.parameters},
           {"16-bit weight copy", "low_precision_copy", b.low_precision},
           {"gradients", "gradients", b.gradients, true},
           {"optimizer state", "optimizer_state", b.optimizer},
           {"persistent buffers (batch norm)", "buffers", b.buffers},
-          {"collectives' buffers and shards", "collectives", b.communication, false,
-           b.zero_bucket_pool > 0 ? "ZeRO-2's bucket pool " + FormatBytes(b.zero_bucket_pool) : ""},
+          {"collectives' buffers and shards", "collectives", b.communication, false, CollectivesNote(b)},
           {"input batches", "input", b.input},
           {"workspace (scratch, libraries)", "workspace", b.workspace},
           {"data in host memory", "host_data", b.host_data},
@@ -174,6 +187,7 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
   // counted in its own row, as held at the peak.
   b.activations = b.peak - b.host_data - persistent - (b.workspace - run.workspace_at_start) - comm_grown;
   b.zero_bucket_pool = m.transient_bucket_bytes;
+  b.zero_gathered_peak = m.gathered_parameter_peak_bytes;
   b.dataset_size = dataset_size;
   b.site = meta->peak_site();
   return b;
@@ -348,6 +362,7 @@ nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::object();
   for (const Row& row : Rows(plan)) rows[row.key] = row.bytes;
   rows["zero_bucket_pool"] = b.zero_bucket_pool;
+  rows["zero_gathered_peak"] = b.zero_gathered_peak;
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
   for (const BatchProbe& p : plan.probes) {
     nlohmann::ordered_json peak = p.peak_bytes;  // null: past the activation bound, not measured

@@ -38,6 +38,7 @@ nlohmann::ordered_json MemoryJson(const MemoryFigures& m) {
           {"grad_bytes", m.grad_bytes},
           {"optimizer_bytes", m.optimizer_bytes},
           {"transient_bucket_bytes", m.transient_bucket_bytes},
+          {"gathered_parameter_peak_bytes", m.gathered_parameter_peak_bytes},
           {"activation_peak_bytes", m.activation_peak_bytes},
           {"peak_bytes", m.peak_bytes},
           {"allocated_bytes", m.allocated_bytes},
