@@ -16,6 +16,10 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
       << "ZeRO stage 3 trains in f32";
   const Device device = model->device();
   const int world = comm->world_size(), rank = comm->rank();
+  // The model's flat gradients go first, before the buffers that replace
+  // them: the two never coexist, so building the reducer raises no peak.
+  for (Parameter* p : model->parameters()) p->grad = Tensor();
+  model->ReleaseFlatGradients();
   flat_offset_ = FlatOffsets(*model);
   int64_t largest = 0;
   std::vector<BucketPlan> plans = PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb);
@@ -57,7 +61,6 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     }
     for (Parameter* p : b.params) p->grad = b.grads.View(flat_offset_[p] - b.offset, p->shape);
   }
-  model->ReleaseFlatGradients();
   model->SetGradientReadyHook(this);
 }
 

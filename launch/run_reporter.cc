@@ -38,7 +38,6 @@ nlohmann::ordered_json MemoryJson(const MemoryFigures& m) {
           {"grad_bytes", m.grad_bytes},
           {"optimizer_bytes", m.optimizer_bytes},
           {"transient_bucket_bytes", m.transient_bucket_bytes},
-          {"gathered_parameter_peak_bytes", m.gathered_parameter_peak_bytes},
           {"activation_peak_bytes", m.activation_peak_bytes},
           {"peak_bytes", m.peak_bytes},
           {"allocated_bytes", m.allocated_bytes},
@@ -46,7 +45,8 @@ nlohmann::ordered_json MemoryJson(const MemoryFigures& m) {
           {"peak_resident_bytes", m.peak_resident_bytes},
           {"low_precision_bytes", m.low_precision_bytes},
           {"buffer_bytes", m.buffer_bytes},
-          {"workspace_bytes", m.workspace_bytes}};
+          {"workspace_bytes", m.workspace_bytes},
+          {"gathered_parameter_peak_bytes", m.gathered_parameter_peak_bytes}};
 }
 
 }  // namespace

@@ -20,7 +20,6 @@ namespace ddp {
 struct MemoryFigures {
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
   int64_t transient_bucket_bytes = 0;  // ZeRO-2 and 3's pool of gradient bucket buffers
-  int64_t gathered_parameter_peak_bytes = 0;  // ZeRO-3: the most gathered parameter buckets held at once
   int64_t activation_peak_bytes = 0;   // the allocator's peak during training, less the persistent bytes
   int64_t peak_bytes = 0;              // the allocator's peak, setup included
   int64_t allocated_bytes = 0, reserved_bytes = 0;
@@ -28,6 +27,7 @@ struct MemoryFigures {
   int64_t low_precision_bytes = 0;  // the 16-bit weight copy (--precision bf16, fp16)
   int64_t buffer_bytes = 0;         // the model's buffers (batch norm's running statistics)
   int64_t workspace_bytes = 0;      // the ops' scratch slots: staging buffers, library workspaces
+  int64_t gathered_parameter_peak_bytes = 0;  // ZeRO-3: the most gathered parameter buckets held at once
 };
 
 struct RunSummary {

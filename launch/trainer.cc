@@ -308,6 +308,8 @@ StatusOr<TrainResult> Trainer::Run() {
 StatusOr<MetaRunFigures> Trainer::RunMeta() {
   CHECK(ctx_.device().is_meta()) << "RunMeta on " << ctx_.device().ToString();
   MetaAllocator* memory = GetMetaAllocator();
+  // As after the start-up broadcast of a real run (which a plan skips).
+  parts_.sync->ShardParameters();
   MetaRunFigures figures;
   figures.persistent = memory->bytes_in_use();
   figures.workspace_at_start = ctx_.scratch_bytes();
