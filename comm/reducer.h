@@ -9,6 +9,10 @@
 // fires MarkGradientReady; a complete bucket launches an asynchronous
 // average as soon as every lower-numbered bucket has launched, so buckets
 // always go out in index order and every rank issues the same sequence.
+// Compressed, each bucket is cast into one of a few (kWireBuffers) 16-bit
+// buffers of the largest bucket's size, taken in turn: bucket k waits for
+// bucket k - kWireBuffers to arrive and be widened back before it reuses
+// that buffer, so the wire never holds a copy of the whole model.
 #pragma once
 
 #include <memory>
@@ -62,7 +66,7 @@ class Reducer : public GradientReadyHook {
   // the flat gradient buffer) and what reducing it takes.
   struct Bucket : BucketPlan {
     Tensor grads;                    // view of that range
-    Tensor wire;                     // compressed copy, when compressing
+    Tensor wire;                     // compressed: its buffer of the wire pool while in flight
     std::shared_ptr<Work> work;
     double launched = 0.0;
   };
@@ -81,9 +85,14 @@ class Reducer : public GradientReadyHook {
   StatusOr<ReduceStats> Wait();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // The 16-bit wire buffers (0 uncompressed).
+  int64_t wire_bytes() const;
+  static constexpr int kWireBuffers = 3;
 
  private:
   void Launch(Bucket& bucket);
+  // Waits for bucket k's all-reduce and widens a compressed one back.
+  Status Finish(int k);
 
   Communicator* comm_;
   Model* model_;
@@ -93,6 +102,10 @@ class Reducer : public GradientReadyHook {
   bool sync_ = false;
   double backward_start_ = 0.0;
   double cast_seconds_ = 0.0;
+  std::vector<Tensor> wire_pool_;  // compressed: kWireBuffers buffers
+  std::vector<BucketTiming> timings_;
+  int next_to_finish_ = 0;
+  Status deferred_;  // a failure met while reusing a wire buffer, reported by Wait
 };
 
 }  // namespace ddp

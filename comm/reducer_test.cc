@@ -7,7 +7,9 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -143,15 +145,25 @@ TEST(ReducerTest, NoSyncKeepsGradientsLocal) {
   EXPECT_EQ(std::memcmp(model->flat_gradients().raw_data(), local.raw_data(), local.nbytes()), 0);
 }
 
+// With 1 MiB buckets (dozens of them), the three wire buffers are each
+// reused many times while backward runs, and hold no more than three of
+// the largest bucket.
 TEST(ReducerTest, CompressedWireStaysWithinItsPrecision) {
-  for (DType wire : {DType::kBF16, DType::kF16}) {
+  for (const auto& [wire, bucket_mb] : std::vector<std::pair<DType, double>>{
+           {DType::kBF16, 25.0}, {DType::kF16, 25.0}, {DType::kBF16, 1.0}, {DType::kF16, 1.0}}) {
     ExecutionContext ctx = ExecutionContext::Cpu(1);
     std::unique_ptr<Model> model = SmallResNet();
     Tensor magnitude;
     const Tensor expected = ExpectedAverage(ctx, *model, &magnitude);
     ReducerOptions options;
     options.wire_dtype = wire;
+    options.bucket_mb = bucket_mb;
+    options.first_bucket_mb = bucket_mb / 4;
     Reducer reducer(&Comm(), model.get(), options);
+    int64_t largest = 0;
+    for (const Reducer::Bucket& b : reducer.buckets()) largest = std::max(largest, b.numel);
+    EXPECT_EQ(reducer.wire_bytes(), Reducer::kWireBuffers * largest * 2) << DTypeName(wire) << " " << bucket_mb;
+    if (bucket_mb < 2.0) EXPECT_GT(reducer.buckets().size(), 3u * Reducer::kWireBuffers);
     auto [x, dy] = RankBatch(Comm().rank());
     model->Forward(ctx, x);
     reducer.PrepareForBackward(true);
@@ -169,7 +181,7 @@ TEST(ReducerTest, CompressedWireStaysWithinItsPrecision) {
     for (int64_t i = 0; i < expected.numel(); ++i) {
       bad += std::fabs(got[i] - want[i]) > bound * scale[i] + std::ldexp(1.0, -24);
     }
-    EXPECT_EQ(bad, 0) << DTypeName(wire);
+    EXPECT_EQ(bad, 0) << DTypeName(wire) << " " << bucket_mb;
   }
 }
 
@@ -211,16 +223,61 @@ void ExpectOrderMismatchFailsEveryRank(Args&&... args) {
 
 TEST(ReducerTest, OutOfOrderGradientsFailEveryRank) { ExpectOrderMismatchFailsEveryRank<Reducer>(ReducerOptions()); }
 
-// Runs `check` with the options of ZeRO stage 1, then of stage 2.
+// Runs `check` with the options of ZeRO stage 1, then of stages 2 and 3.
 template <typename Check>
 void ForEachZeroStage(Check check) {
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     ZeroOptions options;
     options.stage = stage;
     options.bucket_mb = 4.0;
     SCOPED_TRACE("stage " + std::to_string(stage));
     check(options);
   }
+}
+
+// ZeRO's compressed reduce-scatter: with 1 MiB buckets (dozens of them)
+// the three 16-bit wire buffers are reused many times (stage 1 too, whose
+// f32 bucket buffers persist), and every rank's pieces hold the sum of the
+// ranks' gradients within the format's precision (as the DDP test above).
+TEST(ReducerTest, ZeroCompressedWireStaysWithinItsPrecision) {
+  ForEachZeroStage([](ZeroOptions options) {
+    for (DType wire : {DType::kBF16, DType::kF16}) {
+      ExecutionContext ctx = ExecutionContext::Cpu(1);
+      std::unique_ptr<Model> model = SmallResNet();
+      Tensor magnitude;
+      const Tensor expected = ExpectedAverage(ctx, *model, &magnitude);
+      const std::unordered_map<const Parameter*, int64_t> offsets = FlatOffsets(*model);
+      options.wire_dtype = wire;
+      options.bucket_mb = 1.0;
+      options.first_bucket_mb = 0.25;
+      ZeroReducer reducer(&Comm(), model.get(), options);
+      ASSERT_GT(reducer.buckets().size(), 3u * ZeroReducer::kBuffersInFlight);
+      int64_t largest = 0;
+      for (const ZeroReducer::Bucket& b : reducer.buckets()) largest = std::max(largest, b.shard * Comm().world_size());
+      const int64_t f32_pool = options.stage >= 2 ? ZeroReducer::kBuffersInFlight * largest * 4 : 0;
+      EXPECT_EQ(reducer.transient_bytes(), f32_pool + ZeroReducer::kBuffersInFlight * largest * 2) << DTypeName(wire);
+      auto [x, dy] = RankBatch(Comm().rank());
+      model->Forward(ctx, x);
+      reducer.PrepareForBackward(true);
+      model->Backward(ctx, dy, false);
+      ASSERT_TRUE(reducer.Wait().ok());
+      const double unit = wire == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      const double world = Comm().world_size(), bound = unit * (world + 1);
+      int64_t bad = 0, compared = 0;
+      for (const OptimizerSlot& slot : reducer.OptimizerSlots([](const Parameter&) { return 0.0f; })) {
+        const int64_t at = offsets.at(model->parameters()[slot.param_index]) + slot.offset;
+        for (int64_t i = 0; i < slot.grad.numel(); ++i, ++compared) {
+          const double want = world * expected.data<float>()[at + i], scale = world * magnitude.data<float>()[at + i];
+          bad += std::fabs(slot.grad.data<float>()[i] - want) > bound * scale + world * std::ldexp(1.0, -24);
+        }
+      }
+      EXPECT_EQ(bad, 0) << DTypeName(wire);
+      // The ranks' pieces cover every parameter once.
+      Tensor total = Tensor::FromVector<int64_t>({compared}, {1});
+      ASSERT_TRUE(Comm().AllReduce(total, ReduceOp::kSum)->Wait().ok());
+      EXPECT_EQ(total.data<int64_t>()[0], model->num_parameters()) << DTypeName(wire);
+    }
+  });
 }
 
 TEST(ReducerTest, ZeroOutOfOrderGradientsFailEveryRank) {
@@ -268,13 +325,16 @@ TEST(ReducerTest, ZeroParameterGatherCompletesDuringForward) {
     std::unique_ptr<Model> reference = SmallResNet();
     ZeroReducer zero(&Comm(), model.get(), options);
     ASSERT_GT(zero.buckets().size(), 2u);
+    const std::unordered_map<const Parameter*, int64_t> offsets = FlatOffsets(*model);
     const int64_t n = model->num_parameters();
     float* updated = reference->flat_parameters().data<float>();
     for (int64_t i = 0; i < n; ++i) updated[i] = 0.02f * std::sin(0.37f * static_cast<float>(i));
-    float* mine = model->flat_parameters().data<float>();
-    for (int64_t i = 0; i < n; ++i) mine[i] = 1000.0f;
+    // Stale values that the gather must overwrite (stage 3 keeps only its
+    // pieces from here on).
+    model->flat_parameters().Fill(1000.0);
+    zero.ShardParameters();
     for (const OptimizerSlot& slot : zero.OptimizerSlots([](const Parameter&) { return 0.0f; })) {
-      const int64_t at = slot.value.data<float>() - mine;
+      const int64_t at = offsets.at(model->parameters()[slot.param_index]) + slot.offset;
       for (int64_t i = 0; i < slot.value.numel(); ++i) slot.value.data<float>()[i] = updated[at + i];
     }
     auto [x, dy] = RankBatch(Comm().rank());
@@ -284,7 +344,8 @@ TEST(ReducerTest, ZeroParameterGatherCompletesDuringForward) {
     const Tensor got = model->Forward(ctx, x);
     ASSERT_TRUE(zero.FinishParameterGather().ok());
     EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0);
-    EXPECT_EQ(std::memcmp(mine, updated, static_cast<size_t>(n) * sizeof(float)), 0);
+    ASSERT_TRUE(zero.GatherMasterWeights().ok());  // stage 3: every parameter, gathered for the moment
+    EXPECT_EQ(std::memcmp(model->flat_parameters().data<float>(), updated, static_cast<size_t>(n) * sizeof(float)), 0);
   });
 }
 

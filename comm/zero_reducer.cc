@@ -36,11 +36,11 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
         options.wire_dtype == DType::kF16)
       << "wire dtype " << DTypeName(options.wire_dtype);
   const bool compress = options.wire_dtype != DType::kF32;
-  if (options.stage >= 2) {
-    for (int k = 0; k < kBuffersInFlight; ++k) {
-      pool_.push_back(Tensor::Zeros({largest}, DType::kF32, device));
-      if (compress) wire_pool_.push_back(Tensor::Zeros({largest}, options.wire_dtype, device));
-    }
+  // Stage 1's f32 bucket buffers persist (the optimizer reads its pieces
+  // there); every stage's 16-bit wire buffers come from a pool.
+  for (int k = 0; k < kBuffersInFlight; ++k) {
+    if (options.stage >= 2) pool_.push_back(Tensor::Zeros({largest}, DType::kF32, device));
+    if (compress) wire_pool_.push_back(Tensor::Zeros({largest}, options.wire_dtype, device));
   }
   if (options.gather_dtype != DType::kF32) {
     CHECK(options.gather_dtype == model->compute_dtype())
@@ -53,7 +53,6 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     if (b.extras_shard > 0) b.extras = Tensor::Zeros({b.extras_shard * world}, DType::kF32, device);
     if (options.stage == 1) {
       b.grads = Tensor::Zeros({b.shard * world}, DType::kF32, device);
-      if (compress) b.wire = Tensor::Zeros({b.shard * world}, options.wire_dtype, device);
     } else {
       b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
       b.grads = pool_[k % kBuffersInFlight].View(0, {b.shard * world});
@@ -158,7 +157,18 @@ void ZeroReducer::MarkGradientReady(Parameter& param) {
 
 void ZeroReducer::Launch(Bucket& bucket) {
   bucket.launched = SteadySeconds() - backward_start_;
-  const CollectiveLabel label("reduce-scatter of gradient bucket " + std::to_string(&bucket - buckets_.data()));
+  const int k = static_cast<int>(&bucket - buckets_.data());
+  const CollectiveLabel label("reduce-scatter of gradient bucket " + std::to_string(k));
+  if (options_.wire_dtype != DType::kF32) {
+    // Wire buffer k % kBuffersInFlight is free once the bucket that used it
+    // before arrived (stage 2 and 3 made sure as they took its pool buffer).
+    while (next_to_finish_ <= k - kBuffersInFlight) {
+      const int finishing = next_to_finish_++;
+      const Status s = Finish(finishing, &timings_[finishing]);
+      if (!s.ok() && deferred_.ok()) deferred_ = s;
+    }
+    bucket.wire = wire_pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
+  }
   // In place: this rank's summed block lands in its own block of the bucket
   // buffer (or of its 16-bit wire copy, widened back by Finish), which for
   // stage 1 is where the optimizer slots view it.
@@ -410,9 +420,6 @@ int64_t ZeroReducer::transient_bytes() const {
   int64_t bytes = 0;
   for (const Tensor& t : pool_) bytes += static_cast<int64_t>(t.nbytes());
   for (const Tensor& t : wire_pool_) bytes += static_cast<int64_t>(t.nbytes());
-  if (options_.stage == 1) {
-    for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(b.wire.defined() ? b.wire.nbytes() : 0);
-  }
   return bytes;
 }
 

@@ -55,8 +55,9 @@
 namespace ddp {
 
 // Gradients on the wire (wire_dtype): f32, or bf16/f16: each bucket is
-// rounded into a 16-bit buffer, reduce-scattered there, and this rank's
-// block widened back into f32.
+// rounded into a 16-bit buffer (one of kBuffersInFlight, taken in turn once
+// the bucket that used it before arrived), reduce-scattered there, and this
+// rank's block widened back into f32.
 struct ZeroOptions : BucketOptions {
   int stage = 1;  // 1, 2 or 3
   // Stage 3: buckets gathered ahead of the one a pass reads (--zero-prefetch).
@@ -78,7 +79,7 @@ class ZeroReducer : public GradientReadyHook {
     int64_t owned = 0;               // this rank's elements inside numel (0 <= owned <= shard)
     Tensor grads;                    // padded bucket buffer, world * shard (stage 2: a pool buffer while in use)
     Tensor piece;                    // stage 2: this rank's summed gradient piece, shard elements
-    Tensor wire;                     // compression: the 16-bit bucket on the wire (stage 2: a pool buffer)
+    Tensor wire;                     // compression: the 16-bit bucket on the wire, a pool buffer while in flight
     bool prepared = false;           // stage 2: holds a pool buffer in this backward
     // 16-bit gathers: the f32-read parameters' elements in each rank's
     // piece, packed into that rank's block of `extras` (extras_shard each).
@@ -155,7 +156,8 @@ class ZeroReducer : public GradientReadyHook {
   // Persistent gradient bytes: the padded bucket buffers (stage 1), or only
   // this rank's pieces (stage 2).
   int64_t gradient_bytes() const;
-  // Stage 2's pool of full-size bucket buffers, reused while training.
+  // The pools reused while training: stage 2 and 3's full-size f32 bucket
+  // buffers, and every stage's 16-bit wire buffers (compression).
   int64_t transient_bytes() const;
   static constexpr int kBuffersInFlight = 3;
 
