@@ -145,6 +145,25 @@ TEST(ReducerTest, NoSyncKeepsGradientsLocal) {
   EXPECT_EQ(std::memcmp(model->flat_gradients().raw_data(), local.raw_data(), local.nbytes()), 0);
 }
 
+// One synchronized backward of this rank's batch through `reducer`.
+template <typename R>
+void SyncedBackward(ExecutionContext& ctx, Model& model, R& reducer) {
+  auto [x, dy] = RankBatch(Comm().rank());
+  model.Forward(ctx, x);
+  reducer.PrepareForBackward(true);
+  model.Backward(ctx, dy, false);
+  ASSERT_TRUE(reducer.Wait().ok());
+}
+
+// How far a compressed sum may stray, relative to the sum of magnitudes:
+// each rank's value rounds once and each partial sum once more, at most
+// (world + 1) roundings, each within half an ulp (f16 also flushes below
+// its subnormal step 2^-24, which the callers add).
+double WireBound(DType wire) {
+  const double unit = wire == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  return unit * (Comm().world_size() + 1);
+}
+
 // With 1 MiB buckets (dozens of them), the three wire buffers are each
 // reused many times while backward runs, and hold no more than three of
 // the largest bucket.
@@ -164,16 +183,8 @@ TEST(ReducerTest, CompressedWireStaysWithinItsPrecision) {
     for (const Reducer::Bucket& b : reducer.buckets()) largest = std::max(largest, b.numel);
     EXPECT_EQ(reducer.wire_bytes(), Reducer::kWireBuffers * largest * 2) << DTypeName(wire) << " " << bucket_mb;
     if (bucket_mb < 2.0) EXPECT_GT(reducer.buckets().size(), 3u * Reducer::kWireBuffers);
-    auto [x, dy] = RankBatch(Comm().rank());
-    model->Forward(ctx, x);
-    reducer.PrepareForBackward(true);
-    model->Backward(ctx, dy, false);
-    ASSERT_TRUE(reducer.Wait().ok());
-    // Each rank's value rounds once and each partial sum once more: at most
-    // (world + 1) roundings, each within half an ulp of the sum of
-    // magnitudes; f16 also flushes below its subnormal step 2^-24.
-    const double unit = wire == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
-    const double bound = unit * (Comm().world_size() + 1);
+    SyncedBackward(ctx, *model, reducer);
+    const double bound = WireBound(wire);
     const float* got = model->flat_gradients().data<float>();
     const float* want = expected.data<float>();
     const float* scale = magnitude.data<float>();
@@ -256,13 +267,8 @@ TEST(ReducerTest, ZeroCompressedWireStaysWithinItsPrecision) {
       for (const ZeroReducer::Bucket& b : reducer.buckets()) largest = std::max(largest, b.shard * Comm().world_size());
       const int64_t f32_pool = options.stage >= 2 ? ZeroReducer::kBuffersInFlight * largest * 4 : 0;
       EXPECT_EQ(reducer.transient_bytes(), f32_pool + ZeroReducer::kBuffersInFlight * largest * 2) << DTypeName(wire);
-      auto [x, dy] = RankBatch(Comm().rank());
-      model->Forward(ctx, x);
-      reducer.PrepareForBackward(true);
-      model->Backward(ctx, dy, false);
-      ASSERT_TRUE(reducer.Wait().ok());
-      const double unit = wire == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
-      const double world = Comm().world_size(), bound = unit * (world + 1);
+      SyncedBackward(ctx, *model, reducer);
+      const double world = Comm().world_size(), bound = WireBound(wire);
       int64_t bad = 0, compared = 0;
       for (const OptimizerSlot& slot : reducer.OptimizerSlots([](const Parameter&) { return 0.0f; })) {
         const int64_t at = offsets.at(model->parameters()[slot.param_index]) + slot.offset;
