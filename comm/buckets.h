@@ -4,6 +4,7 @@
 // contiguous range of the flat parameter (and gradient) space.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -34,6 +35,15 @@ std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, 
 // The same rule over parameter sizes alone, in backward order: how many
 // parameters each bucket takes (the scaling model plans with it).
 std::vector<size_t> PlanBucketCounts(const std::vector<int64_t>& bytes, double first_bucket_mb, double bucket_mb);
+
+// ZeRO's split of a bucket of `numel` elements among `world` ranks, padded
+// to a multiple of `world`: each rank's piece (the shard), and how many of
+// rank `rank`'s shard are elements of the bucket (0 <= owned <= shard).
+inline int64_t ShardSize(int64_t numel, int world) { return (numel + world - 1) / world; }
+inline int64_t OwnedElements(int64_t numel, int world, int rank) {
+  const int64_t shard = ShardSize(numel, world);
+  return std::max<int64_t>(0, std::min(shard, numel - rank * shard));
+}
 
 // Where each parameter starts in the flat parameter space.
 std::unordered_map<const Parameter*, int64_t> FlatOffsets(const Model& model);

@@ -17,8 +17,8 @@ ShardedParameters::ShardedParameters(Communicator* comm, Model* model, const std
   for (const BucketPlan& plan : plans) {
     Bucket b;
     b.plan = plan;
-    b.shard = (plan.numel + world - 1) / world;
-    b.owned = std::max<int64_t>(0, std::min(b.shard, plan.numel - rank * b.shard));
+    b.shard = ShardSize(plan.numel, world);
+    b.owned = OwnedElements(plan.numel, world, rank);
     b.piece = Tensor::Zeros({b.shard}, DType::kF32, model->device());
     buckets_.push_back(std::move(b));
   }
@@ -55,7 +55,7 @@ void ShardedParameters::Demand(int k) {
     Arrive(k);
     return;
   }
-  const int step = pass_ == Pass::kForward ? -1 : 1;
+  const int step = direction();
   const bool in_order = last_ < 0 || k == last_ + step;
   // Back in order, what the pass has left behind goes: every bucket behind
   // the last one (which a layer straddling two buckets still reads), and
@@ -74,7 +74,7 @@ void ShardedParameters::Demand(int k) {
 }
 
 void ShardedParameters::Prefetch(int k) {
-  const int step = pass_ == Pass::kForward ? -1 : 1;
+  const int step = direction();
   for (int d = 1; d <= prefetch_; ++d) {
     const int j = k + d * step;
     if (j < 0 || j >= static_cast<int>(buckets_.size())) break;
@@ -95,17 +95,21 @@ void ShardedParameters::Launch(int k) {
     Evict(oldest);
   }
   Bucket& b = buckets_[k];
-  const int world = comm_->world_size(), rank = comm_->rank();
-  b.gathered = Tensor::Empty({b.shard * world}, DType::kF32, model_->device());
-  // In place: this rank's piece goes to its block first.
-  Tensor mine = b.gathered.View(rank * b.shard, {b.shard});
-  Copy(ctx_, b.piece, mine);
-  const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(k));
-  b.work = comm_->AllGather(mine, b.gathered);
+  b.work = Gather(k, "", &b.gathered);
   for (Parameter* p : b.plan.params) p->value = b.gathered.View(flat_offset_.at(p) - b.plan.offset, p->shape);
   ++resident_;
   gathered_ += static_cast<int64_t>(b.gathered.nbytes());
   gathered_peak_ = std::max(gathered_peak_, gathered_);
+}
+
+std::shared_ptr<Work> ShardedParameters::Gather(int k, const std::string& why, Tensor* whole) {
+  const Bucket& b = buckets_[k];
+  *whole = Tensor::Empty({b.shard * comm_->world_size()}, DType::kF32, model_->device());
+  // In place: this rank's piece goes to its block first.
+  Tensor mine = whole->View(comm_->rank() * b.shard, {b.shard});
+  Copy(ctx_, b.piece, mine);
+  const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(k) + why);
+  return comm_->AllGather(mine, *whole);
 }
 
 void ShardedParameters::Arrive(int k) {
@@ -158,16 +162,12 @@ Status ShardedParameters::Materialize() {
   RETURN_IF_ERROR(Finish());
   if (materialized_) return Status::Ok();
   EvictAll();
-  const int world = comm_->world_size(), rank = comm_->rank();
   Tensor flat = Tensor::Empty({model_->num_parameters()}, DType::kF32, model_->device());
   for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
     const Bucket& b = buckets_[k];
     // Padded to world x shard: gathered apart, then copied into place.
-    Tensor whole = Tensor::Empty({b.shard * world}, DType::kF32, model_->device());
-    Tensor mine = whole.View(rank * b.shard, {b.shard});
-    Copy(ctx_, b.piece, mine);
-    const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(k) + " (every parameter)");
-    RETURN_IF_ERROR(comm_->AllGather(mine, whole)->Wait());
+    Tensor whole;
+    RETURN_IF_ERROR(Gather(k, " (every parameter)", &whole)->Wait());
     Tensor place = flat.View(b.plan.offset, {b.plan.numel});
     Copy(ctx_, whole.View(0, {b.plan.numel}), place);
   }

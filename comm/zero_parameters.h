@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -90,6 +91,11 @@ class ShardedParameters {
     bool jump = false;           // demanded out of the pass's order
   };
   void Launch(int k);
+  // Allocates bucket k's whole buffer (`whole`) and starts gathering the
+  // ranks' pieces into it; `why` is added to the watchdog's label.
+  std::shared_ptr<Work> Gather(int k, const std::string& why, Tensor* whole);
+  // Where the pass's bucket indices go: forward reads them downwards.
+  int direction() const { return pass_ == Pass::kForward ? -1 : 1; }
   void Arrive(int k);
   void Evict(int k);
   void EvictAll();

@@ -27,8 +27,8 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
   if (options.stage == 3) sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, options.prefetch, options.ctx);
   for (BucketPlan& plan : plans) {
     Bucket b{std::move(plan)};
-    b.shard = (b.numel + world - 1) / world;
-    b.owned = std::max<int64_t>(0, std::min(b.shard, b.numel - rank * b.shard));
+    b.shard = ShardSize(b.numel, world);
+    b.owned = OwnedElements(b.numel, world, rank);
     largest = std::max(largest, b.shard * world);
     buckets_.push_back(std::move(b));
   }
@@ -56,7 +56,6 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     } else {
       b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
       b.grads = pool_[k % kBuffersInFlight].View(0, {b.shard * world});
-      if (compress) b.wire = wire_pool_[k % kBuffersInFlight].View(0, {b.shard * world});
     }
     for (Parameter* p : b.params) p->grad = b.grads.View(flat_offset_[p] - b.offset, p->shape);
   }
@@ -138,17 +137,18 @@ void ZeroReducer::PrepareGradient(Parameter& param) {
   const int k = schedule_->bucket_of(param);
   Bucket& bucket = buckets_[k];
   if (bucket.prepared) return;
-  // Take pool buffer k % kBuffersInFlight: the bucket that used it before
-  // must have finished its reduce-scatter (a failure is reported by Wait).
-  while (next_to_finish_ <= k - kBuffersInFlight) {
-    const int finishing = next_to_finish_++;
-    Status s = Finish(finishing, &timings_[finishing]);
-    if (!s.ok() && deferred_.ok()) deferred_ = s;
-  }
+  FreePoolBuffer(k);
   bucket.grads = pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
-  if (!wire_pool_.empty()) bucket.wire = wire_pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
   for (Parameter* p : bucket.params) p->grad = bucket.grads.View(flat_offset_[p] - bucket.offset, p->shape);
   bucket.prepared = true;
+}
+
+void ZeroReducer::FreePoolBuffer(int k) {
+  while (next_to_finish_ <= k - kBuffersInFlight) {
+    const int finishing = next_to_finish_++;
+    const Status s = Finish(finishing, &timings_[finishing]);
+    if (!s.ok() && deferred_.ok()) deferred_ = s;
+  }
 }
 
 void ZeroReducer::MarkGradientReady(Parameter& param) {
@@ -160,13 +160,7 @@ void ZeroReducer::Launch(Bucket& bucket) {
   const int k = static_cast<int>(&bucket - buckets_.data());
   const CollectiveLabel label("reduce-scatter of gradient bucket " + std::to_string(k));
   if (options_.wire_dtype != DType::kF32) {
-    // Wire buffer k % kBuffersInFlight is free once the bucket that used it
-    // before arrived (stage 2 and 3 made sure as they took its pool buffer).
-    while (next_to_finish_ <= k - kBuffersInFlight) {
-      const int finishing = next_to_finish_++;
-      const Status s = Finish(finishing, &timings_[finishing]);
-      if (!s.ok() && deferred_.ok()) deferred_ = s;
-    }
+    FreePoolBuffer(k);  // stages 2 and 3 did as they took the f32 buffer
     bucket.wire = wire_pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
   }
   // In place: this rank's summed block lands in its own block of the bucket

@@ -165,6 +165,10 @@ class ZeroReducer : public GradientReadyHook {
   void Launch(Bucket& bucket);
   // 16-bit gathers: which f32-read elements each rank packs (extras_runs).
   void PlanExtras(int world);
+  // Bucket k's pool buffers (k % kBuffersInFlight, f32 and wire) are free
+  // once the bucket that used them before has finished its reduce-scatter:
+  // finishes it and any earlier one (a failure is reported by Wait).
+  void FreePoolBuffer(int k);
   // Waits for bucket `k`'s reduce-scatter and moves its result into place.
   Status Finish(int k, BucketTiming* timing);
   // The parameter gather of bucket k lands in a buffer that is free between
