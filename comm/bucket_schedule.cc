@@ -6,7 +6,11 @@ namespace ddp {
 
 BucketSchedule::BucketSchedule(const Model& model, const std::vector<BucketPlan>& plans) {
   for (const BucketPlan& plan : plans) {
-    for (const Parameter* p : plan.params) bucket_of_[p] = static_cast<int>(params_.size());
+    const int k = static_cast<int>(params_.size());
+    for (const Parameter* p : plan.params) {
+      auto it = buckets_of_.emplace(p, std::make_pair(k, k)).first;
+      it->second.second = k;  // a split parameter's slices are consecutive buckets
+    }
     params_.emplace_back(plan.params.begin(), plan.params.end());
   }
   for (const Parameter* p : model.BackwardOrder()) expected_order_.push_back(p);
@@ -19,13 +23,14 @@ void BucketSchedule::Reset() {
   observed_order_.clear();
 }
 
-int BucketSchedule::MarkReady(const Parameter& param) {
+void BucketSchedule::MarkReady(const Parameter& param) {
   if (!order_checked_) observed_order_.push_back(&param);
-  auto it = bucket_of_.find(&param);
-  CHECK(it != bucket_of_.end()) << "gradient-ready hook for " << param.name << ", which no bucket holds";
-  CHECK_GT(pending_[it->second], 0) << param.name << " marked ready twice in one backward";
-  --pending_[it->second];
-  return it->second;
+  auto it = buckets_of_.find(&param);
+  CHECK(it != buckets_of_.end()) << "gradient-ready hook for " << param.name << ", which no bucket holds";
+  for (int k = it->second.first; k <= it->second.second; ++k) {
+    CHECK_GT(pending_[k], 0) << param.name << " marked ready twice in one backward";
+    --pending_[k];
+  }
 }
 
 void BucketSchedule::MarkGradientReady(const Parameter& param, bool overlap,

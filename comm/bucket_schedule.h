@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "comm/buckets.h"
@@ -37,7 +38,8 @@ class BucketSchedule {
   // backward); -1 once all have launched.
   int TakeNext();
   int next_to_launch() const { return next_; }
-  int bucket_of(const Parameter& param) const { return bucket_of_.at(&param); }
+  // The buckets holding `param`, [first, last] (more than one: it was split).
+  std::pair<int, int> buckets_of(const Parameter& param) const { return buckets_of_.at(&param); }
   int num_buckets() const { return static_cast<int>(pending_.size()); }
 
   // An error naming the first bucket that is still missing gradients.
@@ -49,12 +51,12 @@ class BucketSchedule {
   Status FinishBackward(Communicator* comm, Status local);
 
  private:
-  // Marks `param` ready; returns its bucket.
-  int MarkReady(const Parameter& param);
+  // Marks `param` ready in each of its buckets.
+  void MarkReady(const Parameter& param);
   // The next bucket that may launch now, taken; -1 when there is none.
   int TakeLaunchable();
 
-  std::unordered_map<const Parameter*, int> bucket_of_;
+  std::unordered_map<const Parameter*, std::pair<int, int>> buckets_of_;
   std::vector<std::vector<const Parameter*>> params_;
   std::vector<int> pending_;
   std::vector<const Parameter*> expected_order_, observed_order_;

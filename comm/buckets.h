@@ -1,7 +1,13 @@
-// Gradient buckets, planned once from the model's static backward order:
-// byte-capped (the first with its own cap), never splitting a parameter.
+// Gradient buckets, planned once from the model's static backward order.
 // Backward order is the reverse of registration order, so each bucket is one
-// contiguous range of the flat parameter (and gradient) space.
+// contiguous range of the flat parameter (and gradient) space. A bucket
+// takes parameters until the next would take it past its cap (the first
+// bucket has its own, --first-bucket-mb; the rest --bucket-mb); a
+// parameter larger than --bucket-mb is split into buckets of its own, as
+// Megatron's gradient buffers and FSDP's flat parameters split them, so
+// --bucket-mb bounds every bucket and every pool of buckets in flight. (A
+// weight whose 16-bit copy is rearranged, channels-last, stays whole: its
+// copy is converted whole.)
 #pragma once
 
 #include <algorithm>
@@ -26,15 +32,45 @@ struct BucketOptions {
 };
 
 struct BucketPlan {
-  std::vector<Parameter*> params;  // in backward order
+  std::vector<Parameter*> params;  // in backward order: those with elements in the bucket
   int64_t offset = 0, numel = 0;   // range in the flat parameter space
+  // A slice of one parameter too large for a bucket, whose slices are
+  // consecutive buckets of their own; false: whole parameters.
+  bool split = false;
 };
 
-std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb);
+// The rule over parameter sizes alone (the scaling model plans with it):
+// one bucket takes the parameters [first, first + count) of the backward
+// order, or, split, the elements [begin, end) of parameter `first`.
+struct BucketSpan {
+  size_t first = 0, count = 0;
+  int64_t begin = 0, end = 0;
+  bool split = false;
+};
+// `numels`: each parameter's elements in backward order, `element_bytes`
+// each; `splittable[i]` false keeps parameter i whole (empty: any may
+// split). A split parameter's slices are multiples of `align` elements
+// from its start, the last aside, and come highest first (backward order
+// walks the flat space downwards).
+std::vector<BucketSpan> PlanBucketSpans(const std::vector<int64_t>& numels, int64_t element_bytes,
+                                        const std::vector<bool>& splittable, double first_bucket_mb,
+                                        double bucket_mb, int64_t align);
 
-// The same rule over parameter sizes alone, in backward order: how many
-// parameters each bucket takes (the scaling model plans with it).
-std::vector<size_t> PlanBucketCounts(const std::vector<int64_t>& bytes, double first_bucket_mb, double bucket_mb);
+// The model's buckets, split slices `align` elements apart (ZeRO: the world
+// size, so the padded slices of a parameter, laid end to end, are that
+// parameter padded at its end).
+std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb, int64_t align = 1);
+
+// Buckets whose buffers must be one allocation: the slices of one split
+// parameter (its gradient and its value are one tensor), or one bucket
+// alone. Buckets [first, last]; the buffer starts at flat offset `base` (the
+// lowest bucket's) and holds `size` elements, each bucket padded to a
+// multiple of `world` at offset - base.
+struct BucketGroup {
+  int first = 0, last = 0;
+  int64_t base = 0, size = 0;
+};
+std::vector<BucketGroup> GroupBuckets(const std::vector<BucketPlan>& plans, int world);
 
 // ZeRO's split of a bucket of `numel` elements among `world` ranks, padded
 // to a multiple of `world`: each rank's piece (the shard), and how many of

@@ -2,10 +2,11 @@
 // when; the Communicator decides how.
 //
 // Buckets follow the model's static backward order: byte-capped
-// (--first-bucket-mb for the first, --bucket-mb after), never splitting a
-// parameter. Because backward order is the reverse of registration order,
-// each bucket is one contiguous range of the model's flat gradient buffer:
-// its view needs no copy. As a parameter's gradient becomes final the layer
+// (--first-bucket-mb for the first, --bucket-mb after), a parameter larger
+// than --bucket-mb split into buckets of its own (comm/buckets.h). Because
+// backward order is the reverse of registration order, each bucket is one
+// contiguous range of the model's flat gradient buffer: its view needs no
+// copy. As a parameter's gradient becomes final the layer
 // fires MarkGradientReady; a complete bucket launches an asynchronous
 // average as soon as every lower-numbered bucket has launched, so buckets
 // always go out in index order and every rank issues the same sequence.

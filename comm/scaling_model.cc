@@ -472,20 +472,20 @@ std::string DescribeCase(const ClusterShape& shape) {
 namespace {
 
 // The reducer's buckets over the profile's parameters (its layout rule, in
-// backward order): each ready with its latest parameter, its bytes as on
-// the wire.
+// backward order; f32 gradients, slices of split parameters unaligned):
+// each ready with its latest parameter, its bytes as on the wire.
 std::vector<BucketPrediction> PredictedBuckets(const StepProfile& profile, const PredictOptions& options) {
   std::vector<BucketPrediction> buckets;
-  std::vector<int64_t> sizes;
-  for (const ParamTiming& p : profile.params) sizes.push_back(p.bytes);
-  size_t next = 0;
-  for (size_t count : PlanBucketCounts(sizes, options.first_bucket_mb, options.bucket_mb)) {
+  std::vector<int64_t> numels;
+  for (const ParamTiming& p : profile.params) numels.push_back(p.bytes / 4);
+  for (const BucketSpan& span : PlanBucketSpans(numels, 4, {}, options.first_bucket_mb, options.bucket_mb, 1)) {
     BucketPrediction b;
     int64_t bytes = 0;
-    for (size_t k = 0; k < count; ++k, ++next) {
-      bytes += profile.params[next].bytes;
-      b.ready_s = std::max(b.ready_s, profile.params[next].ready_s * options.compute_scale);
+    for (size_t k = span.first; k < span.first + span.count; ++k) {
+      bytes += profile.params[k].bytes;
+      b.ready_s = std::max(b.ready_s, profile.params[k].ready_s * options.compute_scale);
     }
+    if (span.split) bytes = (span.end - span.begin) * 4;
     b.bytes = static_cast<int64_t>(std::llround(static_cast<double>(bytes) * options.wire_scale));
     buckets.push_back(b);
   }

@@ -68,7 +68,7 @@ TEST(ScalingModelTest, RingTimesFollowNcclTestsBusBandwidth) {
 TEST(ScalingModelTest, OverlapHidesAllButTheLastBucket) {
   // Each 1 MB all-reduce at 2 ranks and 20 MB/s (no latency): 0.05 s, less
   // than the 0.1 s between gradients, so only the last is exposed.
-  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), Buckets(0.5));
+  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), Buckets(1.0));
   ASSERT_EQ(p.buckets.size(), 3u);
   EXPECT_NEAR(p.buckets[0].start_s, 0.1, 1e-12);
   EXPECT_NEAR(p.buckets[2].end_s, 0.35, 1e-12);
@@ -80,7 +80,7 @@ TEST(ScalingModelTest, OverlapHidesAllButTheLastBucket) {
 
 TEST(ScalingModelTest, CollectivesQueueBehindEachOther) {
   // 0.15 s each: 0.1-0.25, 0.25-0.40, 0.40-0.55; backward ends at 0.3.
-  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(1.0 / 150, 0.0)), Buckets(0.5));
+  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(1.0 / 150, 0.0)), Buckets(1.0));
   EXPECT_NEAR(p.buckets[1].start_s, 0.25, 1e-9);
   EXPECT_NEAR(p.buckets[2].end_s, 0.55, 1e-9);
   EXPECT_NEAR(p.step_s - p.exposed_s, 0.45, 1e-9);
@@ -88,7 +88,7 @@ TEST(ScalingModelTest, CollectivesQueueBehindEachOther) {
 }
 
 TEST(ScalingModelTest, WithoutOverlapEveryCollectiveWaitsForBackward) {
-  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), Buckets(0.5, /*overlap=*/false));
+  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), Buckets(1.0, /*overlap=*/false));
   EXPECT_NEAR(p.buckets[0].start_s, 0.3, 1e-12);
   EXPECT_NEAR(p.buckets[2].end_s, 0.45, 1e-12);
   // One bucket of everything: the same bytes, the same time.
@@ -107,7 +107,7 @@ TEST(ScalingModelTest, CpuRanksComputeSlowerWhileACollectiveRuns) {
   // gradient is ready at 0.225; its all-reduce (0.225-0.275) halves compute
   // again, so the third, the last, is ready at 0.35, and its all-reduce
   // ends at 0.40.
-  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0, true, 1.0)), Buckets(0.5));
+  const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0, true, 1.0)), Buckets(1.0));
   EXPECT_NEAR(p.buckets[1].ready_s, 0.225, 1e-9);
   EXPECT_NEAR(p.buckets[2].ready_s, 0.35, 1e-9);
   EXPECT_NEAR(p.buckets[2].end_s, 0.40, 1e-9);
@@ -116,7 +116,7 @@ TEST(ScalingModelTest, CpuRanksComputeSlowerWhileACollectiveRuns) {
   // second (0.2-0.3) overlap compute; the third runs alone (0.3-0.35).
   Link slow_comm = TestLink(0.02, 0.0, true, 0.0);
   slow_comm.comm_slowdown = 1.0;
-  const Prediction q = Predict(ThreeParams(), Shape(2, slow_comm), Buckets(0.5));
+  const Prediction q = Predict(ThreeParams(), Shape(2, slow_comm), Buckets(1.0));
   EXPECT_NEAR(q.buckets[0].end_s, 0.2, 1e-9);
   EXPECT_NEAR(q.buckets[1].end_s, 0.3, 1e-9);
   EXPECT_NEAR(q.buckets[2].end_s, 0.35, 1e-9);
@@ -135,7 +135,7 @@ TEST(ScalingModelTest, CpuRanksPayEachCollectivesFixedCostBesideCompute) {
   fixed.compute_per_collective_ms = 20.0;
   fixed.comm_per_collective_ms = 10.0;
   const ClusterShape shape = Shape(2, fixed);
-  const Prediction p = Predict(ThreeParams(), shape, Buckets(0.5));
+  const Prediction p = Predict(ThreeParams(), shape, Buckets(1.0));
   EXPECT_NEAR(p.buckets[0].end_s, 0.16, 1e-9);
   EXPECT_NEAR(p.buckets[1].ready_s, 0.22, 1e-9);
   EXPECT_NEAR(p.buckets[1].end_s, 0.28, 1e-9);
@@ -143,7 +143,7 @@ TEST(ScalingModelTest, CpuRanksPayEachCollectivesFixedCostBesideCompute) {
   EXPECT_NEAR(p.buckets[2].end_s, 0.39, 1e-9);
   EXPECT_NEAR(p.step_s - p.compute_s, 0.09 + AllReduceSeconds(72, shape), 1e-9);
   // Without overlap no collective starts beside compute: no fixed cost.
-  const Prediction q = Predict(ThreeParams(), shape, Buckets(0.5, /*overlap=*/false));
+  const Prediction q = Predict(ThreeParams(), shape, Buckets(1.0, /*overlap=*/false));
   EXPECT_NEAR(q.buckets[2].end_s, 0.3 + 3 * 0.05, 1e-9);
   EXPECT_NE(DescribeCase(shape).find("costs it 20.0 ms and itself 10.0 ms more"), std::string::npos)
       << DescribeCase(shape);
@@ -159,7 +159,7 @@ TEST(ScalingModelTest, CpuRanksComputeAtFullSpeedWhileACollectiveWaitsItsFixedCo
   // (0.35-0.40).
   Link link = TestLink(0.02, 0.0, true, 1.0);
   link.comm_per_collective_ms = 10.0;
-  const Prediction p = Predict(ThreeParams(), Shape(2, link), Buckets(0.5));
+  const Prediction p = Predict(ThreeParams(), Shape(2, link), Buckets(1.0));
   EXPECT_NEAR(p.buckets[0].end_s, 0.16, 1e-9);
   EXPECT_NEAR(p.buckets[1].ready_s, 0.225, 1e-9);
   EXPECT_NEAR(p.buckets[1].end_s, 0.285, 1e-9);
@@ -278,7 +278,7 @@ TEST(ScalingModelTest, ContentionProbeFilesAreFittedAnew) {
 TEST(ScalingModelTest, ZeroGathersUnderTheNextForward) {
   // Reduce-scatters of 0.025 s each hide; the 3 x 0.025 s all-gather is
   // hidden by the 0.1 s forward.
-  PredictOptions zero = Buckets(0.5);
+  PredictOptions zero = Buckets(1.0);
   zero.zero_stage = 2;
   const ClusterShape shape = Shape(2, TestLink(0.02, 0.0));
   const Prediction p = Predict(ThreeParams(), shape, zero);
@@ -295,7 +295,7 @@ TEST(ScalingModelTest, ZeroThreeGathersAgainUnderBackward) {
   // Stage 3 all-gathers the parameters a second time, for backward, on the
   // reduce-scatters' link. Fast: 3 x 0.025 s hide in the 0.3 s backward
   // beside the 0.075 s of reduce-scatters, so the step is stage 2's.
-  PredictOptions three = Buckets(0.5), two = Buckets(0.5);
+  PredictOptions three = Buckets(1.0), two = Buckets(1.0);
   three.zero_stage = 3;
   two.zero_stage = 2;
   const ClusterShape fast = Shape(2, TestLink(0.02, 0.0));
@@ -313,11 +313,11 @@ TEST(ScalingModelTest, StepsWaitForTheSlowestRank) {
   StepProfile noisy = ThreeParams();
   noisy.compute_sd_s = 0.1;
   const ClusterShape two = Shape(2, TestLink(0.02, 0.0)), four = Shape(4, TestLink(0.02, 0.0));
-  EXPECT_NEAR(Predict(noisy, two, Buckets(0.5)).straggler_s, 0.1 / std::sqrt(M_PI), 1e-5);
-  EXPECT_NEAR(Predict(noisy, four, Buckets(0.5)).straggler_s, 0.102938, 1e-5);
-  EXPECT_NEAR(Predict(noisy, two, Buckets(0.5)).step_s - Predict(ThreeParams(), two, Buckets(0.5)).step_s,
+  EXPECT_NEAR(Predict(noisy, two, Buckets(1.0)).straggler_s, 0.1 / std::sqrt(M_PI), 1e-5);
+  EXPECT_NEAR(Predict(noisy, four, Buckets(1.0)).straggler_s, 0.102938, 1e-5);
+  EXPECT_NEAR(Predict(noisy, two, Buckets(1.0)).step_s - Predict(ThreeParams(), two, Buckets(1.0)).step_s,
               0.1 / std::sqrt(M_PI), 1e-5);
-  EXPECT_EQ(Predict(noisy, Shape(1, TestLink(0.02, 0.0)), Buckets(0.5)).straggler_s, 0.0);
+  EXPECT_EQ(Predict(noisy, Shape(1, TestLink(0.02, 0.0)), Buckets(1.0)).straggler_s, 0.0);
 }
 
 TEST(ScalingModelTest, RanksMeasuredAtOnceWaitForTheSlowest) {
@@ -331,14 +331,14 @@ TEST(ScalingModelTest, RanksMeasuredAtOnceWaitForTheSlowest) {
   const ClusterShape two = Shape(2, TestLink(0.02, 0.0));
   // No spread: the slower rank's 0.1 s above the mean, every step.
   ranks->compute_sd_s = 0.0;
-  EXPECT_NEAR(Predict(*ranks, two, Buckets(0.5)).straggler_s, 0.1, 1e-12);
+  EXPECT_NEAR(Predict(*ranks, two, Buckets(1.0)).straggler_s, 0.1, 1e-12);
   // A spread far below the gap changes next to nothing.
   ranks->compute_sd_s = 0.001;
-  EXPECT_NEAR(Predict(*ranks, two, Buckets(0.5)).straggler_s, 0.1, 1e-6);
+  EXPECT_NEAR(Predict(*ranks, two, Buckets(1.0)).straggler_s, 0.1, 1e-6);
   // Equal ranks: the expected maximum of two normal draws, 0.1 / sqrt(pi).
   ranks->rank_step_s = {0.5, 0.5};
   ranks->compute_sd_s = 0.1;
-  EXPECT_NEAR(Predict(*ranks, two, Buckets(0.5)).straggler_s, 0.1 / std::sqrt(M_PI), 1e-5);
+  EXPECT_NEAR(Predict(*ranks, two, Buckets(1.0)).straggler_s, 0.1 / std::sqrt(M_PI), 1e-5);
   // A gap of one spread, in closed form (Clark 1961): E[max(X, Y)] of
   // independent N(mx, s^2) and N(my, s^2), my = mx + d, is
   // (mx + my)/2 + d/2 x (2 Phi(d/t) - 1) + t phi(d/t), t = sqrt(2) s.
@@ -346,14 +346,14 @@ TEST(ScalingModelTest, RanksMeasuredAtOnceWaitForTheSlowest) {
   const double d = 0.1, t = std::sqrt(2.0) * 0.1;
   const double phi = std::exp(-0.5 * (d / t) * (d / t)) / std::sqrt(2.0 * M_PI);
   const double cdf = 0.5 * std::erfc(-(d / t) / std::sqrt(2.0));
-  EXPECT_NEAR(Predict(*ranks, two, Buckets(0.5)).straggler_s, d / 2.0 * (2.0 * cdf - 1.0) + t * phi, 1e-5);
+  EXPECT_NEAR(Predict(*ranks, two, Buckets(1.0)).straggler_s, d / 2.0 * (2.0 * cdf - 1.0) + t * phi, 1e-5);
   // Predicting another number of ranks than were measured: the spread alone.
   const ClusterShape four = Shape(4, TestLink(0.02, 0.0));
-  EXPECT_NEAR(Predict(*ranks, four, Buckets(0.5)).straggler_s, 0.102938, 1e-5);
+  EXPECT_NEAR(Predict(*ranks, four, Buckets(1.0)).straggler_s, 0.102938, 1e-5);
 }
 
 TEST(ScalingModelTest, ComputeScaleScalesEveryComputeTime) {
-  PredictOptions o = Buckets(0.5, false);
+  PredictOptions o = Buckets(1.0, false);
   o.compute_scale = 0.5;
   const Prediction p = Predict(ThreeParams(), Shape(2, TestLink(0.02, 0.0)), o);
   EXPECT_NEAR(p.compute_s, 0.225, 1e-12);
@@ -361,17 +361,24 @@ TEST(ScalingModelTest, ComputeScaleScalesEveryComputeTime) {
   EXPECT_NEAR(Predict(ThreeParams(), Shape(1, TestLink(0.02, 0.0)), o).step_s, 0.225, 1e-12);
 }
 
-TEST(ScalingModelTest, BucketCountsAreTheReducersLayout) {
+TEST(ScalingModelTest, BucketSpansAreTheReducersLayout) {
   ModelOptions options;
   options.name = "resnet18";
   std::unique_ptr<Model> model = std::move(CreateModel(options)).value();
-  std::vector<int64_t> sizes;
-  for (const Parameter* p : model->BackwardOrder()) sizes.push_back(static_cast<int64_t>(p->value.nbytes()));
+  std::vector<int64_t> numels;
+  for (const Parameter* p : model->BackwardOrder()) numels.push_back(p->value.numel());
+  const std::unordered_map<const Parameter*, int64_t> offsets = FlatOffsets(*model);
+  const std::vector<Parameter*> order = model->BackwardOrder();
   for (double mb : {0.25, 1.0, 5.0, 25.0, 1000.0}) {
     const std::vector<BucketPlan> plans = PlanBuckets(*model, 1.0, mb);
-    const std::vector<size_t> counts = PlanBucketCounts(sizes, 1.0, mb);
-    ASSERT_EQ(plans.size(), counts.size()) << mb;
-    for (size_t b = 0; b < counts.size(); ++b) EXPECT_EQ(plans[b].params.size(), counts[b]) << mb << " " << b;
+    const std::vector<BucketSpan> spans = PlanBucketSpans(numels, 4, {}, 1.0, mb, 1);
+    ASSERT_EQ(plans.size(), spans.size()) << mb;
+    for (size_t b = 0; b < spans.size(); ++b) {
+      EXPECT_EQ(plans[b].split, spans[b].split) << mb << " " << b;
+      EXPECT_EQ(plans[b].params.front(), order[spans[b].first]) << mb << " " << b;
+      EXPECT_EQ(plans[b].params.size(), spans[b].count) << mb << " " << b;
+      if (spans[b].split) EXPECT_EQ(plans[b].offset, offsets.at(plans[b].params[0]) + spans[b].begin) << mb;
+    }
   }
 }
 

@@ -22,10 +22,15 @@ ShardedParameters::ShardedParameters(Communicator* comm, Model* model, const std
     b.piece = Tensor::Zeros({b.shard}, DType::kF32, model->device());
     buckets_.push_back(std::move(b));
   }
+  for (const BucketGroup& layout : GroupBuckets(plans, world)) {
+    Group g;
+    g.layout = layout;
+    groups_.push_back(std::move(g));
+  }
 }
 
 ShardedParameters::~ShardedParameters() {
-  // Gathers in flight still write into their buckets' buffers.
+  // Gathers in flight still write into their groups' buffers.
   (void)Finish();
 }
 
@@ -49,7 +54,7 @@ void ShardedParameters::SetPass(Pass pass) {
 void ShardedParameters::Demand(int k) {
   if (!sharded_) Shard();
   if (materialized_) return;  // every value views the materialized buffer
-  Bucket& b = buckets_[k];
+  Group& b = groups_[k];
   b.used = ++clock_;
   if (k == last_) {  // a layer's further parameter, or its backward
     Arrive(k);
@@ -61,9 +66,9 @@ void ShardedParameters::Demand(int k) {
   // the last one (which a layer straddling two buckets still reads), and
   // those read out of order since (one op may read several of them).
   if (in_order) {
-    for (int j = 0; j < static_cast<int>(buckets_.size()); ++j) {
-      if (j == k || j == last_ || !buckets_[j].gathered.defined()) continue;
-      if (buckets_[j].jump || (last_ >= 0 && (j - last_) * step < 0)) Evict(j);
+    for (int j = 0; j < num_groups(); ++j) {
+      if (j == k || j == last_ || !groups_[j].gathered.defined()) continue;
+      if (groups_[j].jump || (last_ >= 0 && (j - last_) * step < 0)) Evict(j);
     }
   }
   b.jump = !in_order;
@@ -77,64 +82,74 @@ void ShardedParameters::Prefetch(int k) {
   const int step = direction();
   for (int d = 1; d <= prefetch_; ++d) {
     const int j = k + d * step;
-    if (j < 0 || j >= static_cast<int>(buckets_.size())) break;
-    buckets_[j].used = ++clock_;
-    if (!buckets_[j].gathered.defined()) Launch(j);
+    if (j < 0 || j >= num_groups()) break;
+    groups_[j].used = ++clock_;
+    if (!groups_[j].gathered.defined()) Launch(j);
   }
 }
 
 void ShardedParameters::Launch(int k) {
   // Room first (Demand evicts what the pass left behind, so this is a
-  // bound only): the least recently used bucket but this one goes.
+  // bound only): the least recently used group but this one goes.
   while (resident_ >= prefetch_ + 3) {
     int oldest = -1;
-    for (int j = 0; j < static_cast<int>(buckets_.size()); ++j) {
-      if (j == k || !buckets_[j].gathered.defined()) continue;
-      if (oldest < 0 || buckets_[j].used < buckets_[oldest].used) oldest = j;
+    for (int j = 0; j < num_groups(); ++j) {
+      if (j == k || !groups_[j].gathered.defined()) continue;
+      if (oldest < 0 || groups_[j].used < groups_[oldest].used) oldest = j;
     }
     Evict(oldest);
   }
-  Bucket& b = buckets_[k];
-  b.work = Gather(k, "", &b.gathered);
-  for (Parameter* p : b.plan.params) p->value = b.gathered.View(flat_offset_.at(p) - b.plan.offset, p->shape);
+  Group& g = groups_[k];
+  const BucketGroup& layout = g.layout;
+  g.gathered = Tensor::Empty({layout.size}, DType::kF32, model_->device());
+  for (int j = layout.first; j <= layout.last; ++j) {
+    const Bucket& b = buckets_[j];
+    g.work.push_back(Gather(j, "", g.gathered.View(b.plan.offset - layout.base, {b.shard * comm_->world_size()})));
+  }
+  for (int j = layout.first; j <= layout.last; ++j) {
+    for (Parameter* p : buckets_[j].plan.params) p->value = g.gathered.View(flat_offset_.at(p) - layout.base, p->shape);
+  }
   ++resident_;
-  gathered_ += static_cast<int64_t>(b.gathered.nbytes());
+  gathered_ += static_cast<int64_t>(g.gathered.nbytes());
   gathered_peak_ = std::max(gathered_peak_, gathered_);
 }
 
-std::shared_ptr<Work> ShardedParameters::Gather(int k, const std::string& why, Tensor* whole) {
+std::shared_ptr<Work> ShardedParameters::Gather(int k, const std::string& why, Tensor whole) {
   const Bucket& b = buckets_[k];
-  *whole = Tensor::Empty({b.shard * comm_->world_size()}, DType::kF32, model_->device());
   // In place: this rank's piece goes to its block first.
-  Tensor mine = whole->View(comm_->rank() * b.shard, {b.shard});
+  Tensor mine = whole.View(comm_->rank() * b.shard, {b.shard});
   Copy(ctx_, b.piece, mine);
   const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(k) + why);
-  return comm_->AllGather(mine, *whole);
+  return comm_->AllGather(mine, whole);
 }
 
 void ShardedParameters::Arrive(int k) {
-  Bucket& b = buckets_[k];
-  if (b.work == nullptr) return;
+  Group& g = groups_[k];
+  if (g.work.empty()) return;
   const double start = SteadySeconds();
-  const Status s = b.work->Wait();
+  for (const std::shared_ptr<Work>& work : g.work) {
+    const Status s = work->Wait();
+    if (!s.ok() && status_.ok()) status_ = s;
+  }
   waited_ += SteadySeconds() - start;
-  b.work.reset();
-  if (!s.ok() && status_.ok()) status_ = s;
+  g.work.clear();
 }
 
 void ShardedParameters::Evict(int k) {
-  Bucket& b = buckets_[k];
-  Arrive(k);  // its gather still writes into the buffer
-  for (Parameter* p : b.plan.params) p->value = Tensor();
-  gathered_ -= static_cast<int64_t>(b.gathered.nbytes());
-  b.gathered = Tensor();
-  b.jump = false;
+  Group& g = groups_[k];
+  Arrive(k);  // its gathers still write into the buffer
+  for (int j = g.layout.first; j <= g.layout.last; ++j) {
+    for (Parameter* p : buckets_[j].plan.params) p->value = Tensor();
+  }
+  gathered_ -= static_cast<int64_t>(g.gathered.nbytes());
+  g.gathered = Tensor();
+  g.jump = false;
   --resident_;
 }
 
 void ShardedParameters::EvictAll() {
-  for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
-    if (buckets_[k].gathered.defined()) Evict(k);
+  for (int k = 0; k < num_groups(); ++k) {
+    if (groups_[k].gathered.defined()) Evict(k);
   }
 }
 
@@ -143,15 +158,15 @@ void ShardedParameters::AfterUpdate() {
   EvictAll();
   Release();
   SetPass(Pass::kForward);
-  const int top = static_cast<int>(buckets_.size()) - 1;
+  const int top = num_groups() - 1;
   if (top < 0) return;
-  buckets_[top].used = ++clock_;
+  groups_[top].used = ++clock_;
   Launch(top);
   Prefetch(top);
 }
 
 Status ShardedParameters::Finish() {
-  for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) Arrive(k);
+  for (int k = 0; k < num_groups(); ++k) Arrive(k);
   Status s = status_;
   status_ = Status::Ok();
   return s;
@@ -166,8 +181,8 @@ Status ShardedParameters::Materialize() {
   for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
     const Bucket& b = buckets_[k];
     // Padded to world x shard: gathered apart, then copied into place.
-    Tensor whole;
-    RETURN_IF_ERROR(Gather(k, " (every parameter)", &whole)->Wait());
+    Tensor whole = Tensor::Empty({b.shard * comm_->world_size()}, DType::kF32, model_->device());
+    RETURN_IF_ERROR(Gather(k, " (every parameter)", whole)->Wait());
     Tensor place = flat.View(b.plan.offset, {b.plan.numel});
     Copy(ctx_, whole.View(0, {b.plan.numel}), place);
   }

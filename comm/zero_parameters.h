@@ -2,10 +2,11 @@
 // the optimizer state alike): each rank keeps the f32 master values of its
 // pieces only, piece r of every bucket, the same pieces its gradients and
 // optimizer state cover. The model's flat parameter buffer is released; a
-// bucket is all-gathered, whole, into a buffer of its own when a layer's
-// forward or backward first reads one of its parameters
+// bucket group (comm/buckets.h: one bucket, or the buckets of a split
+// parameter) is all-gathered, whole, into a buffer of its own when a
+// layer's forward or backward first reads one of its parameters
 // (GradientReadyHook::PrepareParameter), and the parameters' values view
-// that buffer while the bucket is resident.
+// that buffer while the group is resident. Below, "bucket" means group.
 //
 // A demand that follows the previous one in the direction the pass travels
 // (forward reads the flat space upwards, so bucket indices go down;
@@ -58,9 +59,9 @@ class ShardedParameters {
 
   // Before the pass's first demand: which way its demands travel.
   void SetPass(Pass pass);
-  // Bucket k's parameters current in their values, and the next ones'
+  // Group g's parameters current in their values, and the next groups'
   // gathers started (see above).
-  void Demand(int k);
+  void Demand(int g);
   // After the optimizer updated the pieces: every gathered bucket evicted,
   // the forward's first `prefetch` + 1 gathers started.
   void AfterUpdate();
@@ -77,42 +78,47 @@ class ShardedParameters {
   double TakeWaited();
   // This rank's f32 pieces.
   int64_t piece_bytes() const;
-  // The most bytes of gathered buckets held at once (Materialize aside).
+  // The most bytes of gathered groups held at once (Materialize aside).
   int64_t gathered_peak_bytes() const { return gathered_peak_; }
 
  private:
   struct Bucket {
     BucketPlan plan;
     int64_t shard = 0, owned = 0;
-    Tensor piece;     // this rank's master values, shard elements
-    Tensor gathered;  // the whole bucket (shard x world) while resident
-    std::shared_ptr<Work> work;  // its gather, until it arrived
-    uint64_t used = 0;           // when last demanded or prefetched
-    bool jump = false;           // demanded out of the pass's order
+    Tensor piece;  // this rank's master values, shard elements
   };
-  void Launch(int k);
-  // Allocates bucket k's whole buffer (`whole`) and starts gathering the
-  // ranks' pieces into it; `why` is added to the watchdog's label.
-  std::shared_ptr<Work> Gather(int k, const std::string& why, Tensor* whole);
-  // Where the pass's bucket indices go: forward reads them downwards.
+  struct Group {
+    BucketGroup layout;
+    Tensor gathered;  // the group's buffer while resident
+    std::vector<std::shared_ptr<Work>> work;  // its buckets' gathers, until they arrived
+    uint64_t used = 0;  // when last demanded or prefetched
+    bool jump = false;  // demanded out of the pass's order
+  };
+  void Launch(int g);
+  // Starts gathering bucket k's pieces into `whole` (its shard x world
+  // elements); `why` is added to the watchdog's label.
+  std::shared_ptr<Work> Gather(int k, const std::string& why, Tensor whole);
+  // Where the pass's group indices go: forward reads them downwards.
   int direction() const { return pass_ == Pass::kForward ? -1 : 1; }
-  void Arrive(int k);
-  void Evict(int k);
+  void Arrive(int g);
+  void Evict(int g);
   void EvictAll();
-  // The next `prefetch_` buckets after k in this pass's direction.
-  void Prefetch(int k);
+  // The next `prefetch_` groups after g in this pass's direction.
+  void Prefetch(int g);
+  int num_groups() const { return static_cast<int>(groups_.size()); }
 
   Communicator* comm_;
   Model* model_;
   ExecutionContext ctx_;
   int prefetch_;
   std::vector<Bucket> buckets_;
+  std::vector<Group> groups_;
   std::unordered_map<const Parameter*, int64_t> flat_offset_;
   bool sharded_ = false, materialized_ = false;
   Pass pass_ = Pass::kForward;
-  int last_ = -1;  // the pass's last demanded bucket (-1: none yet)
+  int last_ = -1;  // the pass's last demanded group (-1: none yet)
   int resident_ = 0;
-  int64_t gathered_ = 0, gathered_peak_ = 0;  // bytes of resident buckets
+  int64_t gathered_ = 0, gathered_peak_ = 0;  // bytes of resident groups
   uint64_t clock_ = 0;
   double waited_ = 0.0;
   Status status_;  // the first gather failure, reported by Finish

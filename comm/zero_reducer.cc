@@ -22,7 +22,10 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
   model->ReleaseFlatGradients();
   flat_offset_ = FlatOffsets(*model);
   int64_t largest = 0;
-  std::vector<BucketPlan> plans = PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb);
+  // Split slices a multiple of the world size apart: a split parameter's
+  // padded buckets laid end to end are that parameter, padded at its end.
+  std::vector<BucketPlan> plans = PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb, world);
+  groups_ = GroupBuckets(plans, world);
   schedule_ = std::make_unique<BucketSchedule>(*model, plans);
   if (options.stage == 3) sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, options.prefetch, options.ctx);
   for (BucketPlan& plan : plans) {
@@ -31,6 +34,9 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     b.owned = OwnedElements(b.numel, world, rank);
     largest = std::max(largest, b.shard * world);
     buckets_.push_back(std::move(b));
+  }
+  for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
+    for (int k = groups_[g].first; k <= groups_[g].last; ++k) buckets_[k].group = g;
   }
   CHECK(options.wire_dtype == DType::kF32 || options.wire_dtype == DType::kBF16 ||
         options.wire_dtype == DType::kF16)
@@ -51,13 +57,20 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
   for (size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
     if (b.extras_shard > 0) b.extras = Tensor::Zeros({b.extras_shard * world}, DType::kF32, device);
-    if (options.stage == 1) {
-      b.grads = Tensor::Zeros({b.shard * world}, DType::kF32, device);
-    } else {
+    if (options.stage >= 2) {
       b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
-      b.grads = pool_[k % kBuffersInFlight].View(0, {b.shard * world});
+      // A split parameter's buckets get one buffer while backward writes it
+      // (PrepareSplitGradient); the rest take pool buffers.
+      if (!b.split) b.grads = pool_[k % kBuffersInFlight].View(0, {b.shard * world});
     }
-    for (Parameter* p : b.params) p->grad = b.grads.View(flat_offset_[p] - b.offset, p->shape);
+  }
+  for (const BucketGroup& g : groups_) {
+    // Stage 1: each group's buffer persists.
+    if (options.stage == 1) ViewGroupGradients(g, Tensor::Zeros({g.size}, DType::kF32, device));
+    if (options.stage >= 2 && !buckets_[g.first].split) {
+      const Bucket& b = buckets_[g.first];
+      for (Parameter* p : b.params) p->grad = b.grads.View(flat_offset_[p] - b.offset, p->shape);
+    }
   }
   model->SetGradientReadyHook(this);
 }
@@ -132,15 +145,41 @@ void ZeroReducer::PrepareForBackward(bool sync, bool first_micro_batch) {
   backward_start_ = SteadySeconds();
 }
 
+void ZeroReducer::ViewGroupGradients(const BucketGroup& g, const Tensor& buffer) {
+  for (int k = g.first; k <= g.last; ++k) {
+    Bucket& b = buckets_[k];
+    b.grads = buffer.View(b.offset - g.base, {b.shard * comm_->world_size()});
+  }
+  for (int k = g.first; k <= g.last; ++k) {
+    for (Parameter* p : buckets_[k].params) p->grad = buffer.View(flat_offset_[p] - g.base, p->shape);
+  }
+}
+
 void ZeroReducer::PrepareGradient(Parameter& param) {
   if (options_.stage == 1 || !sync_) return;
-  const int k = schedule_->bucket_of(param);
+  const int k = schedule_->buckets_of(param).first;
   Bucket& bucket = buckets_[k];
   if (bucket.prepared) return;
+  if (bucket.split) {
+    PrepareSplitGradient(groups_[bucket.group]);
+    return;
+  }
   FreePoolBuffer(k);
   bucket.grads = pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
   for (Parameter* p : bucket.params) p->grad = bucket.grads.View(flat_offset_[p] - bucket.offset, p->shape);
   bucket.prepared = true;
+}
+
+void ZeroReducer::PrepareSplitGradient(const BucketGroup& g) {
+  // The parameter's gradient is one tensor: one buffer for its buckets
+  // (padding zeroed), freed once the last of them is reduced (Finish).
+  Tensor buffer = Tensor::Empty({g.size}, DType::kF32, model_->device());
+  const Bucket& top = buckets_[g.first];
+  const int64_t end = top.offset - g.base + top.numel;
+  if (end < g.size) buffer.View(end, {g.size - end}).Fill(0.0);
+  ViewGroupGradients(g, buffer);
+  for (int k = g.first; k <= g.last; ++k) buckets_[k].prepared = true;
+  split_gradient_peak_ = std::max(split_gradient_peak_, static_cast<int64_t>(buffer.nbytes()));
 }
 
 void ZeroReducer::FreePoolBuffer(int k) {
@@ -159,6 +198,9 @@ void ZeroReducer::Launch(Bucket& bucket) {
   bucket.launched = SteadySeconds() - backward_start_;
   const int k = static_cast<int>(&bucket - buckets_.data());
   const CollectiveLabel label("reduce-scatter of gradient bucket " + std::to_string(k));
+  // A split parameter whose gradient never came (a failing backward) still
+  // sends, as every rank must.
+  if (bucket.split && !bucket.grads.defined()) PrepareSplitGradient(groups_[bucket.group]);
   if (options_.wire_dtype != DType::kF32) {
     FreePoolBuffer(k);  // stages 2 and 3 did as they took the f32 buffer
     bucket.wire = wire_pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
@@ -195,7 +237,15 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
   } else {
     Axpy(options_.ctx, 1.0f, summed, owned);  // accumulate this micro-batch into the piece
   }
+  if (b.split && k == groups_[b.group].last) ReleaseSplitGradient(groups_[b.group]);
   return Status::Ok();
+}
+
+void ZeroReducer::ReleaseSplitGradient(const BucketGroup& g) {
+  for (int k = g.first; k <= g.last; ++k) {
+    buckets_[k].grads = Tensor();
+    for (Parameter* p : buckets_[k].params) p->grad = Tensor();
+  }
 }
 
 StatusOr<ReduceStats> ZeroReducer::Wait() {
@@ -362,12 +412,13 @@ Status ZeroReducer::GatherMasterWeights() {
 }
 
 void ZeroReducer::PrepareParameter(const Parameter& param) {
-  const int k = schedule_->bucket_of(param);
+  const int k = schedule_->buckets_of(param).first;
   if (stage3()) {
-    sharded_->Demand(k);
+    sharded_->Demand(buckets_[k].group);
     return;
   }
-  // Buckets arrive in launch order: copy every earlier one on the way.
+  // Buckets arrive in launch order (from the last down): copy every earlier
+  // one on the way, and each of a split parameter's.
   while (next_gather_finish_ >= k) FinishNextGather();
 }
 

@@ -31,6 +31,12 @@
 // finished. Every micro-batch is reduce-scattered and added into the pieces
 // (DeepSpeed's accumulation), so backward always overwrites the buffers.
 //
+// A parameter larger than --bucket-mb is split into buckets of its own
+// (comm/buckets.h), its slices a multiple of the world size apart, so its
+// padded buckets laid end to end are the parameter padded at its end: one
+// buffer holds its gradient (stage 1: for good; stages 2 and 3: from when
+// backward writes it until the last of its buckets is reduced).
+//
 // Stage 3 reduces gradients as stage 2 does and shards the parameters too
 // (comm/zero_parameters.h): each rank keeps its pieces' f32 values, the
 // optimizer updates them there, and a bucket is all-gathered only while a
@@ -80,7 +86,8 @@ class ZeroReducer : public GradientReadyHook {
     Tensor grads;                    // padded bucket buffer, world * shard (stage 2: a pool buffer while in use)
     Tensor piece;                    // stage 2: this rank's summed gradient piece, shard elements
     Tensor wire;                     // compression: the 16-bit bucket on the wire, a pool buffer while in flight
-    bool prepared = false;           // stage 2: holds a pool buffer in this backward
+    bool prepared = false;           // stage 2: holds a gradient buffer in this backward
+    int group = 0;                   // its group (comm/buckets.h): a split parameter's buckets share one
     // 16-bit gathers: the f32-read parameters' elements in each rank's
     // piece, packed into that rank's block of `extras` (extras_shard each).
     struct Run {
@@ -160,8 +167,19 @@ class ZeroReducer : public GradientReadyHook {
   // buffers, and every stage's 16-bit wire buffers (compression).
   int64_t transient_bytes() const;
   static constexpr int kBuffersInFlight = 3;
+  // Stages 2 and 3: the largest gradient buffer of a split parameter, held
+  // while backward writes it and its buckets are reduced; 0 when none was.
+  int64_t split_gradient_peak_bytes() const { return split_gradient_peak_; }
 
  private:
+  // Points the group's buckets and parameters' gradients into `buffer`.
+  void ViewGroupGradients(const BucketGroup& g, const Tensor& buffer);
+  // Stages 2 and 3: a split parameter's gradient buffer, for backward to
+  // write.
+  void PrepareSplitGradient(const BucketGroup& g);
+  // Stages 2 and 3: a split parameter's gradient buffer, once the last of
+  // its buckets is reduced.
+  void ReleaseSplitGradient(const BucketGroup& g);
   void Launch(Bucket& bucket);
   // 16-bit gathers: which f32-read elements each rank packs (extras_runs).
   void PlanExtras(int world);
@@ -194,6 +212,8 @@ class ZeroReducer : public GradientReadyHook {
   Model* model_;
   ZeroOptions options_;
   std::vector<Bucket> buckets_;
+  std::vector<BucketGroup> groups_;
+  int64_t split_gradient_peak_ = 0;
   std::unordered_map<const Parameter*, int64_t> flat_offset_;
   bool sync_ = false;
   bool first_micro_batch_ = true;

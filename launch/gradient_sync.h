@@ -100,6 +100,7 @@ class GradientSync {
   int64_t gradient_bytes() const;
   int64_t transient_bytes() const { return zero_ ? zero_->transient_bytes() : 0; }
   int64_t gathered_peak_bytes() const { return zero_ ? zero_->gathered_peak_bytes() : 0; }
+  int64_t split_gradient_peak_bytes() const { return zero_ ? zero_->split_gradient_peak_bytes() : 0; }
   // The reducers themselves, for the parts that hold state across them
   // (checkpoint shards, the CUDA graph's captured all-reduces): one is
   // non-null at most.

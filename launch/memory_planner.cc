@@ -39,14 +39,15 @@ struct Row {
 };
 
 // The collectives' row's note: ZeRO's gradient bucket pool (stages 2 and
-// 3), and stage 3's gathered parameter buckets at most, which the peak
-// counts in this row or among the activations, as held when.
+// 3), and what they hold only for a while, which the peak counts in this
+// row or among the activations, as held when: stage 3's gathered parameter
+// buckets at most, and the largest split parameter's whole gradient.
 std::string CollectivesNote(const MemoryBreakdown& b) {
   std::string note;
-  if (b.zero_bucket_pool > 0) note = "gradient bucket pool " + FormatBytes(b.zero_bucket_pool);
-  if (b.zero_gathered_peak > 0) {
-    note += (note.empty() ? "" : "; ") + std::string("gathered parameters up to ") + FormatBytes(b.zero_gathered_peak);
-  }
+  auto add = [&note](const std::string& part) { note += (note.empty() ? "" : "; ") + part; };
+  if (b.zero_bucket_pool > 0) add("gradient bucket pool " + FormatBytes(b.zero_bucket_pool));
+  if (b.zero_gathered_peak > 0) add("gathered parameters up to " + FormatBytes(b.zero_gathered_peak));
+  if (b.zero_split_gradient_peak > 0) add("a split parameter's gradient up to " + FormatBytes(b.zero_split_gradient_peak));
   return note;
 }
 
@@ -188,6 +189,8 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
   b.activations = b.peak - b.host_data - persistent - (b.workspace - run.workspace_at_start) - comm_grown;
   b.zero_bucket_pool = m.transient_bucket_bytes;
   b.zero_gathered_peak = m.gathered_parameter_peak_bytes;
+  b.zero_split_gradient_peak = m.split_gradient_peak_bytes;
+  b.parameter_count = run.parameter_count;
   b.dataset_size = dataset_size;
   b.site = meta->peak_site();
   return b;
@@ -363,6 +366,7 @@ nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
   for (const Row& row : Rows(plan)) rows[row.key] = row.bytes;
   rows["zero_bucket_pool"] = b.zero_bucket_pool;
   rows["zero_gathered_peak"] = b.zero_gathered_peak;
+  rows["zero_split_gradient_peak"] = b.zero_split_gradient_peak;
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
   for (const BatchProbe& p : plan.probes) {
     nlohmann::ordered_json peak = p.peak_bytes;  // null: past the activation bound, not measured
@@ -380,6 +384,7 @@ nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
                               {"budget_bytes", o.plan_memory},
                               {"overhead_bytes", plan.request.overhead},
                               {"overhead_source", plan.request.overhead_source},
+                              {"parameter_count", b.parameter_count},
                               {"batch_size", b.batch_size},
                               {"largest_batch", plan.largest_batch >= 0 ? nlohmann::ordered_json(plan.largest_batch)
                                                                         : nlohmann::ordered_json()},

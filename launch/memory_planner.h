@@ -46,6 +46,8 @@ struct MemoryBreakdown {
   int64_t activations = 0;    // the step's peak over all of the above
   int64_t zero_bucket_pool = 0;  // of the collectives' row: ZeRO-2 and 3's gradient bucket pool
   int64_t zero_gathered_peak = 0;  // ZeRO-3: the most gathered parameter buckets held at once (in the peak's rows)
+  int64_t zero_split_gradient_peak = 0;  // ZeRO-2 and 3: the largest split parameter's whole gradient (in the peak's rows)
+  int64_t parameter_count = 0;  // the model's parameters (elements)
   int64_t peak = 0;           // the allocator's peak: the sum of the rows
   MetaAllocator::PeakSite site;  // the allocation that reached it
   // An activation passed the 2^31 - 1 elements a step may hold.

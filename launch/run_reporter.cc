@@ -46,7 +46,8 @@ nlohmann::ordered_json MemoryJson(const MemoryFigures& m) {
           {"low_precision_bytes", m.low_precision_bytes},
           {"buffer_bytes", m.buffer_bytes},
           {"workspace_bytes", m.workspace_bytes},
-          {"gathered_parameter_peak_bytes", m.gathered_parameter_peak_bytes}};
+          {"gathered_parameter_peak_bytes", m.gathered_parameter_peak_bytes},
+          {"split_gradient_peak_bytes", m.split_gradient_peak_bytes}};
 }
 
 }  // namespace

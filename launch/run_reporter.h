@@ -28,6 +28,9 @@ struct MemoryFigures {
   int64_t buffer_bytes = 0;         // the model's buffers (batch norm's running statistics)
   int64_t workspace_bytes = 0;      // the ops' scratch slots: staging buffers, library workspaces
   int64_t gathered_parameter_peak_bytes = 0;  // ZeRO-3: the most gathered parameter buckets held at once
+  // ZeRO-2 and 3: the largest gradient of a parameter split across
+  // buckets, held whole while backward writes it and its buckets are reduced.
+  int64_t split_gradient_peak_bytes = 0;
 };
 
 struct RunSummary {

@@ -84,7 +84,7 @@ TEST(RunReporterTest, OneRankJson) {
             R"({"param_bytes":2097152,"grad_bytes":2097152,"optimizer_bytes":0,"transient_bucket_bytes":0,)"
             R"("activation_peak_bytes":1048576,"peak_bytes":3145728,"allocated_bytes":2097152,"reserved_bytes":4194304,)"
             R"("peak_resident_bytes":104857600,"low_precision_bytes":0,"buffer_bytes":0,"workspace_bytes":0,)"
-            R"("gathered_parameter_peak_bytes":0})");
+            R"("gathered_parameter_peak_bytes":0,"split_gradient_peak_bytes":0})");
   EXPECT_EQ(j["samples_per_s"].get<double>(), 123.456);
 }
 
@@ -115,12 +115,12 @@ TEST(RunReporterTest, TwoRanksJsonHasEveryOptionalKeyInOrder) {
 
 TEST(RunReporterTest, Scalars) {
   const auto one = SummaryScalars(OneRank());
-  ASSERT_EQ(one.size(), 14u);  // samples/s and the thirteen memory figures
+  ASSERT_EQ(one.size(), 15u);  // samples/s and the fourteen memory figures
   EXPECT_EQ(one[0], (std::pair<std::string, double>{"summary/samples_per_s", 123.456}));
   EXPECT_EQ(one[1], (std::pair<std::string, double>{"memory/param_bytes", 2.0 * kMiB}));
   EXPECT_EQ(one[9], (std::pair<std::string, double>{"memory/peak_resident_bytes", 100.0 * kMiB}));
   const auto two = SummaryScalars(TwoRanksOfBert());
-  ASSERT_EQ(two.size(), 15u);
+  ASSERT_EQ(two.size(), 16u);
   EXPECT_EQ(two[1], (std::pair<std::string, double>{"eval/accuracy", 0.125}));
 }
 

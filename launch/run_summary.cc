@@ -26,6 +26,7 @@ MemoryFigures MeasureMemory(const TrainComponents& parts, const ExecutionContext
   m.optimizer_bytes = parts.optimizer->state_bytes();
   m.transient_bucket_bytes = parts.sync->transient_bytes();
   m.gathered_parameter_peak_bytes = parts.sync->gathered_peak_bytes();
+  m.split_gradient_peak_bytes = parts.sync->split_gradient_peak_bytes();
   m.activation_peak_bytes = memory.peak_bytes_in_use() - persistent;
   m.peak_bytes = std::max(setup_peak, memory.peak_bytes_in_use());
   m.allocated_bytes = memory.bytes_in_use();

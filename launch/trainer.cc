@@ -320,6 +320,7 @@ StatusOr<MetaRunFigures> Trainer::RunMeta() {
   }
   figures.memory = MeasureMemory(parts_, ctx_, *memory, figures.persistent, setup_peak);
   figures.input_bytes = parts_.input->meta_batch_bytes();
+  figures.parameter_count = static_cast<int64_t>(parts_.model->num_parameters());
   return figures;
 }
 

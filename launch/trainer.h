@@ -47,6 +47,7 @@ struct MetaRunFigures {
   int64_t persistent = 0;   // in use as the steps began
   int64_t workspace_at_start = 0;  // of it, the scratch slots' bytes
   int64_t input_bytes = 0;  // the input batches the planned device holds
+  int64_t parameter_count = 0;  // the model's parameters (elements)
 };
 
 class Trainer {
