@@ -2,7 +2,8 @@
 # The GPU self-test rehearsed on CPU ranks, from a bundle packed here from
 # the built programs: the same commands, checks, parsing and report as on a
 # GPU. The verdict passes and report.json lists every tier with its status,
-# seconds and checks (a passed tier has a passed check); a failure injected
+# seconds and checks (a passed tier has a passed check; the equivalence and
+# bert tiers compare ZeRO 3 with ZeRO 0); a failure injected
 # into a tier (DDP_SELFTEST_INJECT) turns that tier, and the verdict, to
 # failed through the tier's own comparison; a budget too small for a tier
 # reports it skipped (budget) and the verdict incomplete; without a GPU and
@@ -68,6 +69,7 @@ report "$tmp/ok" 'r["verdict"] == "passed" and r["rehearsal"] and r["device"] ==
   'all(any(c["status"] == "passed" for c in t["checks"]) for t in r["tiers"] if t["status"] == "passed")' \
   'all(t["reason"] for t in r["tiers"] if t["status"] == "skipped")' \
   'sum(t["status"] == "passed" for t in r["tiers"]) >= 12' \
+  'all(any(c["status"] == "passed" and c["name"].startswith("ZeRO 3 vs ZeRO 0") for c in tiers[n]["checks"]) for n in ("equivalence", "bert"))' \
   'all(v["ddp_train"] > 0 and v["pytorch"] > 0 for v in r["benchmarks"].values()) and len(r["benchmarks"]) == 2' \
   '"passed" in open(sys.argv[1].replace("report.json", "report.md")).read()' || fail "the rehearsal's report"
 echo "rehearsal: exit $rc in $seconds s; $(tail -n 1 "$tmp/ok.log")"

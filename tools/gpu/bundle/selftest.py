@@ -244,14 +244,14 @@ class SelfTest(Benchmarks):
                   "--steps", "2", "--batch-size", "4", "--momentum", "0.9", "--weight-decay", "1e-4",
                   "--zero-init-residual", "--seed", "5", "--bucket-mb", "4", "--first-bucket-mb", "0.3"] + lr + \
             self.d.exact
-        self.equivalence_runs(t, "", common, (0, 1, 2), lr)
+        self.equivalence_runs(t, "", common, (0, 1, 2, 3), lr)
 
     def bert(self, t):
         lr = ["--lr", "1e-3"]
         common = ["--model", "bert-tiny", "--data", "synthetic", "--steps", "3", "--batch-size", "8",
                   "--optimizer", "adamw", "--dropout", "0.1", "--seed", "5", "--bucket-mb", "4",
                   "--first-bucket-mb", "0.3", "--seq-len", self.d.size(gpu="64", cpu="32")] + lr + self.d.exact
-        self.equivalence_runs(t, "bert_", common, (0, 2), lr)
+        self.equivalence_runs(t, "bert_", common, (0, 2, 3), lr)
 
     # ----------------------------------------------------------- checkpoint
     def checkpoint(self, t):
