@@ -28,7 +28,7 @@ std::vector<BucketSpan> PlanBucketSpans(const std::vector<int64_t>& numels, int6
   std::vector<BucketSpan> spans;
   BucketSpan current;
   int64_t held = 0;
-  auto cap = [&] { return (spans.empty() ? first_bucket_mb : bucket_mb) * mib; };
+  auto cap = [&] { return (spans.empty() ? std::min(first_bucket_mb, bucket_mb) : bucket_mb) * mib; };
   auto close = [&] {
     if (current.count == 0) return;
     spans.push_back(current);
@@ -56,14 +56,15 @@ std::vector<BucketSpan> PlanBucketSpans(const std::vector<int64_t>& numels, int6
   return spans;
 }
 
-std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb, int64_t align) {
+std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb, int64_t align,
+                                    bool rearranged_whole) {
   std::unordered_map<const Parameter*, int64_t> offset = FlatOffsets(model);
   const std::vector<Parameter*> order = model.BackwardOrder();
   std::vector<int64_t> numels;
   std::vector<bool> splittable;
   for (const Parameter* p : order) {
     numels.push_back(NumElements(p->shape));
-    splittable.push_back(!p->low.channels_last());
+    splittable.push_back(!rearranged_whole || !p->low.channels_last());
   }
   std::vector<BucketPlan> plans;
   for (const BucketSpan& span : PlanBucketSpans(numels, 4, splittable, first_bucket_mb, bucket_mb, align)) {

@@ -5,9 +5,10 @@
 // bucket has its own, --first-bucket-mb; the rest --bucket-mb); a
 // parameter larger than --bucket-mb is split into buckets of its own, as
 // Megatron's gradient buffers and FSDP's flat parameters split them, so
-// --bucket-mb bounds every bucket and every pool of buckets in flight. (A
-// weight whose 16-bit copy is rearranged, channels-last, stays whole: its
-// copy is converted whole.)
+// --bucket-mb bounds every bucket and every pool of buckets in flight (the
+// first bucket's cap is at most --bucket-mb too). Under ZeRO a weight whose
+// 16-bit copy is rearranged (channels-last) stays whole: the gather
+// converts that copy whole.
 #pragma once
 
 #include <algorithm>
@@ -58,8 +59,10 @@ std::vector<BucketSpan> PlanBucketSpans(const std::vector<int64_t>& numels, int6
 
 // The model's buckets, split slices `align` elements apart (ZeRO: the world
 // size, so the padded slices of a parameter, laid end to end, are that
-// parameter padded at its end).
-std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb, int64_t align = 1);
+// parameter padded at its end); `rearranged_whole` keeps weights whose
+// 16-bit copy is rearranged whole (ZeRO).
+std::vector<BucketPlan> PlanBuckets(const Model& model, double first_bucket_mb, double bucket_mb, int64_t align = 1,
+                                    bool rearranged_whole = false);
 
 // Buckets whose buffers must be one allocation: the slices of one split
 // parameter (its gradient and its value are one tensor), or one bucket

@@ -207,6 +207,7 @@ template <typename R>
 void MarkAll(R& reducer, const std::vector<Parameter*>& order) {
   for (Parameter* p : order) {
     reducer.PrepareGradient(*p);
+    EXPECT_TRUE(p->grad.defined()) << p->name;  // a layer writes it (Layer::GradientTarget)
     reducer.MarkGradientReady(*p);
   }
 }
@@ -297,7 +298,7 @@ TEST(ReducerTest, ZeroCompressedWireStaysWithinItsPrecision) {
 // differ: within 2^-21 of the sum of magnitudes); every bucket and the pool stay within the cap (each
 // bucket padded to a multiple of the world size); stages 2 and 3 hold a
 // split parameter's gradient whole only while backward writes it and its
-// buckets are reduced.
+// buckets are reduced, releasing each once they arrived.
 TEST(ReducerTest, ZeroSplitParametersAreSummedWithinTheCap) {
   ForEachZeroStage([](ZeroOptions options) {
     ExecutionContext ctx = ExecutionContext::Cpu(1);
@@ -311,9 +312,11 @@ TEST(ReducerTest, ZeroSplitParametersAreSummedWithinTheCap) {
     options.bucket_mb = 0.5;
     options.first_bucket_mb = 0.125;
     const int world = Comm().world_size();
-    int64_t largest_split = 0;
+    int64_t largest_split = 0, all_split = 0;
     for (const Parameter* p : model->parameters()) {
-      if (p->value.nbytes() > 524288) largest_split = std::max(largest_split, ShardSize(p->value.numel(), world) * world * 4);
+      if (p->value.nbytes() <= 524288) continue;
+      largest_split = std::max(largest_split, ShardSize(p->value.numel(), world) * world * 4);
+      all_split += ShardSize(p->value.numel(), world) * world * 4;
     }
     ZeroReducer reducer(&Comm(), model.get(), options);
     int split = 0;
@@ -325,7 +328,14 @@ TEST(ReducerTest, ZeroSplitParametersAreSummedWithinTheCap) {
     if (options.stage >= 2) EXPECT_LE(reducer.transient_bytes(), ZeroReducer::kBuffersInFlight * (524288 + 4 * world));
     for (int step = 0; step < 2; ++step) {
       SyncedBackward(ctx, *model, reducer);
-      EXPECT_EQ(reducer.split_gradient_peak_bytes(), options.stage >= 2 ? largest_split : 0);
+      // At least the largest whole, at most all at once (how many overlap
+      // depends on when their reduce-scatters arrive).
+      if (options.stage >= 2) {
+        EXPECT_GE(reducer.split_gradient_peak_bytes(), largest_split);
+        EXPECT_LE(reducer.split_gradient_peak_bytes(), all_split);
+      } else {
+        EXPECT_EQ(reducer.split_gradient_peak_bytes(), 0);
+      }
       int64_t bad = 0, compared = 0;
       for (const OptimizerSlot& slot : reducer.OptimizerSlots([](const Parameter&) { return 0.0f; })) {
         const int64_t at = offsets.at(model->parameters()[slot.param_index]) + slot.offset;

@@ -4,6 +4,7 @@
 
 #include "comm/buckets.h"
 #include "comm/watchdog.h"
+#include "runtime/crc32c.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/clock.h"
 
@@ -24,7 +25,8 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
   int64_t largest = 0;
   // Split slices a multiple of the world size apart: a split parameter's
   // padded buckets laid end to end are that parameter, padded at its end.
-  std::vector<BucketPlan> plans = PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb, world);
+  std::vector<BucketPlan> plans =
+      PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb, world, /*rearranged_whole=*/true);
   groups_ = GroupBuckets(plans, world);
   schedule_ = std::make_unique<BucketSchedule>(*model, plans);
   if (options.stage == 3) sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, options.prefetch, options.ctx);
@@ -159,11 +161,14 @@ void ZeroReducer::PrepareGradient(Parameter& param) {
   if (options_.stage == 1 || !sync_) return;
   const int k = schedule_->buckets_of(param).first;
   Bucket& bucket = buckets_[k];
-  if (bucket.prepared) return;
   if (bucket.split) {
-    PrepareSplitGradient(groups_[bucket.group]);
+    // Also when its buckets were reduced already and released (a gradient
+    // out of order, which FinishBackward reports on every rank): the layer
+    // still writes somewhere.
+    if (!bucket.prepared || !bucket.grads.defined()) PrepareSplitGradient(groups_[bucket.group]);
     return;
   }
+  if (bucket.prepared) return;
   FreePoolBuffer(k);
   bucket.grads = pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
   for (Parameter* p : bucket.params) p->grad = bucket.grads.View(flat_offset_[p] - bucket.offset, p->shape);
@@ -173,13 +178,27 @@ void ZeroReducer::PrepareGradient(Parameter& param) {
 void ZeroReducer::PrepareSplitGradient(const BucketGroup& g) {
   // The parameter's gradient is one tensor: one buffer for its buckets
   // (padding zeroed), freed once the last of them is reduced (Finish).
+  // Earlier buckets whose reduce-scatters have arrived finish first, so an
+  // earlier split parameter's buffer goes before this one comes.
+  FinishArrived();
+  if (buckets_[g.first].grads.defined()) split_gradient_live_ -= g.size * 4;  // replaced
   Tensor buffer = Tensor::Empty({g.size}, DType::kF32, model_->device());
   const Bucket& top = buckets_[g.first];
   const int64_t end = top.offset - g.base + top.numel;
   if (end < g.size) buffer.View(end, {g.size - end}).Fill(0.0);
   ViewGroupGradients(g, buffer);
   for (int k = g.first; k <= g.last; ++k) buckets_[k].prepared = true;
-  split_gradient_peak_ = std::max(split_gradient_peak_, static_cast<int64_t>(buffer.nbytes()));
+  split_gradient_live_ += g.size * 4;
+  split_gradient_peak_ = std::max(split_gradient_peak_, split_gradient_live_);
+}
+
+void ZeroReducer::FinishArrived() {
+  while (next_to_finish_ < schedule_->next_to_launch() && buckets_[next_to_finish_].work != nullptr &&
+         buckets_[next_to_finish_].work->IsCompleted()) {
+    const int finishing = next_to_finish_++;
+    const Status s = Finish(finishing, &timings_[finishing]);
+    if (!s.ok() && deferred_.ok()) deferred_ = s;
+  }
 }
 
 void ZeroReducer::FreePoolBuffer(int k) {
@@ -242,6 +261,7 @@ Status ZeroReducer::Finish(int k, BucketTiming* timing) {
 }
 
 void ZeroReducer::ReleaseSplitGradient(const BucketGroup& g) {
+  if (buckets_[g.first].grads.defined()) split_gradient_live_ -= g.size * 4;
   for (int k = g.first; k <= g.last; ++k) {
     buckets_[k].grads = Tensor();
     for (Parameter* p : buckets_[k].params) p->grad = Tensor();
@@ -453,6 +473,16 @@ Traffic ZeroReducer::UnsentGather() const {
     if (low_gather()) t.all_gather += RingBytes(b.extras_shard * world * DTypeSize(DType::kF32), world, false);
   }
   return t;
+}
+
+uint32_t ZeroReducer::layout_fingerprint() const {
+  std::vector<int64_t> ranges;
+  for (const Bucket& b : buckets_) {
+    ranges.push_back(b.offset);
+    ranges.push_back(b.numel);
+  }
+  const uint32_t crc = Crc32c(ranges.data(), ranges.size() * sizeof(int64_t));
+  return crc == 0 ? 1 : crc;
 }
 
 int64_t ZeroReducer::gradient_bytes() const {

@@ -159,6 +159,9 @@ class ZeroReducer : public GradientReadyHook {
   Traffic UnsentGather() const;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // The bucket layout (each bucket's range in the flat space), as a CRC-32C
+  // that is never 0: ranks with equal fingerprints hold the same pieces.
+  uint32_t layout_fingerprint() const;
   DType gather_dtype() const { return options_.gather_dtype; }
   // Persistent gradient bytes: the padded bucket buffers (stage 1), or only
   // this rank's pieces (stage 2).
@@ -167,8 +170,9 @@ class ZeroReducer : public GradientReadyHook {
   // buffers, and every stage's 16-bit wire buffers (compression).
   int64_t transient_bytes() const;
   static constexpr int kBuffersInFlight = 3;
-  // Stages 2 and 3: the largest gradient buffer of a split parameter, held
-  // while backward writes it and its buckets are reduced; 0 when none was.
+  // Stages 2 and 3: the most bytes of split parameters' gradient buffers
+  // held at once (each from when backward writes it until the last of its
+  // buckets is reduced); 0 when none was.
   int64_t split_gradient_peak_bytes() const { return split_gradient_peak_; }
 
  private:
@@ -187,6 +191,9 @@ class ZeroReducer : public GradientReadyHook {
   // once the bucket that used them before has finished its reduce-scatter:
   // finishes it and any earlier one (a failure is reported by Wait).
   void FreePoolBuffer(int k);
+  // Finishes, in order, the launched buckets whose collectives have
+  // arrived, without waiting for any.
+  void FinishArrived();
   // Waits for bucket `k`'s reduce-scatter and moves its result into place.
   Status Finish(int k, BucketTiming* timing);
   // The parameter gather of bucket k lands in a buffer that is free between
@@ -213,7 +220,7 @@ class ZeroReducer : public GradientReadyHook {
   ZeroOptions options_;
   std::vector<Bucket> buckets_;
   std::vector<BucketGroup> groups_;
-  int64_t split_gradient_peak_ = 0;
+  int64_t split_gradient_live_ = 0, split_gradient_peak_ = 0;
   std::unordered_map<const Parameter*, int64_t> flat_offset_;
   bool sync_ = false;
   bool first_micro_batch_ = true;

@@ -41,13 +41,13 @@ struct Row {
 // The collectives' row's note: ZeRO's gradient bucket pool (stages 2 and
 // 3), and what they hold only for a while, which the peak counts in this
 // row or among the activations, as held when: stage 3's gathered parameter
-// buckets at most, and the largest split parameter's whole gradient.
+// buckets at most, and the most split parameters' whole gradients at once.
 std::string CollectivesNote(const MemoryBreakdown& b) {
   std::string note;
   auto add = [&note](const std::string& part) { note += (note.empty() ? "" : "; ") + part; };
   if (b.zero_bucket_pool > 0) add("gradient bucket pool " + FormatBytes(b.zero_bucket_pool));
   if (b.zero_gathered_peak > 0) add("gathered parameters up to " + FormatBytes(b.zero_gathered_peak));
-  if (b.zero_split_gradient_peak > 0) add("a split parameter's gradient up to " + FormatBytes(b.zero_split_gradient_peak));
+  if (b.zero_split_gradient_peak > 0) add("split parameters' gradients up to " + FormatBytes(b.zero_split_gradient_peak));
   return note;
 }
 

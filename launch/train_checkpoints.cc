@@ -104,9 +104,9 @@ Status TrainCheckpoints::ResumeOptimizer() {
   // pieces that cover it.
   std::vector<std::string> files;
   const bool zero = state_.zero != nullptr;
-  // (Checkpoints before bucket sizes were recorded hold 0: the same layout.)
-  const bool same_buckets = m.bucket_mb() == 0.0 || (m.bucket_mb() == state_.bucket_mb &&
-                                                       m.first_bucket_mb() == state_.first_bucket_mb);
+  // ZeRO's pieces follow the bucket layout, which its fingerprint names
+  // (checkpoints from before it was recorded hold 0: read as resharded).
+  const bool same_buckets = zero && m.zero_layout() == state_.zero->layout_fingerprint();
   if (m.world_size() == options_.world_size && m.zero_stage() == state_.zero_stage && (same_buckets || !zero)) {
     files.push_back(zero ? OptimizerShardName(options_.rank) : "optimizer.safetensors");
   }
@@ -172,6 +172,7 @@ StatusOr<CheckpointSnapshot> TrainCheckpoints::Snapshot(int64_t step) {
     m.set_zero_stage(state_.zero_stage);
     m.set_bucket_mb(state_.bucket_mb);
     m.set_first_bucket_mb(state_.first_bucket_mb);
+    if (zero != nullptr) m.set_zero_layout(zero->layout_fingerprint());
     m.set_optimizer(options_.optimizer);
     m.set_optimizer_steps(optimizer.steps());
     m.set_seed(options_.seed);
