@@ -28,6 +28,9 @@ std::vector<BucketSpan> PlanBucketSpans(const std::vector<int64_t>& numels, int6
   std::vector<BucketSpan> spans;
   BucketSpan current;
   int64_t held = 0;
+  // A bucket closes once it reaches its cap (the first bucket's is
+  // --first-bucket-mb, as PyTorch DDP's); a parameter that would take any
+  // bucket past --bucket-mb starts the next.
   auto cap = [&] { return (spans.empty() ? std::min(first_bucket_mb, bucket_mb) : bucket_mb) * mib; };
   auto close = [&] {
     if (current.count == 0) return;
@@ -46,7 +49,7 @@ std::vector<BucketSpan> PlanBucketSpans(const std::vector<int64_t>& numels, int6
       }
       continue;
     }
-    if (current.count > 0 && static_cast<double>(held + bytes) > cap()) close();
+    if (current.count > 0 && static_cast<double>(held + bytes) > bucket_mb * mib) close();
     if (current.count == 0) current.first = i;
     ++current.count;
     held += bytes;

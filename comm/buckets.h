@@ -1,12 +1,12 @@
 // Gradient buckets, planned once from the model's static backward order.
 // Backward order is the reverse of registration order, so each bucket is one
 // contiguous range of the flat parameter (and gradient) space. A bucket
-// takes parameters until the next would take it past its cap (the first
-// bucket has its own, --first-bucket-mb; the rest --bucket-mb); a
-// parameter larger than --bucket-mb is split into buckets of its own, as
-// Megatron's gradient buffers and FSDP's flat parameters split them, so
-// --bucket-mb bounds every bucket and every pool of buckets in flight (the
-// first bucket's cap is at most --bucket-mb too). Under ZeRO a weight whose
+// closes once it reaches its cap (the first bucket's is --first-bucket-mb,
+// the rest --bucket-mb), and a parameter that would take it past
+// --bucket-mb starts the next; a parameter larger than --bucket-mb is split
+// into buckets of its own, as Megatron's gradient buffers and FSDP's flat
+// parameters split them, so --bucket-mb bounds every bucket and every pool
+// of buckets in flight. Under ZeRO a weight whose
 // 16-bit copy is rearranged (channels-last) stays whole: the gather
 // converts that copy whole.
 #pragma once

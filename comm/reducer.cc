@@ -101,7 +101,10 @@ StatusOr<ReduceStats> Reducer::Wait() {
   for (int k = schedule_->TakeNext(); k >= 0; k = schedule_->TakeNext()) Launch(buckets_[k]);
   if (local.ok()) local = deferred_;  // a bucket that failed while backward reused its wire buffer
   for (; next_to_finish_ < static_cast<int>(buckets_.size()); ++next_to_finish_) {
-    RETURN_IF_ERROR(Finish(next_to_finish_));
+    // A later bucket's failure follows from an earlier one's: the first is
+    // reported.
+    const Status s = Finish(next_to_finish_);
+    if (!s.ok()) return local.ok() ? s : local;
   }
   ReduceStats stats;
   stats.buckets = timings_;

@@ -274,7 +274,10 @@ StatusOr<ReduceStats> ZeroReducer::Wait() {
   if (local.ok()) local = deferred_;
   if (local.ok()) local = schedule_->CheckComplete();
   for (; next_to_finish_ < static_cast<int>(buckets_.size()); ++next_to_finish_) {
-    RETURN_IF_ERROR(Finish(next_to_finish_, &timings_[next_to_finish_]));
+    // A later bucket's failure follows from an earlier one's: the first is
+    // reported.
+    const Status s = Finish(next_to_finish_, &timings_[next_to_finish_]);
+    if (!s.ok()) return local.ok() ? s : local;
   }
   ReduceStats stats;
   stats.buckets = timings_;

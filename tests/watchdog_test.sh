@@ -59,9 +59,10 @@ hooked throw DDP_TEST_THROW=1:2 20 \
   "^ddp_train: rank 1: error: rank 1 cannot read sample [0-9]*: it is corrupt (DDP_TEST_THROW); ending the job"
 
 # A collective that fails on one rank (its ring reduce-scatter's send
-# refused after the receive was posted, a test hook) ends the job at once:
-# that rank names the failure; no hang, no wait for the timeout.
-hooked isend DDP_TEST_FAIL_ISEND=1:5 20 \
+# refused after the receive was posted, a test hook: the second ring step,
+# the first step's second gradient bucket) ends the job at once: that rank
+# names the failure; no hang, no wait for the timeout.
+hooked isend DDP_TEST_FAIL_ISEND=1:2 20 \
   "^ddp_train: rank 1: error: gradient reduction failed at step [0-9]*: .*MPI_Isend refused (DDP_TEST_FAIL_ISEND); ending the job" \
   --zero-stage 2
 
