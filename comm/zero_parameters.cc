@@ -10,7 +10,7 @@
 namespace ddp {
 
 ShardedParameters::ShardedParameters(Communicator* comm, Model* model, const std::vector<BucketPlan>& plans,
-                                     int prefetch, const ExecutionContext& ctx)
+                                     const std::vector<BucketGroup>& groups, int prefetch, const ExecutionContext& ctx)
     : comm_(comm), model_(model), ctx_(ctx), prefetch_(std::max(0, prefetch)) {
   const int world = comm->world_size(), rank = comm->rank();
   flat_offset_ = FlatOffsets(*model);
@@ -22,7 +22,7 @@ ShardedParameters::ShardedParameters(Communicator* comm, Model* model, const std
     b.piece = Tensor::Zeros({b.shard}, DType::kF32, model->device());
     buckets_.push_back(std::move(b));
   }
-  for (const BucketGroup& layout : GroupBuckets(plans, world)) {
+  for (const BucketGroup& layout : groups) {
     Group g;
     g.layout = layout;
     groups_.push_back(std::move(g));

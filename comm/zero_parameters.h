@@ -43,10 +43,10 @@ class ShardedParameters {
   enum class Pass { kForward, kBackward };
 
   // `plans`: the gradient buckets (comm/buckets.h), whose padded shards
-  // these pieces follow. Allocates the pieces; the model keeps its flat
-  // parameters until Shard.
-  ShardedParameters(Communicator* comm, Model* model, const std::vector<BucketPlan>& plans, int prefetch,
-                    const ExecutionContext& ctx);
+  // these pieces follow, and `groups`, GroupBuckets of them. Allocates the
+  // pieces; the model keeps its flat parameters until Shard.
+  ShardedParameters(Communicator* comm, Model* model, const std::vector<BucketPlan>& plans,
+                    const std::vector<BucketGroup>& groups, int prefetch, const ExecutionContext& ctx);
   ~ShardedParameters();
 
   // Copies this rank's pieces out of the model's flat parameters and

@@ -29,7 +29,9 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
       PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb, world, /*rearranged_whole=*/true);
   groups_ = GroupBuckets(plans, world);
   schedule_ = std::make_unique<BucketSchedule>(*model, plans);
-  if (options.stage == 3) sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, options.prefetch, options.ctx);
+  if (options.stage == 3) {
+    sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, groups_, options.prefetch, options.ctx);
+  }
   for (BucketPlan& plan : plans) {
     Bucket b{std::move(plan)};
     b.shard = ShardSize(b.numel, world);
@@ -61,18 +63,14 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     if (b.extras_shard > 0) b.extras = Tensor::Zeros({b.extras_shard * world}, DType::kF32, device);
     if (options.stage >= 2) {
       b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
-      // A split parameter's buckets get one buffer while backward writes it
-      // (PrepareSplitGradient); the rest take pool buffers.
-      if (!b.split) b.grads = pool_[k % kBuffersInFlight].View(0, {b.shard * world});
     }
   }
   for (const BucketGroup& g : groups_) {
-    // Stage 1: each group's buffer persists.
+    // Stage 1: each group's buffer persists. Stages 2 and 3: a split
+    // parameter's buckets get one buffer while backward writes it
+    // (PrepareSplitGradient); the rest take pool buffers.
     if (options.stage == 1) ViewGroupGradients(g, Tensor::Zeros({g.size}, DType::kF32, device));
-    if (options.stage >= 2 && !buckets_[g.first].split) {
-      const Bucket& b = buckets_[g.first];
-      for (Parameter* p : b.params) p->grad = b.grads.View(flat_offset_[p] - b.offset, p->shape);
-    }
+    if (options.stage >= 2 && !buckets_[g.first].split) ViewGroupGradients(g, pool_[g.first % kBuffersInFlight]);
   }
   model->SetGradientReadyHook(this);
 }
@@ -170,8 +168,7 @@ void ZeroReducer::PrepareGradient(Parameter& param) {
   }
   if (bucket.prepared) return;
   FreePoolBuffer(k);
-  bucket.grads = pool_[k % kBuffersInFlight].View(0, {bucket.shard * comm_->world_size()});
-  for (Parameter* p : bucket.params) p->grad = bucket.grads.View(flat_offset_[p] - bucket.offset, p->shape);
+  ViewGroupGradients(groups_[bucket.group], pool_[k % kBuffersInFlight]);
   bucket.prepared = true;
 }
 
@@ -195,18 +192,18 @@ void ZeroReducer::PrepareSplitGradient(const BucketGroup& g) {
 void ZeroReducer::FinishArrived() {
   while (next_to_finish_ < schedule_->next_to_launch() && buckets_[next_to_finish_].work != nullptr &&
          buckets_[next_to_finish_].work->IsCompleted()) {
-    const int finishing = next_to_finish_++;
-    const Status s = Finish(finishing, &timings_[finishing]);
-    if (!s.ok() && deferred_.ok()) deferred_ = s;
+    FinishNextInBackward();
   }
 }
 
+void ZeroReducer::FinishNextInBackward() {
+  const int finishing = next_to_finish_++;
+  const Status s = Finish(finishing, &timings_[finishing]);
+  if (!s.ok() && deferred_.ok()) deferred_ = s;
+}
+
 void ZeroReducer::FreePoolBuffer(int k) {
-  while (next_to_finish_ <= k - kBuffersInFlight) {
-    const int finishing = next_to_finish_++;
-    const Status s = Finish(finishing, &timings_[finishing]);
-    if (!s.ok() && deferred_.ok()) deferred_ = s;
-  }
+  while (next_to_finish_ <= k - kBuffersInFlight) FinishNextInBackward();
 }
 
 void ZeroReducer::MarkGradientReady(Parameter& param) {

@@ -194,6 +194,8 @@ class ZeroReducer : public GradientReadyHook {
   // Finishes, in order, the launched buckets whose collectives have
   // arrived, without waiting for any.
   void FinishArrived();
+  // Finishes the next bucket inside backward; a failure is kept for Wait.
+  void FinishNextInBackward();
   // Waits for bucket `k`'s reduce-scatter and moves its result into place.
   Status Finish(int k, BucketTiming* timing);
   // The parameter gather of bucket k lands in a buffer that is free between
