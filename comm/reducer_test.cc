@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/zero_reducer.h"
 #include "models/registry.h"
+#include "runtime/ops/elementwise.h"
 
 namespace ddp {
 namespace {
@@ -425,6 +427,74 @@ TEST(ReducerTest, ZeroParameterGatherCompletesDuringForward) {
     ASSERT_TRUE(zero.GatherMasterWeights().ok());  // stage 3: every parameter, gathered for the moment
     EXPECT_EQ(std::memcmp(model->flat_parameters().data<float>(), updated, static_cast<size_t>(n) * sizeof(float)), 0);
   });
+}
+
+// Mixed precision with 16-bit gathers: each rank keeps only its pieces of
+// the f32 master weights (stages 1 and 2 as stage 3 does), and the gather
+// after the update rebuilds the working copy from them: every 16-bit
+// weight is its new value rounded, and every parameter the forward reads
+// in f32 holds its new value exactly, though no rank holds the flat f32
+// parameters. GatherMasterWeights makes them whole for the moment.
+TEST(ReducerTest, ZeroMixedPrecisionKeepsOnlyItsMasterPieces) {
+  if (Comm().world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  for (int stage : {1, 2}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    ExecutionContext ctx = ExecutionContext::Cpu(1);
+    std::unique_ptr<Model> model = SmallResNet();
+    model->EnableLowPrecision(ctx, DType::kBF16);
+    const int64_t n = model->num_parameters(), copy_bytes = model->low_precision_bytes();
+    int64_t f32_reads = 0;
+    for (const Parameter* p : model->parameters()) f32_reads += p->forward_reads_f32 ? NumElements(p->shape) : 0;
+    ASSERT_GT(f32_reads, 0);
+    ZeroOptions options;
+    options.stage = stage;
+    options.bucket_mb = 1.0;  // split weights too
+    options.first_bucket_mb = 0.25;
+    options.gather_dtype = DType::kBF16;
+    ZeroReducer zero(&Comm(), model.get(), options);
+    ASSERT_TRUE(zero.shards_masters());
+    zero.ShardParameters();
+    EXPECT_FALSE(model->flat_parameters().defined());
+    EXPECT_EQ(model->low_precision_bytes(), copy_bytes + f32_reads * 4);
+    int64_t pieces = 0;
+    for (const ZeroReducer::Bucket& b : zero.buckets()) pieces += b.shard * 4;
+    EXPECT_EQ(zero.master_bytes(), pieces);
+    const std::unordered_map<const Parameter*, int64_t> offsets = FlatOffsets(*model);
+    for (int round = 0; round < 2; ++round) {
+      std::vector<float> updated(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) updated[i] = 0.02f * std::sin(0.37f * static_cast<float>(i) + round);
+      int64_t owned = 0;
+      for (const OptimizerSlot& slot : zero.OptimizerSlots([](const Parameter&) { return 0.0f; })) {
+        const int64_t at = offsets.at(model->parameters()[slot.param_index]) + slot.offset;
+        for (int64_t i = 0; i < slot.value.numel(); ++i) slot.value.data<float>()[i] = updated[at + i];
+        owned += slot.value.numel();
+      }
+      Tensor total = Tensor::FromVector<int64_t>({owned}, {1});
+      ASSERT_TRUE(Comm().AllReduce(total, ReduceOp::kSum)->Wait().ok());
+      EXPECT_EQ(total.data<int64_t>()[0], n);
+      ASSERT_TRUE(zero.LaunchParameterGather().ok());
+      ASSERT_TRUE(zero.FinishParameterGather().ok());
+      const Tensor all = Tensor::FromVector<float>(updated, {n});
+      Tensor rounded = Tensor::Empty({n}, DType::kBF16);
+      CastScaled(ctx, all, 1.0f, rounded);
+      for (const Parameter* p : model->parameters()) {
+        const int64_t at = offsets.at(p), size = NumElements(p->shape);
+        EXPECT_EQ(std::memcmp(p->low.raw_data(), rounded.View(at, {size}).raw_data(), size * 2), 0) << p->name;
+        if (!p->forward_reads_f32) continue;
+        EXPECT_EQ(std::memcmp(p->value.raw_data(), &updated[at], size * 4), 0) << p->name;
+      }
+      ASSERT_TRUE(zero.GatherMasterWeights().ok());
+      ASSERT_TRUE(model->flat_parameters().defined());
+      EXPECT_EQ(std::memcmp(model->flat_parameters().raw_data(), updated.data(), n * 4), 0);
+      EXPECT_EQ(model->low_precision_bytes(), copy_bytes);
+      zero.ReleaseMasterWeights();
+      EXPECT_FALSE(model->flat_parameters().defined());
+      for (const Parameter* p : model->parameters()) {
+        if (!p->forward_reads_f32) continue;
+        EXPECT_EQ(std::memcmp(p->value.raw_data(), &updated[offsets.at(p)], NumElements(p->shape) * 4), 0) << p->name;
+      }
+    }
+  }
 }
 
 }  // namespace

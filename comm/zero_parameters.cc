@@ -42,7 +42,7 @@ void ShardedParameters::Shard() {
     Tensor mine = b.piece.View(0, {b.owned});
     Copy(ctx_, model_->flat_parameters().View(b.plan.offset + rank * b.shard, {b.owned}), mine);
   }
-  model_->ReleaseFlatParameters();
+  model_->ReleaseFlatParameters(ctx_);
   sharded_ = true;
 }
 
@@ -193,7 +193,7 @@ Status ShardedParameters::Materialize() {
 
 void ShardedParameters::Release() {
   if (!materialized_) return;
-  model_->ReleaseFlatParameters();
+  model_->ReleaseFlatParameters(ctx_);
   materialized_ = false;
 }
 

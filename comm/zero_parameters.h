@@ -1,7 +1,10 @@
-// ZeRO stage 3's parameters (comm/zero_reducer.h shards the gradients and
+// ZeRO's sharded parameters (comm/zero_reducer.h shards the gradients and
 // the optimizer state alike): each rank keeps the f32 master values of its
 // pieces only, piece r of every bucket, the same pieces its gradients and
-// optimizer state cover. The model's flat parameter buffer is released; a
+// optimizer state cover. The model's flat parameter buffer is released.
+// Under mixed precision at stages 1 and 2 that is all this class does (the
+// 16-bit working copy stays whole: Shard, piece, Materialize, Release).
+// Stage 3 (below) shards the working parameters too: a
 // bucket group (comm/buckets.h: one bucket, or the buckets of a split
 // parameter) is all-gathered, whole, into a buffer of its own when a
 // layer's forward or backward first reads one of its parameters

@@ -29,7 +29,10 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
       PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb, world, /*rearranged_whole=*/true);
   groups_ = GroupBuckets(plans, world);
   schedule_ = std::make_unique<BucketSchedule>(*model, plans);
-  if (options.stage == 3) {
+  // The f32 master weights in shards: stage 3's, and under mixed
+  // precision with 16-bit gathers every stage's (the 16-bit copy is then
+  // the working copy; f32 gathers deliver the masters whole).
+  if (options.stage == 3 || options.gather_dtype != DType::kF32) {
     sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, groups_, options.prefetch, options.ctx);
   }
   for (BucketPlan& plan : plans) {
@@ -58,12 +61,8 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
         << DTypeName(model->compute_dtype());
     PlanExtras(world);
   }
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    Bucket& b = buckets_[k];
-    if (b.extras_shard > 0) b.extras = Tensor::Zeros({b.extras_shard * world}, DType::kF32, device);
-    if (options.stage >= 2) {
-      b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
-    }
+  for (Bucket& b : buckets_) {
+    if (options.stage >= 2) b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
   }
   for (const BucketGroup& g : groups_) {
     // Stage 1: each group's buffer persists. Stages 2 and 3: a split
@@ -88,7 +87,7 @@ void ZeroReducer::PlanExtras(int world) {
         const int64_t start = flat_offset_.at(p) - b.offset, end = start + NumElements(p->shape);
         const int64_t a = std::max(lo, start), z = std::min(hi, end);
         if (a >= z) continue;
-        b.extras_runs[r].push_back({a, z - a, packed});
+        b.extras_runs[r].push_back({a, z - a, packed, p, a - start});
         packed += z - a;
       }
       b.extras_shard = std::max(b.extras_shard, packed);
@@ -111,8 +110,8 @@ std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
       const int64_t start = flat_offset_.at(p) - b.offset, end = start + NumElements(p->shape);
       const int64_t a = std::max(lo, start), z = std::min(hi, end);
       if (a >= z) continue;
-      // The master values: stage 3's piece, or the model's flat parameters.
-      const Tensor value = stage3() ? sharded_->piece(static_cast<int>(k)).View(a - lo, {z - a})
+      // The master values: this rank's piece, or the model's flat parameters.
+      const Tensor value = sharded_ ? sharded_->piece(static_cast<int>(k)).View(a - lo, {z - a})
                                     : model_->flat_parameters().View(b.offset + a, {z - a});
       slots.push_back({p->name, value, owned.View(a - lo, {z - a}), weight_decay(*p), index.at(p), a - start});
     }
@@ -326,10 +325,8 @@ void ZeroReducer::LaunchGather(int k, bool low) {
   Tensor target = GatherTarget(k);
   if (low) target = target.ReinterpretAs(options_.gather_dtype, {target.numel()});
   Tensor mine = target.View(rank * b.shard, {b.shard});
-  // A rank that owns nothing of the last bucket would start past its end.
-  const int64_t start = std::min(b.offset + rank * b.shard, b.offset + b.numel);
   if (b.owned > 0) {
-    const Tensor master = model_->flat_parameters().View(start, {b.owned});
+    const Tensor master = MasterPiece(k);
     Tensor owned = mine.View(0, {b.owned});
     if (low) {
       CastScaled(options_.ctx, master, 1.0f, owned);
@@ -339,12 +336,14 @@ void ZeroReducer::LaunchGather(int k, bool low) {
   }
   gather_work_[k] = comm_->AllGather(mine, target);
   if (low && b.extras_shard > 0) {
-    Tensor my_extras = b.extras.View(rank * b.extras_shard, {b.extras_shard});
+    // In flight only: the values land in the parameters (PlaceGather).
+    extras_[k] = Tensor::Empty({b.extras_shard * comm_->world_size()}, DType::kF32, model_->device());
+    Tensor my_extras = extras_[k].View(rank * b.extras_shard, {b.extras_shard});
     for (const Bucket::Run& run : b.extras_runs[rank]) {
       Tensor packed = my_extras.View(run.extras_offset, {run.length});
-      Copy(options_.ctx, model_->flat_parameters().View(b.offset + run.bucket_offset, {run.length}), packed);
+      Copy(options_.ctx, MasterPiece(k).View(run.bucket_offset - rank * b.shard, {run.length}), packed);
     }
-    extras_work_[k] = comm_->AllGather(my_extras, b.extras);
+    extras_work_[k] = comm_->AllGather(my_extras, extras_[k]);
   }
   ++gathers_in_flight_;
 }
@@ -361,14 +360,24 @@ void ZeroReducer::PlaceGather(int k, bool low) {
   }
   model_->RefreshLowPrecisionFrom(options_.ctx, b.offset, b.numel,
                                   target.ReinterpretAs(options_.gather_dtype, {b.numel}));
-  // The f32-read parameters of the other ranks' pieces, unpacked.
+  // The f32-read parameters, unpacked into their values (the working
+  // copy's f32 part; this rank's own too, as its masters are a shard).
+  if (!extras_[k].defined()) return;
   for (int r = 0; r < comm_->world_size(); ++r) {
-    if (r == comm_->rank()) continue;
     for (const Bucket::Run& run : b.extras_runs[r]) {
-      Tensor dst = model_->flat_parameters().View(b.offset + run.bucket_offset, {run.length});
-      Copy(options_.ctx, b.extras.View(r * b.extras_shard + run.extras_offset, {run.length}), dst);
+      Tensor dst = run.param->value.View(run.param_offset, {run.length});
+      Copy(options_.ctx, extras_[k].View(r * b.extras_shard + run.extras_offset, {run.length}), dst);
     }
   }
+  extras_[k] = Tensor();
+}
+
+Tensor ZeroReducer::MasterPiece(int k) const {
+  const Bucket& b = buckets_[k];
+  if (sharded_) return sharded_->piece(k).View(0, {b.owned});
+  // A rank that owns nothing of the last bucket would start past its end.
+  const int64_t start = std::min(b.offset + comm_->rank() * b.shard, b.offset + b.numel);
+  return model_->flat_parameters().View(start, {b.owned});
 }
 
 void ZeroReducer::TopUpGathers() {
@@ -385,8 +394,10 @@ Status ZeroReducer::LaunchParameterGather() {
     return Status::Ok();
   }
   RETURN_IF_ERROR(FinishParameterGather());  // a gather never overtakes the previous one
+  if (sharded_) sharded_->Shard();  // as after the start-up broadcast, if there was none
   gather_work_.assign(buckets_.size(), nullptr);
   extras_work_.assign(buckets_.size(), nullptr);
+  extras_.assign(buckets_.size(), Tensor());
   // The forward reads the flat space upwards: the last bucket first.
   next_gather_launch_ = next_gather_finish_ = static_cast<int>(buckets_.size()) - 1;
   TopUpGathers();
@@ -414,21 +425,7 @@ void ZeroReducer::FinishNextGather() {
 
 Status ZeroReducer::GatherMasterWeights() {
   RETURN_IF_ERROR(FinishParameterGather());
-  if (stage3()) return sharded_->Materialize();
-  if (!low_gather()) return Status::Ok();
-  gather_work_.assign(buckets_.size(), nullptr);
-  extras_work_.assign(buckets_.size(), nullptr);
-  for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
-    LaunchGather(k, /*low=*/false);
-    const Status s = gather_work_[k]->Wait();
-    gather_work_[k].reset();
-    --gathers_in_flight_;
-    RETURN_IF_ERROR(s);
-    const Bucket& b = buckets_[k];
-    Tensor params = model_->flat_parameters().View(b.offset, {b.numel});
-    Copy(options_.ctx, GatherTarget(k).View(0, {b.numel}), params);
-  }
-  return Status::Ok();
+  return sharded_ ? sharded_->Materialize() : Status::Ok();
 }
 
 void ZeroReducer::PrepareParameter(const Parameter& param) {
@@ -451,15 +448,15 @@ Status ZeroReducer::FinishParameterGather() {
 }
 
 void ZeroReducer::ReleaseMasterWeights() {
-  if (stage3()) sharded_->Release();
+  if (sharded_) sharded_->Release();
 }
 
 void ZeroReducer::ShardParameters() {
-  if (stage3()) sharded_->Shard();
+  if (sharded_) sharded_->Shard();
 }
 
 int64_t ZeroReducer::master_bytes() const {
-  return stage3() ? sharded_->piece_bytes() : static_cast<int64_t>(model_->num_parameters()) * 4;
+  return sharded_ ? sharded_->piece_bytes() : static_cast<int64_t>(model_->num_parameters()) * 4;
 }
 
 Traffic ZeroReducer::UnsentGather() const {

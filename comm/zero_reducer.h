@@ -12,18 +12,21 @@
 // unsharded.
 //
 // Mixed precision (the model keeps a low-precision copy of its weights):
-// with gather_dtype 16-bit (the default there), each owner rounds its
-// updated piece and the 16-bit bucket is gathered, half the bytes, then
-// put into that copy (rearranged where it is channels-last) as the forward
-// reaches it; the parameters the forward reads in f32 (norms, embedding
-// tables, f32 outputs' biases: Parameter::forward_reads_f32) travel in f32
-// beside it, packed per rank. (BERT's word embeddings so travel twice, in
-// the 16-bit bucket for the tied decoder and in f32 for the lookup: the
-// gather saves less than half its bytes there.) Other parameters' f32 master values are then current only in this
-// rank's pieces, which is all the optimizer reads: GatherMasterWeights
-// makes every one current (before saving). With gather_dtype f32 the f32
-// pieces are gathered and rounded into the copy on arrival; both give the
-// same bits.
+// with gather_dtype 16-bit (the default there), each rank keeps the f32
+// master weights of its pieces only (ShardedParameters, as stage 3 does),
+// and the 16-bit copy is the working copy. Each owner rounds its updated
+// piece and the 16-bit bucket is gathered, half the bytes, then put into
+// that copy (rearranged where it is channels-last) as the forward reaches
+// it. The parameters the forward reads in f32 (norms, embedding tables,
+// f32 outputs' biases: Parameter::forward_reads_f32) travel in f32 beside
+// it, packed per rank, into their values: the working copy's f32 part
+// (Model::ReleaseFlatParameters). (BERT's word embeddings so travel twice,
+// in the 16-bit bucket for the tied decoder and in f32 for the lookup.)
+// GatherMasterWeights gathers every f32 master into a whole buffer for what
+// reads them all (checkpoints, --save-weights), given back by
+// ReleaseMasterWeights. With gather_dtype f32 the masters stay whole on
+// every rank: the f32 pieces are gathered and rounded into the copy on
+// arrival; both give the same bits.
 //
 // Stage 2 keeps only the pieces of the gradients: full-size bucket buffers
 // are transient, a few (kBuffersInFlight) in a pool that buckets take in
@@ -89,13 +92,16 @@ class ZeroReducer : public GradientReadyHook {
     bool prepared = false;           // stage 2: holds a gradient buffer in this backward
     int group = 0;                   // its group (comm/buckets.h): a split parameter's buckets share one
     // 16-bit gathers: the f32-read parameters' elements in each rank's
-    // piece, packed into that rank's block of `extras` (extras_shard each).
+    // piece, packed into that rank's block of the extras gathered beside the
+    // bucket (extras_shard each); `param_offset` is where the run starts in
+    // `param`.
     struct Run {
       int64_t bucket_offset, length, extras_offset;
+      const Parameter* param;
+      int64_t param_offset;
     };
     std::vector<std::vector<Run>> extras_runs;  // per rank
     int64_t extras_shard = 0;
-    Tensor extras;
     std::shared_ptr<Work> work;
     double launched = 0.0;
   };
@@ -136,18 +142,21 @@ class ZeroReducer : public GradientReadyHook {
   // failure of any bucket's gather, also one met inside forward. Call before
   // anything reads all parameters (evaluation); Wait() calls it too.
   Status FinishParameterGather();
-  // After FinishParameterGather, with 16-bit gathers: gathers the f32 master
-  // weights too (synchronously), so every parameter's f32 value is current
-  // on every rank (before saving). A no-op with f32 gathers.
+  // After FinishParameterGather, where the masters are sharded (stage 3,
+  // 16-bit gathers): gathers every f32 master weight (synchronously) into
+  // a flat buffer the model adopts, so every parameter's f32 value is
+  // current on every rank (before saving). A no-op otherwise.
   Status GatherMasterWeights();
-  // Stage 3: gives back what GatherMasterWeights gathered (the next update
-  // does too); a no-op otherwise.
+  // Gives back what GatherMasterWeights gathered (stage 3's next update
+  // does too); a no-op where the masters are whole.
   void ReleaseMasterWeights();
-  // Stage 3: makes the shards (copies this rank's pieces out of the model's
-  // flat parameters and frees those), after the start-up broadcast; a no-op
-  // otherwise.
+  // Where the masters are sharded: makes the shards (copies this rank's
+  // pieces out of the model's flat parameters and frees those), after the
+  // start-up broadcast; a no-op otherwise.
   void ShardParameters();
-  // The f32 master weights this rank keeps: its pieces (stage 3), or the
+  // Whether this rank keeps only its pieces of the f32 master weights.
+  bool shards_masters() const { return sharded_ != nullptr; }
+  // The f32 master weights this rank keeps: its pieces (sharded), or the
   // model's flat parameters.
   int64_t master_bytes() const;
   // Stage 3: the most bytes of gathered parameter buckets held at once; 0
@@ -205,6 +214,9 @@ class ZeroReducer : public GradientReadyHook {
   // Starts bucket k's gather: of the f32 pieces (`low` false), or of the
   // rounded pieces and the f32-read extras.
   void LaunchGather(int k, bool low);
+  // This rank's f32 master values of bucket k (`owned` elements): its
+  // piece, or its part of the model's flat parameters.
+  Tensor MasterPiece(int k) const;
   // Bucket k's gather has arrived: into the model.
   void PlaceGather(int k, bool low);
   bool low_gather() const { return options_.gather_dtype != DType::kF32; }
@@ -234,6 +246,7 @@ class ZeroReducer : public GradientReadyHook {
   // launch and once copied into place); they launch and finish from the last
   // bucket down.
   std::vector<std::shared_ptr<Work>> gather_work_, extras_work_;
+  std::vector<Tensor> extras_;  // per bucket, the f32-read extras while their gather is in flight
   int next_gather_launch_ = -1, next_gather_finish_ = -1, gathers_in_flight_ = 0;
   Status gather_status_;        // the first gather failure, reported by FinishParameterGather
   double gather_waited_ = 0.0;  // seconds forward and Finish blocked on gathers, added to the next Wait's stats

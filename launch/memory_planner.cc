@@ -53,10 +53,15 @@ std::string CollectivesNote(const MemoryBreakdown& b) {
 
 std::vector<Row> Rows(const MemoryPlan& plan) {
   const MemoryBreakdown& b = plan.at;
-  const bool sharded = plan.request.options.zero_stage == 3 && plan.request.world_size > 1;
-  return {{sharded ? "parameters (f32, this rank's pieces)" : "parameters (f32 master weights)", "parameters",
+  // ZeRO keeps the f32 masters in shards at stage 3, and under mixed
+  // precision at every stage; the working copy then also holds, in f32,
+  // the parameters the forward reads so (norms, biases, embedding tables).
+  const bool sharded = b.parameters < b.parameter_count * 4;
+  const bool f32_reads = b.low_precision > b.parameter_count * 2;
+  return {{sharded ? "parameters (f32 master shard)" : "parameters (f32 master weights)", "parameters",
            b.parameters},
-          {"16-bit weight copy", "low_precision_copy", b.low_precision},
+          {f32_reads ? "working copy (16-bit, f32 reads)" : "16-bit weight copy", "low_precision_copy",
+           b.low_precision},
           {"gradients", "gradients", b.gradients, true},
           {"optimizer state", "optimizer_state", b.optimizer},
           {"persistent buffers (batch norm)", "buffers", b.buffers},

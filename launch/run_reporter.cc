@@ -25,11 +25,12 @@ void Append(std::string& out, const char* format, ...) {
   out += piece;
 }
 
-// "16-bit weights 640.0 MiB  " in mixed precision, else "".
+// "working copy 640.0 MiB  " in mixed precision (the 16-bit weights, and
+// under ZeRO the f32 values the forward reads), else "".
 std::string LowPrecisionPiece(const MemoryFigures& m) {
   if (m.low_precision_bytes == 0) return "";
   char piece[64];
-  std::snprintf(piece, sizeof(piece), "16-bit weights %.1f MiB  ", m.low_precision_bytes / (1024.0 * 1024.0));
+  std::snprintf(piece, sizeof(piece), "working copy %.1f MiB  ", m.low_precision_bytes / (1024.0 * 1024.0));
   return piece;
 }
 

@@ -136,7 +136,7 @@ TEST(RunReporterTest, MixedPrecisionTextNamesTheSixteenBitCopy) {
   RunSummary s = OneRank();
   s.memory.low_precision_bytes = 1 * kMiB;
   EXPECT_EQ(SummaryText(s).substr(SummaryText(s).find("memory (rank 0)")),
-            "memory (rank 0): parameters 2.0 MiB  gradients 2.0 MiB  optimizer state 0.0 MiB  16-bit weights 1.0 MiB  "
+            "memory (rank 0): parameters 2.0 MiB  gradients 2.0 MiB  optimizer state 0.0 MiB  working copy 1.0 MiB  "
             "transient buckets 0.0 MiB  activations peak 1.0 MiB  allocator peak 3.0 MiB\n");
 }
 

@@ -120,7 +120,8 @@ StepProfile StepProfiler::Summary() const {
   for (size_t k = 0; k < steps_.size(); ++k) deviation[k] = std::fabs(compute[k] - center);
   out.compute_sd_s = 1.4826 * Median(deviation);
   for (size_t k = 0; k < order_.size(); ++k) {
-    out.params.push_back({order_[k]->name, static_cast<int64_t>(order_[k]->value.nbytes()), Median(readies_[k])});
+    // f32 bytes: ZeRO may hold the value in shards.
+    out.params.push_back({order_[k]->name, NumElements(order_[k]->shape) * 4, Median(readies_[k])});
   }
   return out;
 }

@@ -6,7 +6,8 @@
 # cannot differ). The parameter gather carries the bf16 weight copy (batch
 # norm and biases in f32 beside it) by default, and f32 with
 # --zero-gather-dtype fp32: both give the same bits, the saved weights
-# included (the f32 master weights are gathered before saving).
+# included (the f32 master weights are gathered before saving). With bf16
+# gathers each rank keeps only its pieces of the f32 master weights.
 # Compression must change the result (it is not a no-op), and
 # --grad-compression auto under bf16 must mean bf16.
 set -u
@@ -47,6 +48,25 @@ for stage in 1 2; do
   grep -q '"zero_gather_dtype":"bf16"' "$tmp/zero${stage}_none.jsonl" || fail "stage $stage did not gather bf16"
   grep -q '"zero_gather_dtype":"f32"' "$tmp/zero${stage}_gather_f32.jsonl" || fail "stage $stage did not gather f32"
 done
+# The memory record: with bf16 gathers each rank keeps half the f32 master
+# weights (its pieces, padded), and the working copy holds, beside the bf16
+# weights, the f32 values the forward reads (batch norm's); with f32
+# gathers the masters stay whole.
+/usr/bin/python3 - "$tmp" <<'PY' || fail "the memory record of sharded master weights"
+import json, sys
+def memory(name):
+    return [json.loads(l) for l in open(f"{sys.argv[1]}/{name}.jsonl")][-1]["summary"]["memory"]
+m0 = memory("zero0_none")
+p, copy = m0["param_bytes"], m0["low_precision_bytes"]
+padding = 4 * 64  # at most an element padded in each of 64 buckets
+for stage in (1, 2):
+    m = memory(f"zero{stage}_none")
+    print(f"stage {stage}: f32 masters {m['param_bytes']} of {p} bytes; working copy {m['low_precision_bytes']}")
+    assert 0 <= m["param_bytes"] - p // 2 <= padding, f"stage {stage} keeps {m['param_bytes']} master bytes"
+    assert copy < m["low_precision_bytes"] < copy + p // 10, f"stage {stage}'s working copy"
+    f = memory(f"zero{stage}_gather_f32")
+    assert f["param_bytes"] == p and f["low_precision_bytes"] == copy, f"stage {stage} with f32 gathers"
+PY
 run auto --zero-stage 1
 echo "--grad-compression auto under bf16 vs bf16:"; same zero1_bf16 auto
 grep -q '"compute_dtype":"bf16"' "$tmp/zero1_bf16.jsonl" || fail "did not train in bf16"

@@ -73,7 +73,7 @@ void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype, MemoryFormat 
   RefreshLowPrecision(ctx);
 }
 
-void Model::RefreshLowPrecision(ExecutionContext& ctx) { RefreshLowPrecision(ctx, 0, flat_parameters_.numel()); }
+void Model::RefreshLowPrecision(ExecutionContext& ctx) { RefreshLowPrecision(ctx, 0, num_parameters_); }
 
 void Model::RefreshLowPrecision(ExecutionContext& ctx, int64_t offset, int64_t numel) {
   Refresh(ctx, offset, numel, nullptr);
@@ -87,6 +87,8 @@ void Model::RefreshLowPrecisionFrom(ExecutionContext& ctx, int64_t offset, int64
 
 void Model::Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor* source) {
   if (!flat_low_.defined()) return;
+  CHECK(source != nullptr || flat_parameters_.defined())
+      << name_ << ": a low-precision refresh from master weights that are held in shards";
   // The values at flat [begin, end): from the master (f32) or `source`.
   auto from = [&](int64_t begin, const Shape& shape) {
     return source != nullptr ? source->View(begin - offset, shape) : flat_parameters_.View(begin, shape);
@@ -177,8 +179,23 @@ void Model::ReleaseFlatGradients() {
   flat_gradients_ = Tensor();
 }
 
-void Model::ReleaseFlatParameters() {
-  for (Parameter* p : parameters_) p->value = Tensor();
+void Model::ReleaseFlatParameters(ExecutionContext& ctx) {
+  if (flat_low_.defined() && flat_parameters_.defined()) {
+    int64_t total = 0;
+    for (const Parameter* p : parameters_) total += p->forward_reads_f32 ? NumElements(p->shape) : 0;
+    f32_reads_ = Tensor::Empty({total}, DType::kF32, device_);
+    int64_t at = 0;
+    for (Parameter* p : parameters_) {
+      if (!p->forward_reads_f32) continue;
+      Tensor moved = f32_reads_.View(at, p->shape);
+      Copy(ctx, p->value, moved);
+      p->value = moved;
+      at += NumElements(p->shape);
+    }
+  }
+  for (Parameter* p : parameters_) {
+    if (!f32_reads_.defined() || !p->forward_reads_f32) p->value = Tensor();
+  }
   flat_parameters_ = Tensor();
 }
 
@@ -191,6 +208,7 @@ void Model::AdoptFlatParameters(Tensor flat) {
     p->value = flat_parameters_.View(offset, p->shape);
     offset += NumElements(p->shape);
   }
+  f32_reads_ = Tensor();
 }
 
 void Model::MoveTo(Device device) {

@@ -69,15 +69,20 @@ class Model {
   std::vector<Parameter*> BackwardOrder() const;
   const std::vector<Buffer*>& buffers() const { return buffers_; }
   int64_t num_parameters() const { return num_parameters_; }
-  // Undefined while ZeRO-3 holds the parameters in shards
+  // Undefined while ZeRO holds the master weights in shards
   // (ReleaseFlatParameters).
   Tensor& flat_parameters() { return flat_parameters_; }
-  // For owners that keep the parameters elsewhere (ZeRO-3's shards, each
-  // parameter's value pointed into a gathered bucket while in use): frees
-  // the flat parameter buffer and leaves every value undefined.
-  void ReleaseFlatParameters();
+  // For owners that keep the f32 master weights elsewhere (ZeRO's shards):
+  // frees the flat parameter buffer. In f32 training every value is then
+  // undefined (ZeRO-3 points each into a gathered bucket while in use).
+  // With low precision the 16-bit copy is the working copy, and the
+  // parameters the forward reads in f32 (Parameter::forward_reads_f32) keep
+  // their values, moved (on `ctx`) into a buffer of their own, the working
+  // copy's f32 part; the owner keeps them current.
+  void ReleaseFlatParameters(ExecutionContext& ctx);
   // Makes `flat` (f32, num_parameters() elements, on the model's device)
-  // the flat parameter buffer again, every value a view into it.
+  // the flat parameter buffer again, every value a view into it (the f32
+  // part of the working copy is dropped: `flat` holds the same values).
   void AdoptFlatParameters(Tensor flat);
   // Undefined after ReleaseFlatGradients.
   Tensor& flat_gradients() { return flat_gradients_; }
@@ -100,8 +105,13 @@ class Model {
   // want weights so); the master weights stay [K, C, R, S].
   void EnableLowPrecision(ExecutionContext& ctx, DType dtype,
                           MemoryFormat weights_format = MemoryFormat::kContiguous);
-  // The 16-bit copy's bytes (0 in f32 training).
-  int64_t low_precision_bytes() const { return flat_low_.defined() ? static_cast<int64_t>(flat_low_.nbytes()) : 0; }
+  // The working copy's bytes besides the flat f32 parameters: the 16-bit
+  // copy, and while the flat buffer is released, the f32 values the forward
+  // reads (0 in f32 training).
+  int64_t low_precision_bytes() const {
+    return (flat_low_.defined() ? static_cast<int64_t>(flat_low_.nbytes()) : 0) +
+           (f32_reads_.defined() ? static_cast<int64_t>(f32_reads_.nbytes()) : 0);
+  }
   // f32 unless EnableLowPrecision was called.
   DType compute_dtype() const { return flat_low_.defined() ? flat_low_.dtype() : DType::kF32; }
   // Rounds the master weights into the low-precision copy (after each
@@ -143,6 +153,7 @@ class Model {
   // The refreshes: from the f32 master, or from a rounded `source`.
   void Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor* source);
   Tensor flat_parameters_, flat_gradients_, flat_low_;
+  Tensor f32_reads_;  // with low precision, while flat_parameters_ is released
   int64_t num_parameters_ = 0;
   Device device_;
   bool channels_last_ = false;
