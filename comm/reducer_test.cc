@@ -430,18 +430,23 @@ TEST(ReducerTest, ZeroParameterGatherCompletesDuringForward) {
 }
 
 // Mixed precision with 16-bit gathers: each rank keeps only its pieces of
-// the f32 master weights (stages 1 and 2 as stage 3 does), and the gather
-// after the update rebuilds the working copy from them: every 16-bit
-// weight is its new value rounded, and every parameter the forward reads
-// in f32 holds its new value exactly, though no rank holds the flat f32
-// parameters. GatherMasterWeights makes them whole for the moment.
+// the f32 master weights, at every stage, and the gathers rebuild the
+// working copy from them: every 16-bit weight is its new value rounded
+// (rearranged channels-last where the model keeps it so), and every
+// parameter the forward reads in f32 holds its new value exactly, though
+// no rank holds the flat f32 parameters. Stages 1 and 2 keep the working
+// copy whole, gathered after the update; stage 3 gathers each bucket as a
+// pass reads it and holds none afterwards. GatherMasterWeights makes the
+// masters whole for the moment (stage 3 also the 16-bit copy).
 TEST(ReducerTest, ZeroMixedPrecisionKeepsOnlyItsMasterPieces) {
   if (Comm().world_size() < 2) GTEST_SKIP() << "needs two ranks";
-  for (int stage : {1, 2}) {
-    SCOPED_TRACE("stage " + std::to_string(stage));
+  for (const auto& [stage, format] : std::vector<std::pair<int, MemoryFormat>>{
+           {1, MemoryFormat::kContiguous}, {2, MemoryFormat::kContiguous},
+           {3, MemoryFormat::kContiguous}, {3, MemoryFormat::kChannelsLast}}) {
+    SCOPED_TRACE("stage " + std::to_string(stage) + (format == MemoryFormat::kChannelsLast ? ", channels-last" : ""));
     ExecutionContext ctx = ExecutionContext::Cpu(1);
     std::unique_ptr<Model> model = SmallResNet();
-    model->EnableLowPrecision(ctx, DType::kBF16);
+    model->EnableLowPrecision(ctx, DType::kBF16, format);
     const int64_t n = model->num_parameters(), copy_bytes = model->low_precision_bytes();
     int64_t f32_reads = 0;
     for (const Parameter* p : model->parameters()) f32_reads += p->forward_reads_f32 ? NumElements(p->shape) : 0;
@@ -455,7 +460,7 @@ TEST(ReducerTest, ZeroMixedPrecisionKeepsOnlyItsMasterPieces) {
     ASSERT_TRUE(zero.shards_masters());
     zero.ShardParameters();
     EXPECT_FALSE(model->flat_parameters().defined());
-    EXPECT_EQ(model->low_precision_bytes(), copy_bytes + f32_reads * 4);
+    EXPECT_EQ(model->low_precision_bytes(), stage == 3 ? 0 : copy_bytes + f32_reads * 4);
     int64_t pieces = 0;
     for (const ZeroReducer::Bucket& b : zero.buckets()) pieces += b.shard * 4;
     EXPECT_EQ(zero.master_bytes(), pieces);
@@ -472,26 +477,48 @@ TEST(ReducerTest, ZeroMixedPrecisionKeepsOnlyItsMasterPieces) {
       Tensor total = Tensor::FromVector<int64_t>({owned}, {1});
       ASSERT_TRUE(Comm().AllReduce(total, ReduceOp::kSum)->Wait().ok());
       EXPECT_EQ(total.data<int64_t>()[0], n);
-      ASSERT_TRUE(zero.LaunchParameterGather().ok());
-      ASSERT_TRUE(zero.FinishParameterGather().ok());
       const Tensor all = Tensor::FromVector<float>(updated, {n});
       Tensor rounded = Tensor::Empty({n}, DType::kBF16);
       CastScaled(ctx, all, 1.0f, rounded);
-      for (const Parameter* p : model->parameters()) {
-        const int64_t at = offsets.at(p), size = NumElements(p->shape);
-        EXPECT_EQ(std::memcmp(p->low.raw_data(), rounded.View(at, {size}).raw_data(), size * 2), 0) << p->name;
-        if (!p->forward_reads_f32) continue;
-        EXPECT_EQ(std::memcmp(p->value.raw_data(), &updated[at], size * 4), 0) << p->name;
+      // p's working values: its 16-bit copy, and its f32 value if read so.
+      auto expect_working = [&](const Parameter& p) {
+        const int64_t at = offsets.at(&p), size = NumElements(p.shape);
+        ASSERT_TRUE(p.low.defined()) << p.name;
+        EXPECT_EQ(p.low.format(), model->LowPrecisionFormat(p)) << p.name;
+        Tensor want = Tensor::Empty(p.shape, DType::kBF16, Device::Cpu(), p.low.format());
+        if (p.low.channels_last()) {
+          ConvertLayout(ctx, rounded.View(at, p.shape), want);
+        } else {
+          want.CopyFrom(rounded.View(at, p.shape));
+        }
+        EXPECT_EQ(std::memcmp(p.low.raw_data(), want.raw_data(), size * 2), 0) << p.name;
+        if (!p.forward_reads_f32) return;
+        ASSERT_TRUE(p.value.defined()) << p.name;
+        EXPECT_EQ(std::memcmp(p.value.raw_data(), &updated[at], size * 4), 0) << p.name;
+      };
+      ASSERT_TRUE(zero.LaunchParameterGather().ok());
+      if (stage == 3) {
+        // A forward's pass: each parameter gathered as it is read.
+        for (const Parameter* p : model->parameters()) {
+          zero.PrepareParameter(*p);
+          expect_working(*p);
+        }
+        ASSERT_TRUE(zero.FinishParameterGather().ok());
+        EXPECT_GT(zero.gathered_peak_bytes(), 0);
+      } else {
+        ASSERT_TRUE(zero.FinishParameterGather().ok());
+        for (const Parameter* p : model->parameters()) expect_working(*p);
       }
       ASSERT_TRUE(zero.GatherMasterWeights().ok());
       ASSERT_TRUE(model->flat_parameters().defined());
       EXPECT_EQ(std::memcmp(model->flat_parameters().raw_data(), updated.data(), n * 4), 0);
       EXPECT_EQ(model->low_precision_bytes(), copy_bytes);
+      for (const Parameter* p : model->parameters()) expect_working(*p);
       zero.ReleaseMasterWeights();
       EXPECT_FALSE(model->flat_parameters().defined());
-      for (const Parameter* p : model->parameters()) {
-        if (!p->forward_reads_f32) continue;
-        EXPECT_EQ(std::memcmp(p->value.raw_data(), &updated[offsets.at(p)], NumElements(p->shape) * 4), 0) << p->name;
+      EXPECT_EQ(model->low_precision_bytes(), stage == 3 ? 0 : copy_bytes + f32_reads * 4);
+      if (stage < 3) {
+        for (const Parameter* p : model->parameters()) expect_working(*p);
       }
     }
   }

@@ -9,10 +9,48 @@
 
 namespace ddp {
 
+F32Reads F32Reads::Plan(const BucketPlan& plan, int64_t piece_shard, int world,
+                        const std::unordered_map<const Parameter*, int64_t>& offsets) {
+  F32Reads reads;
+  reads.runs.assign(world, {});
+  for (int r = 0; r < world; ++r) {
+    const int64_t lo = r * piece_shard, hi = std::min(plan.numel, lo + piece_shard);
+    int64_t packed = 0;
+    for (const Parameter* p : plan.params) {
+      if (!p->forward_reads_f32) continue;  // read through the 16-bit copy
+      const int64_t start = offsets.at(p) - plan.offset, end = start + NumElements(p->shape);
+      const int64_t a = std::max(lo, start), z = std::min(hi, end);
+      if (a >= z) continue;
+      reads.runs[r].push_back({a, z - a, packed, p, a - start});
+      packed += z - a;
+    }
+    reads.shard = std::max(reads.shard, packed);
+  }
+  return reads;
+}
+
+void F32Reads::Pack(ExecutionContext& ctx, int rank, int64_t piece_shard, const Tensor& piece, Tensor block) const {
+  for (const Run& run : runs[rank]) {
+    Tensor packed = block.View(run.packed_offset, {run.length});
+    Copy(ctx, piece.View(run.bucket_offset - rank * piece_shard, {run.length}), packed);
+  }
+}
+
+void F32Reads::Unpack(ExecutionContext& ctx, const Tensor& all) const {
+  for (size_t r = 0; r < runs.size(); ++r) {
+    for (const Run& run : runs[r]) {
+      Tensor value = run.param->value.View(run.param_offset, {run.length});
+      Copy(ctx, all.View(static_cast<int64_t>(r) * shard + run.packed_offset, {run.length}), value);
+    }
+  }
+}
+
 ShardedParameters::ShardedParameters(Communicator* comm, Model* model, const std::vector<BucketPlan>& plans,
-                                     const std::vector<BucketGroup>& groups, int prefetch, const ExecutionContext& ctx)
-    : comm_(comm), model_(model), ctx_(ctx), prefetch_(std::max(0, prefetch)) {
+                                     const std::vector<BucketGroup>& groups, bool working_too, int prefetch,
+                                     const ExecutionContext& ctx)
+    : comm_(comm), model_(model), ctx_(ctx), prefetch_(std::max(0, prefetch)), working_too_(working_too) {
   const int world = comm->world_size(), rank = comm->rank();
+  if (working_too) low_ = model->compute_dtype();
   flat_offset_ = FlatOffsets(*model);
   for (const BucketPlan& plan : plans) {
     Bucket b;
@@ -20,6 +58,7 @@ ShardedParameters::ShardedParameters(Communicator* comm, Model* model, const std
     b.shard = ShardSize(plan.numel, world);
     b.owned = OwnedElements(plan.numel, world, rank);
     b.piece = Tensor::Zeros({b.shard}, DType::kF32, model->device());
+    if (low()) b.f32_reads = F32Reads::Plan(plan, b.shard, world, flat_offset_);
     buckets_.push_back(std::move(b));
   }
   for (const BucketGroup& layout : groups) {
@@ -42,7 +81,7 @@ void ShardedParameters::Shard() {
     Tensor mine = b.piece.View(0, {b.owned});
     Copy(ctx_, model_->flat_parameters().View(b.plan.offset + rank * b.shard, {b.owned}), mine);
   }
-  model_->ReleaseFlatParameters(ctx_);
+  model_->ReleaseFlatParameters(ctx_, /*keep_working_copy=*/!working_too_);
   sharded_ = true;
 }
 
@@ -101,29 +140,90 @@ void ShardedParameters::Launch(int k) {
   }
   Group& g = groups_[k];
   const BucketGroup& layout = g.layout;
-  g.gathered = Tensor::Empty({layout.size}, DType::kF32, model_->device());
+  const int world = comm_->world_size(), rank = comm_->rank();
+  g.gathered = Tensor::Empty({layout.size}, low() ? low_ : DType::kF32, model_->device());
   for (int j = layout.first; j <= layout.last; ++j) {
-    const Bucket& b = buckets_[j];
-    g.work.push_back(Gather(j, "", g.gathered.View(b.plan.offset - layout.base, {b.shard * comm_->world_size()})));
+    Bucket& b = buckets_[j];
+    g.work.push_back(Gather(j, "", g.gathered.View(b.plan.offset - layout.base, {b.shard * world})));
+    if (b.f32_reads.shard == 0) continue;
+    // The f32-read parameters' elements beside it, unpacked by Place.
+    b.extras = Tensor::Empty({b.f32_reads.shard * world}, DType::kF32, model_->device());
+    Tensor mine = b.extras.View(rank * b.f32_reads.shard, {b.f32_reads.shard});
+    b.f32_reads.Pack(ctx_, rank, b.shard, b.piece, mine);
+    const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(j) + " (f32 reads)");
+    g.work.push_back(comm_->AllGather(mine, b.extras));
   }
-  for (int j = layout.first; j <= layout.last; ++j) {
-    for (Parameter* p : buckets_[j].plan.params) p->value = g.gathered.View(flat_offset_.at(p) - layout.base, p->shape);
+  if (!low()) {
+    for (int j = layout.first; j <= layout.last; ++j) {
+      for (Parameter* p : buckets_[j].plan.params) p->value = g.gathered.View(flat_offset_.at(p) - layout.base, p->shape);
+    }
   }
   ++resident_;
-  gathered_ += static_cast<int64_t>(g.gathered.nbytes());
+  gathered_ += GroupBytes(g);
   gathered_peak_ = std::max(gathered_peak_, gathered_);
+}
+
+void ShardedParameters::Place(int k) {
+  Group& g = groups_[k];
+  const BucketGroup& layout = g.layout;
+  const int64_t before = GroupBytes(g);
+  // A split parameter is in each of its group's buckets.
+  std::vector<Parameter*> params;
+  for (int j = layout.first; j <= layout.last; ++j) {
+    for (Parameter* p : buckets_[j].plan.params) {
+      if (std::find(params.begin(), params.end(), p) == params.end()) params.push_back(p);
+    }
+  }
+  int64_t f32_elements = 0;
+  for (const Parameter* p : params) f32_elements += p->forward_reads_f32 ? NumElements(p->shape) : 0;
+  g.f32_values = Tensor::Empty({f32_elements}, DType::kF32, model_->device());
+  int64_t at = 0;
+  for (Parameter* p : params) {
+    const Tensor copy = g.gathered.View(flat_offset_.at(p) - layout.base, p->shape);
+    if (model_->LowPrecisionFormat(*p) == MemoryFormat::kChannelsLast) {
+      g.rearranged.push_back(Tensor::Empty(p->shape, low_, model_->device(), MemoryFormat::kChannelsLast));
+      ConvertLayout(ctx_, copy, g.rearranged.back());
+      p->low = g.rearranged.back();
+    } else {
+      p->low = copy;
+    }
+    if (!p->forward_reads_f32) continue;
+    p->value = g.f32_values.View(at, p->shape);
+    at += NumElements(p->shape);
+  }
+  for (int j = layout.first; j <= layout.last; ++j) {
+    Bucket& b = buckets_[j];
+    if (!b.extras.defined()) continue;
+    b.f32_reads.Unpack(ctx_, b.extras);
+    b.extras = Tensor();
+  }
+  g.placed = true;
+  gathered_ += GroupBytes(g) - before;
+  gathered_peak_ = std::max(gathered_peak_, gathered_);
+}
+
+int64_t ShardedParameters::GroupBytes(const Group& g) const {
+  int64_t bytes = static_cast<int64_t>(g.gathered.nbytes() + g.f32_values.nbytes());
+  for (const Tensor& t : g.rearranged) bytes += static_cast<int64_t>(t.nbytes());
+  for (int j = g.layout.first; j <= g.layout.last; ++j) bytes += static_cast<int64_t>(buckets_[j].extras.nbytes());
+  return bytes;
 }
 
 std::shared_ptr<Work> ShardedParameters::Gather(int k, const std::string& why, Tensor whole) {
   const Bucket& b = buckets_[k];
-  // In place: this rank's piece goes to its block first.
+  // In place: this rank's piece goes to its block first (rounded to a
+  // 16-bit `whole`).
   Tensor mine = whole.View(comm_->rank() * b.shard, {b.shard});
-  Copy(ctx_, b.piece, mine);
+  if (whole.dtype() == DType::kF32) {
+    Copy(ctx_, b.piece, mine);
+  } else {
+    CastScaled(ctx_, b.piece, 1.0f, mine);
+  }
   const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(k) + why);
   return comm_->AllGather(mine, whole);
 }
 
-void ShardedParameters::Arrive(int k) {
+void ShardedParameters::WaitFor(int k) {
   Group& g = groups_[k];
   if (g.work.empty()) return;
   const double start = SteadySeconds();
@@ -135,15 +235,22 @@ void ShardedParameters::Arrive(int k) {
   g.work.clear();
 }
 
+void ShardedParameters::Arrive(int k) {
+  WaitFor(k);
+  if (low() && groups_[k].gathered.defined() && !groups_[k].placed) Place(k);
+}
+
 void ShardedParameters::Evict(int k) {
   Group& g = groups_[k];
-  Arrive(k);  // its gathers still write into the buffer
+  WaitFor(k);  // its gathers still write into the buffers
   for (int j = g.layout.first; j <= g.layout.last; ++j) {
-    for (Parameter* p : buckets_[j].plan.params) p->value = Tensor();
+    for (Parameter* p : buckets_[j].plan.params) p->value = p->low = Tensor();
+    buckets_[j].extras = Tensor();
   }
-  gathered_ -= static_cast<int64_t>(g.gathered.nbytes());
-  g.gathered = Tensor();
-  g.jump = false;
+  gathered_ -= GroupBytes(g);
+  g.gathered = g.f32_values = Tensor();
+  g.rearranged.clear();
+  g.placed = g.jump = false;
   --resident_;
 }
 
@@ -166,7 +273,7 @@ void ShardedParameters::AfterUpdate() {
 }
 
 Status ShardedParameters::Finish() {
-  for (int k = 0; k < num_groups(); ++k) Arrive(k);
+  for (int k = 0; k < num_groups(); ++k) WaitFor(k);
   Status s = status_;
   status_ = Status::Ok();
   return s;
@@ -186,14 +293,14 @@ Status ShardedParameters::Materialize() {
     Tensor place = flat.View(b.plan.offset, {b.plan.numel});
     Copy(ctx_, whole.View(0, {b.plan.numel}), place);
   }
-  model_->AdoptFlatParameters(std::move(flat));
+  model_->AdoptFlatParameters(ctx_, std::move(flat));
   materialized_ = true;
   return Status::Ok();
 }
 
 void ShardedParameters::Release() {
   if (!materialized_) return;
-  model_->ReleaseFlatParameters(ctx_);
+  model_->ReleaseFlatParameters(ctx_, /*keep_working_copy=*/!working_too_);
   materialized_ = false;
 }
 

@@ -41,15 +41,46 @@
 
 namespace ddp {
 
+// Under mixed precision a bucket's 16-bit gather carries the working copy,
+// and the parameters the forward reads in f32 (Parameter::forward_reads_f32:
+// norms, biases, embedding tables) travel beside it in f32: each rank packs
+// its piece's elements of them into its block of an extras buffer (`shard`
+// elements each), which is all-gathered and unpacked into their values.
+struct F32Reads {
+  struct Run {
+    int64_t bucket_offset, length;  // in the bucket
+    int64_t packed_offset;          // in the rank's block
+    const Parameter* param;
+    int64_t param_offset;  // where the run starts in the parameter
+  };
+  std::vector<std::vector<Run>> runs;  // per rank
+  int64_t shard = 0;                   // the most elements a rank packs
+
+  // The runs of bucket `plan`, split among `world` ranks in pieces of
+  // `piece_shard` elements; `offsets`: FlatOffsets.
+  static F32Reads Plan(const BucketPlan& plan, int64_t piece_shard, int world,
+                       const std::unordered_map<const Parameter*, int64_t>& offsets);
+  // This rank's runs, from its f32 master `piece` into its `block`.
+  void Pack(ExecutionContext& ctx, int rank, int64_t piece_shard, const Tensor& piece, Tensor block) const;
+  // Every rank's runs, from the gathered `all` (world blocks) into the
+  // parameters' values.
+  void Unpack(ExecutionContext& ctx, const Tensor& all) const;
+};
+
 class ShardedParameters {
  public:
   enum class Pass { kForward, kBackward };
 
   // `plans`: the gradient buckets (comm/buckets.h), whose padded shards
   // these pieces follow, and `groups`, GroupBuckets of them. Allocates the
-  // pieces; the model keeps its flat parameters until Shard.
+  // pieces; the model keeps its flat parameters until Shard. With
+  // `working_too` (stage 3) the working parameters are sharded as well:
+  // under mixed precision a group is gathered in the model's 16-bit dtype,
+  // into its weights' 16-bit copies, with the f32-read parameters beside
+  // it (F32Reads).
   ShardedParameters(Communicator* comm, Model* model, const std::vector<BucketPlan>& plans,
-                    const std::vector<BucketGroup>& groups, int prefetch, const ExecutionContext& ctx);
+                    const std::vector<BucketGroup>& groups, bool working_too, int prefetch,
+                    const ExecutionContext& ctx);
   ~ShardedParameters();
 
   // Copies this rank's pieces out of the model's flat parameters and
@@ -70,10 +101,10 @@ class ShardedParameters {
   void AfterUpdate();
   // Every gather in flight arrived; the first failure since the last call.
   Status Finish();
-  // Every parameter gathered into one flat buffer the model adopts, for
-  // what reads them all (checkpoints, --save-weights, the final
-  // evaluation); current until Release or the next update. Demands are
-  // then served from it.
+  // Every parameter gathered into one flat buffer the model adopts (which
+  // rebuilds a 16-bit copy it gave up), for what reads them all
+  // (checkpoints, --save-weights, the final evaluation); current until
+  // Release or the next update. Demands are then served from it.
   Status Materialize();
   void Release();
 
@@ -89,20 +120,36 @@ class ShardedParameters {
     BucketPlan plan;
     int64_t shard = 0, owned = 0;
     Tensor piece;  // this rank's master values, shard elements
+    F32Reads f32_reads;  // 16-bit gathers
+    Tensor extras;       // its f32 reads' gather, while in flight
   };
   struct Group {
     BucketGroup layout;
-    Tensor gathered;  // the group's buffer while resident
+    Tensor gathered;  // the group's buffer while resident (16-bit gathers: the weights' copies)
+    // 16-bit gathers, once arrived: the f32-read parameters' values, and
+    // the rearranged (channels-last) weights' copies.
+    Tensor f32_values;
+    std::vector<Tensor> rearranged;
+    bool placed = false;
     std::vector<std::shared_ptr<Work>> work;  // its buckets' gathers, until they arrived
     uint64_t used = 0;  // when last demanded or prefetched
     bool jump = false;  // demanded out of the pass's order
   };
   void Launch(int g);
   // Starts gathering bucket k's pieces into `whole` (its shard x world
-  // elements); `why` is added to the watchdog's label.
+  // elements, f32, or 16-bit: rounded); `why` is added to the watchdog's
+  // label.
   std::shared_ptr<Work> Gather(int k, const std::string& why, Tensor whole);
+  // 16-bit gathers, once group g arrived: the f32 reads unpacked into
+  // their values, rearranged weights converted.
+  void Place(int g);
+  int64_t GroupBytes(const Group& g) const;
+  bool low() const { return low_ != DType::kF32; }
   // Where the pass's group indices go: forward reads them downwards.
   int direction() const { return pass_ == Pass::kForward ? -1 : 1; }
+  // Group g's gathers in flight arrived (a failure kept for Finish).
+  void WaitFor(int g);
+  // And, with 16-bit gathers, placed.
   void Arrive(int g);
   void Evict(int g);
   void EvictAll();
@@ -114,6 +161,8 @@ class ShardedParameters {
   Model* model_;
   ExecutionContext ctx_;
   int prefetch_;
+  bool working_too_;
+  DType low_ = DType::kF32;  // stage 3 under mixed precision: the gathers' dtype
   std::vector<Bucket> buckets_;
   std::vector<Group> groups_;
   std::unordered_map<const Parameter*, int64_t> flat_offset_;

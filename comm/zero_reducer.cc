@@ -13,8 +13,8 @@ namespace ddp {
 ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& options)
     : comm_(comm), model_(model), options_(options) {
   CHECK(options.stage >= 1 && options.stage <= 3) << "ZeRO stage " << options.stage;
-  CHECK(options.stage < 3 || (options.gather_dtype == DType::kF32 && model->compute_dtype() == DType::kF32))
-      << "ZeRO stage 3 trains in f32";
+  CHECK(options.stage < 3 || options.gather_dtype == model->compute_dtype())
+      << "ZeRO stage 3 gathers the model's compute dtype, not " << DTypeName(options.gather_dtype);
   const Device device = model->device();
   const int world = comm->world_size(), rank = comm->rank();
   // The model's flat gradients go first, before the buffers that replace
@@ -33,7 +33,8 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
   // precision with 16-bit gathers every stage's (the 16-bit copy is then
   // the working copy; f32 gathers deliver the masters whole).
   if (options.stage == 3 || options.gather_dtype != DType::kF32) {
-    sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, groups_, options.prefetch, options.ctx);
+    sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, groups_, /*working_too=*/options.stage == 3,
+                                                   options.prefetch, options.ctx);
   }
   for (BucketPlan& plan : plans) {
     Bucket b{std::move(plan)};
@@ -59,7 +60,7 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     CHECK(options.gather_dtype == model->compute_dtype())
         << "ZeRO gathers " << DTypeName(options.gather_dtype) << " but the model computes in "
         << DTypeName(model->compute_dtype());
-    PlanExtras(world);
+    for (Bucket& b : buckets_) b.f32_reads = F32Reads::Plan(b, b.shard, world, flat_offset_);
   }
   for (Bucket& b : buckets_) {
     if (options.stage >= 2) b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
@@ -75,25 +76,6 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
 }
 
 ZeroReducer::~ZeroReducer() { model_->SetGradientReadyHook(nullptr); }
-
-void ZeroReducer::PlanExtras(int world) {
-  for (Bucket& b : buckets_) {
-    b.extras_runs.assign(world, {});
-    for (int r = 0; r < world; ++r) {
-      const int64_t lo = r * b.shard, hi = std::min(b.numel, lo + b.shard);
-      int64_t packed = 0;
-      for (const Parameter* p : b.params) {
-        if (!p->forward_reads_f32) continue;  // read through the 16-bit copy
-        const int64_t start = flat_offset_.at(p) - b.offset, end = start + NumElements(p->shape);
-        const int64_t a = std::max(lo, start), z = std::min(hi, end);
-        if (a >= z) continue;
-        b.extras_runs[r].push_back({a, z - a, packed, p, a - start});
-        packed += z - a;
-      }
-      b.extras_shard = std::max(b.extras_shard, packed);
-    }
-  }
-}
 
 std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
     const std::function<float(const Parameter&)>& weight_decay) const {
@@ -335,14 +317,11 @@ void ZeroReducer::LaunchGather(int k, bool low) {
     }
   }
   gather_work_[k] = comm_->AllGather(mine, target);
-  if (low && b.extras_shard > 0) {
+  if (low && b.f32_reads.shard > 0) {
     // In flight only: the values land in the parameters (PlaceGather).
-    extras_[k] = Tensor::Empty({b.extras_shard * comm_->world_size()}, DType::kF32, model_->device());
-    Tensor my_extras = extras_[k].View(rank * b.extras_shard, {b.extras_shard});
-    for (const Bucket::Run& run : b.extras_runs[rank]) {
-      Tensor packed = my_extras.View(run.extras_offset, {run.length});
-      Copy(options_.ctx, MasterPiece(k).View(run.bucket_offset - rank * b.shard, {run.length}), packed);
-    }
+    extras_[k] = Tensor::Empty({b.f32_reads.shard * comm_->world_size()}, DType::kF32, model_->device());
+    Tensor my_extras = extras_[k].View(rank * b.f32_reads.shard, {b.f32_reads.shard});
+    b.f32_reads.Pack(options_.ctx, rank, b.shard, MasterPiece(k), my_extras);
     extras_work_[k] = comm_->AllGather(my_extras, extras_[k]);
   }
   ++gathers_in_flight_;
@@ -363,12 +342,7 @@ void ZeroReducer::PlaceGather(int k, bool low) {
   // The f32-read parameters, unpacked into their values (the working
   // copy's f32 part; this rank's own too, as its masters are a shard).
   if (!extras_[k].defined()) return;
-  for (int r = 0; r < comm_->world_size(); ++r) {
-    for (const Bucket::Run& run : b.extras_runs[r]) {
-      Tensor dst = run.param->value.View(run.param_offset, {run.length});
-      Copy(options_.ctx, extras_[k].View(r * b.extras_shard + run.extras_offset, {run.length}), dst);
-    }
-  }
+  b.f32_reads.Unpack(options_.ctx, extras_[k]);
   extras_[k] = Tensor();
 }
 
@@ -467,7 +441,7 @@ Traffic ZeroReducer::UnsentGather() const {
   for (int k = next_gather_launch_; k >= 0; --k) {  // launches go from the last bucket down
     const Bucket& b = buckets_[k];
     t.all_gather += RingBytes(b.shard * world * element, world, /*all_reduce=*/false);
-    if (low_gather()) t.all_gather += RingBytes(b.extras_shard * world * DTypeSize(DType::kF32), world, false);
+    if (low_gather()) t.all_gather += RingBytes(b.f32_reads.shard * world * DTypeSize(DType::kF32), world, false);
   }
   return t;
 }

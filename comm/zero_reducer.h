@@ -91,17 +91,7 @@ class ZeroReducer : public GradientReadyHook {
     Tensor wire;                     // compression: the 16-bit bucket on the wire, a pool buffer while in flight
     bool prepared = false;           // stage 2: holds a gradient buffer in this backward
     int group = 0;                   // its group (comm/buckets.h): a split parameter's buckets share one
-    // 16-bit gathers: the f32-read parameters' elements in each rank's
-    // piece, packed into that rank's block of the extras gathered beside the
-    // bucket (extras_shard each); `param_offset` is where the run starts in
-    // `param`.
-    struct Run {
-      int64_t bucket_offset, length, extras_offset;
-      const Parameter* param;
-      int64_t param_offset;
-    };
-    std::vector<std::vector<Run>> extras_runs;  // per rank
-    int64_t extras_shard = 0;
+    F32Reads f32_reads;  // 16-bit gathers: the f32-read parameters' elements, gathered beside
     std::shared_ptr<Work> work;
     double launched = 0.0;
   };
@@ -194,8 +184,6 @@ class ZeroReducer : public GradientReadyHook {
   // its buckets is reduced.
   void ReleaseSplitGradient(const BucketGroup& g);
   void Launch(Bucket& bucket);
-  // 16-bit gathers: which f32-read elements each rank packs (extras_runs).
-  void PlanExtras(int world);
   // Bucket k's pool buffers (k % kBuffersInFlight, f32 and wire) are free
   // once the bucket that used them before has finished its reduce-scatter:
   // finishes it and any earlier one (a failure is reported by Wait).

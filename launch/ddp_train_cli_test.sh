@@ -66,8 +66,8 @@ expect_error "--contention-probe trains every rank alone: it cannot be used with
 expect_error "--contention-probe-mb must be positive, got 0" --contention-probe-mb 0
 expect_error "--grad-compression 'int8' is unknown" --grad-compression int8
 expect_error "--zero-stage must be 0, 1, 2 or 3, got 4" --zero-stage 4
-expect_error "--zero-stage 3 trains in fp32 or tf32 for now, not --precision bf16; use --zero-stage 2 for mixed precision" \
-  --zero-stage 3 --precision bf16
+expect_error "--zero-gather-dtype fp32 with --zero-stage 3 under --precision bf16: stage 3 gathers each layer's weights in the 16-bit working dtype" \
+  --zero-stage 3 --precision bf16 --zero-gather-dtype fp32
 expect_error "--zero-prefetch must be 0 to 64 buckets, got -1" --zero-stage 3 --zero-prefetch=-1
 expect_error "--optimizer 'adagrad' is unknown; use sgd, adamw or lamb" --optimizer adagrad
 expect_error "--lr-schedule 'exponential' is unknown" --lr-schedule exponential

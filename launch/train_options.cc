@@ -449,10 +449,6 @@ Status ReadDistributedFlags(TrainOptions* options) {
     return InvalidArgument("--zero-stage must be 0, 1, 2 or 3, got " + std::to_string(FLAGS_zero_stage));
   }
   o.zero_stage = FLAGS_zero_stage;
-  if (o.zero_stage == 3 && o.precision != "fp32" && o.precision != "tf32") {
-    return Unimplemented("--zero-stage 3 trains in fp32 or tf32 for now, not --precision " + o.precision +
-                         "; use --zero-stage 2 for mixed precision");
-  }
   if (FLAGS_zero_prefetch < 0 || FLAGS_zero_prefetch > 64) {
     return InvalidArgument("--zero-prefetch must be 0 to 64 buckets, got " + std::to_string(FLAGS_zero_prefetch));
   }
@@ -461,6 +457,11 @@ Status ReadDistributedFlags(TrainOptions* options) {
     return InvalidArgument("--zero-gather-dtype '" + FLAGS_zero_gather_dtype + "' is unknown; use auto or fp32");
   }
   o.zero_gather_low_precision = FLAGS_zero_gather_dtype == "auto";
+  if (o.zero_stage == 3 && !o.zero_gather_low_precision && o.precision != "fp32" && o.precision != "tf32") {
+    return Unimplemented("--zero-gather-dtype fp32 with --zero-stage 3 under --precision " + o.precision +
+                         ": stage 3 gathers each layer's weights in the 16-bit working dtype; use "
+                         "--zero-gather-dtype auto, or --zero-stage 2");
+  }
   o.grad_compression_auto = FLAGS_grad_compression == "auto";
   if (FLAGS_grad_compression == "auto") {
     o.wire_dtype = ComputeDType(o.precision);

@@ -64,13 +64,19 @@ Tensor Model::Forward(ExecutionContext& ctx, const Tensor& x) {
 
 void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype, MemoryFormat weights_format) {
   CHECK(dtype == DType::kBF16 || dtype == DType::kF16) << "low precision is bf16 or f16, not " << DTypeName(dtype);
-  flat_low_ = Tensor::Empty(flat_parameters_.shape(), dtype, flat_parameters_.device());
+  low_dtype_ = dtype;
+  low_format_ = weights_format;
+  AllocateLowPrecisionCopy();
+  RefreshLowPrecision(ctx);
+}
+
+void Model::AllocateLowPrecisionCopy() {
+  flat_low_ = Tensor::Empty({num_parameters_}, low_dtype_, device_);
   int64_t offset = 0;
   for (Parameter* p : parameters_) {
-    p->low = flat_low_.View(offset, p->shape, p->shape.size() == 4 ? weights_format : MemoryFormat::kContiguous);
+    p->low = flat_low_.View(offset, p->shape, LowPrecisionFormat(*p));
     offset += NumElements(p->shape);
   }
-  RefreshLowPrecision(ctx);
 }
 
 void Model::RefreshLowPrecision(ExecutionContext& ctx) { RefreshLowPrecision(ctx, 0, num_parameters_); }
@@ -86,7 +92,8 @@ void Model::RefreshLowPrecisionFrom(ExecutionContext& ctx, int64_t offset, int64
 }
 
 void Model::Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor* source) {
-  if (!flat_low_.defined()) return;
+  if (low_dtype_ == DType::kF32) return;
+  CHECK(flat_low_.defined()) << name_ << ": a low-precision refresh of a 16-bit copy that is held in shards";
   CHECK(source != nullptr || flat_parameters_.defined())
       << name_ << ": a low-precision refresh from master weights that are held in shards";
   // The values at flat [begin, end): from the master (f32) or `source`.
@@ -179,7 +186,12 @@ void Model::ReleaseFlatGradients() {
   flat_gradients_ = Tensor();
 }
 
-void Model::ReleaseFlatParameters(ExecutionContext& ctx) {
+void Model::ReleaseFlatParameters(ExecutionContext& ctx, bool keep_working_copy) {
+  if (!keep_working_copy) {
+    for (Parameter* p : parameters_) p->low = p->value = Tensor();
+    flat_low_ = f32_reads_ = flat_parameters_ = Tensor();
+    return;
+  }
   if (flat_low_.defined() && flat_parameters_.defined()) {
     int64_t total = 0;
     for (const Parameter* p : parameters_) total += p->forward_reads_f32 ? NumElements(p->shape) : 0;
@@ -199,7 +211,7 @@ void Model::ReleaseFlatParameters(ExecutionContext& ctx) {
   flat_parameters_ = Tensor();
 }
 
-void Model::AdoptFlatParameters(Tensor flat) {
+void Model::AdoptFlatParameters(ExecutionContext& ctx, Tensor flat) {
   CHECK(flat.numel() == num_parameters_ && flat.dtype() == DType::kF32 && flat.device() == device_)
       << name_ << ": flat parameters " << flat.DebugString();
   flat_parameters_ = std::move(flat);
@@ -209,6 +221,10 @@ void Model::AdoptFlatParameters(Tensor flat) {
     offset += NumElements(p->shape);
   }
   f32_reads_ = Tensor();
+  if (low_dtype_ != DType::kF32 && !flat_low_.defined()) {
+    AllocateLowPrecisionCopy();
+    RefreshLowPrecision(ctx);
+  }
 }
 
 void Model::MoveTo(Device device) {

@@ -75,15 +75,19 @@ class Model {
   // For owners that keep the f32 master weights elsewhere (ZeRO's shards):
   // frees the flat parameter buffer. In f32 training every value is then
   // undefined (ZeRO-3 points each into a gathered bucket while in use).
-  // With low precision the 16-bit copy is the working copy, and the
-  // parameters the forward reads in f32 (Parameter::forward_reads_f32) keep
-  // their values, moved (on `ctx`) into a buffer of their own, the working
-  // copy's f32 part; the owner keeps them current.
-  void ReleaseFlatParameters(ExecutionContext& ctx);
+  // With low precision and `keep_working_copy` the 16-bit copy is the
+  // working copy, and the parameters the forward reads in f32
+  // (Parameter::forward_reads_f32) keep their values, moved (on `ctx`)
+  // into a buffer of their own, the working copy's f32 part; the owner
+  // keeps them current. Without (ZeRO-3) the 16-bit copy goes too, and the
+  // owner points each parameter's value and copy at gathered buffers.
+  void ReleaseFlatParameters(ExecutionContext& ctx, bool keep_working_copy = true);
   // Makes `flat` (f32, num_parameters() elements, on the model's device)
   // the flat parameter buffer again, every value a view into it (the f32
   // part of the working copy is dropped: `flat` holds the same values).
-  void AdoptFlatParameters(Tensor flat);
+  // With low precision a released 16-bit copy is made again from it (on
+  // `ctx`).
+  void AdoptFlatParameters(ExecutionContext& ctx, Tensor flat);
   // Undefined after ReleaseFlatGradients.
   Tensor& flat_gradients() { return flat_gradients_; }
   // For owners that re-point every parameter's grad into buffers of their
@@ -113,7 +117,12 @@ class Model {
            (f32_reads_.defined() ? static_cast<int64_t>(f32_reads_.nbytes()) : 0);
   }
   // f32 unless EnableLowPrecision was called.
-  DType compute_dtype() const { return flat_low_.defined() ? flat_low_.dtype() : DType::kF32; }
+  DType compute_dtype() const { return low_dtype_; }
+  // The layout of `p`'s 16-bit copy (EnableLowPrecision's weights_format
+  // for 4-D weights).
+  MemoryFormat LowPrecisionFormat(const Parameter& p) const {
+    return p.shape.size() == 4 ? low_format_ : MemoryFormat::kContiguous;
+  }
   // Rounds the master weights into the low-precision copy (after each
   // optimizer step and anything else that writes the master weights), all
   // of them or the `numel` from flat `offset` on (a ZeRO bucket as it
@@ -154,6 +163,10 @@ class Model {
   void Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const Tensor* source);
   Tensor flat_parameters_, flat_gradients_, flat_low_;
   Tensor f32_reads_;  // with low precision, while flat_parameters_ is released
+  DType low_dtype_ = DType::kF32;
+  MemoryFormat low_format_ = MemoryFormat::kContiguous;
+  // flat_low_, each parameter's copy a view into it.
+  void AllocateLowPrecisionCopy();
   int64_t num_parameters_ = 0;
   Device device_;
   bool channels_last_ = false;
