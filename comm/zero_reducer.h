@@ -43,7 +43,9 @@
 // Stage 3 reduces gradients as stage 2 does and shards the parameters too
 // (comm/zero_parameters.h): each rank keeps its pieces' f32 values, the
 // optimizer updates them there, and a bucket is all-gathered only while a
-// layer's forward or backward reads it. For now it trains in f32 only.
+// layer's forward or backward reads it; under mixed precision the gather
+// carries the 16-bit weights and the f32 reads beside them, and no whole
+// working copy is kept.
 #pragma once
 
 #include <functional>

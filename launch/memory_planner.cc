@@ -189,9 +189,10 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
   b.communication = persistent - b.parameters - b.low_precision - b.gradients - b.optimizer - b.buffers - b.input -
                     run.workspace_at_start + comm_grown;
   b.peak = m.peak_bytes - base + b.host_data;
+  b.step_peak = persistent + m.activation_peak_bytes + b.host_data;
   // What grew in the steps and stays (workspaces, the receive buffer) is
   // counted in its own row, as held at the peak.
-  b.activations = b.peak - b.host_data - persistent - (b.workspace - run.workspace_at_start) - comm_grown;
+  b.activations = m.activation_peak_bytes - (b.workspace - run.workspace_at_start) - comm_grown;
   b.zero_bucket_pool = m.transient_bucket_bytes;
   b.zero_gathered_peak = m.gathered_parameter_peak_bytes;
   b.zero_split_gradient_peak = m.split_gradient_peak_bytes;
@@ -280,7 +281,7 @@ StatusOr<MemoryPlan> PlanMemory(const MemoryPlanRequest& request) {
   }
   if (other == 0) other = at + 1;
   ASSIGN_OR_RETURN(const MemoryBreakdown there, measure(other));
-  plan.per_sample = static_cast<double>(plan.at.peak - there.peak) / static_cast<double>(at - other);
+  plan.per_sample = static_cast<double>(plan.at.step_peak - there.step_peak) / static_cast<double>(at - other);
   plan.seconds = SteadySeconds() - start;
   return plan;
 }
@@ -331,9 +332,16 @@ std::string PlanText(const MemoryPlan& plan) {
   out += line;
   std::snprintf(line, sizeof(line), "  %-34s %12s\n", "total", FormatBytes(b.peak + plan.request.overhead).c_str());
   out += line;
-  out += "  the peak: " + (b.site.layer.empty() ? std::string("outside the layers (optimizer, buckets, input)")
-                                                : b.site.layer + " " + b.site.pass) +
-         ", allocating " + FormatBytes(b.site.bytes) + "\n";
+  const std::string site = (b.site.layer.empty() ? std::string("outside the layers (optimizer, buckets, input)")
+                                                  : b.site.layer + " " + b.site.pass) +
+                           ", allocating " + FormatBytes(b.site.bytes);
+  if (b.peak > b.step_peak) {
+    out += std::string("  the peak: at start-up") +
+           (o.zero_stage > 0 ? ", where the model is whole until ZeRO shards it" : "") + "; the steps' own peak, " +
+           FormatBytes(b.step_peak) + ", is at " + site + "\n";
+  } else {
+    out += "  the peak: " + site + "\n";
+  }
   if (o.plan_memory > 0) {
     const int64_t need = b.peak + plan.request.overhead;
     if (o.batch_size_given) {
@@ -398,6 +406,7 @@ nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
                               {"rows_bytes", rows},
                               {"activation_per_sample_bytes", plan.per_sample},
                               {"peak_bytes", b.peak},
+                              {"step_peak_bytes", b.step_peak},
                               {"total_bytes", b.peak + plan.request.overhead},
                               {"peak_site", {{"layer", b.site.layer}, {"pass", b.site.pass}, {"bytes", b.site.bytes}}},
                               {"probes", probes},

@@ -49,7 +49,11 @@ struct MemoryBreakdown {
   int64_t zero_split_gradient_peak = 0;  // ZeRO-2 and 3: the largest split parameter's whole gradient (in the peak's rows)
   int64_t parameter_count = 0;  // the model's parameters (elements)
   int64_t peak = 0;           // the allocator's peak: the sum of the rows
-  MetaAllocator::PeakSite site;  // the allocation that reached it
+  // The steps' own peak. Less than `peak` where start-up reached more (ZeRO
+  // builds the model whole before it shards it): the activations row is
+  // then the steps' peak over the rows above, and no longer adds up.
+  int64_t step_peak = 0;
+  MetaAllocator::PeakSite site;  // the allocation that reached the steps' peak
   // An activation passed the 2^31 - 1 elements a step may hold.
   bool past_activation_bound = false;
   int64_t dataset_size = 0;   // the training data's samples (BatchSource::kEndless: generated)

@@ -50,6 +50,8 @@ row "fp16 + checkpointing, ZeRO-2, 4 ranks" "" "${bert[@]}" --precision fp16 --a
   --zero-stage 2 --plan-world-size 4
 row "fp32, ZeRO-3, 4 ranks" "" "${bert[@]}" --precision fp32 --zero-stage 3 --plan-world-size 4
 row "fp32, ZeRO-3, 8 ranks" "" "${bert[@]}" --precision fp32 --zero-stage 3 --plan-world-size 8
+row "fp16, ZeRO-3, 4 ranks" "" "${bert[@]}" --precision fp16 --zero-stage 3 --plan-world-size 4
+row "fp16, ZeRO-3, 8 ranks" "" "${bert[@]}" --precision fp16 --zero-stage 3 --plan-world-size 8
 echo
 resnet=(--model resnet50 --image-size 224 --optimizer sgd)
 echo "ResNet-50, 224x224, SGD with momentum, one rank's memory on a $memory card:"

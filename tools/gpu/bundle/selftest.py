@@ -214,9 +214,10 @@ class SelfTest(Benchmarks):
                     "gpus") == 1 else bool(peer.get("state")), json.dumps(peer))
 
     # ---------------------------------------------------------- equivalence
-    def equivalence_runs(self, t, prefix, common, stages, lr_flag):
+    def equivalence_runs(self, t, prefix, common, stages, lr_flag, label=""):
         """1 rank with 2 accumulated micro-batches against 2 ranks at each ZeRO
-        stage: losses within 1e-4, weights within 1e-5 (DESIGN.md)."""
+        stage: losses within 1e-4, weights within 1e-5 (DESIGN.md). `label`
+        ends each check's name."""
         save = lambda name: ["--save-weights", self.run.path(name + ".safetensors")]
         one = f"{prefix}one"
         self.trained(t, "1 rank, 2 accumulated micro-batches",
@@ -228,7 +229,7 @@ class SelfTest(Benchmarks):
                          self.train(t, name, common + ["--zero-stage", str(stage)] + save(name) + perturb, np=2),
                          name)
             base = one if stage == 0 else f"{prefix}two_zero0"
-            what = "2 ranks vs 1 rank with accumulation" if stage == 0 else f"ZeRO {stage} vs ZeRO 0"
+            what = ("2 ranks vs 1 rank with accumulation" if stage == 0 else f"ZeRO {stage} vs ZeRO 0") + label
             if self.same_losses(t, f"{what}: losses", base, name, 1e-4):
                 self.same_weights(t, f"{what}: weights", base, name, 1e-5)
 
@@ -245,6 +246,12 @@ class SelfTest(Benchmarks):
                   "--zero-init-residual", "--seed", "5", "--bucket-mb", "4", "--first-bucket-mb", "0.3"] + lr + \
             self.d.exact
         self.equivalence_runs(t, "", common, (0, 1, 2, 3), lr)
+        # Mixed precision: every stage keeps only its pieces of the f32
+        # master weights, and stage 3 gathers each bucket in 16 bits. A
+        # static loss scale, so that no step is skipped.
+        precision = self.d.size(gpu="fp16", cpu="bf16")
+        self.equivalence_runs(t, "mixed_", common + ["--precision", precision, "--loss-scale", "1024"],
+                              self.d.size(gpu=(0, 1, 2, 3), cpu=(0, 3)), lr, f", {precision}")
 
     def bert(self, t):
         lr = ["--lr", "1e-3"]
