@@ -191,6 +191,10 @@ void ShardedParameters::Place(int k) {
     p->value = g.f32_values.View(at, p->shape);
     at += NumElements(p->shape);
   }
+  // Counted while the extras are still held beside their values.
+  gathered_ += GroupBytes(g) - before;
+  gathered_peak_ = std::max(gathered_peak_, gathered_);
+  const int64_t placed = GroupBytes(g);
   for (int j = layout.first; j <= layout.last; ++j) {
     Bucket& b = buckets_[j];
     if (!b.extras.defined()) continue;
@@ -198,8 +202,7 @@ void ShardedParameters::Place(int k) {
     b.extras = Tensor();
   }
   g.placed = true;
-  gathered_ += GroupBytes(g) - before;
-  gathered_peak_ = std::max(gathered_peak_, gathered_);
+  gathered_ += GroupBytes(g) - placed;
 }
 
 int64_t ShardedParameters::GroupBytes(const Group& g) const {
@@ -243,11 +246,11 @@ void ShardedParameters::Arrive(int k) {
 void ShardedParameters::Evict(int k) {
   Group& g = groups_[k];
   WaitFor(k);  // its gathers still write into the buffers
+  gathered_ -= GroupBytes(g);
   for (int j = g.layout.first; j <= g.layout.last; ++j) {
     for (Parameter* p : buckets_[j].plan.params) p->value = p->low = Tensor();
     buckets_[j].extras = Tensor();
   }
-  gathered_ -= GroupBytes(g);
   g.gathered = g.f32_values = Tensor();
   g.rearranged.clear();
   g.placed = g.jump = false;
@@ -296,6 +299,20 @@ Status ShardedParameters::Materialize() {
   model_->AdoptFlatParameters(ctx_, std::move(flat));
   materialized_ = true;
   return Status::Ok();
+}
+
+Status ShardedParameters::ForEachGatheredBucket(const BucketVisitor& visit) {
+  if (!sharded_) Shard();
+  RETURN_IF_ERROR(Finish());
+  Status first;
+  for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
+    const Bucket& b = buckets_[k];
+    Tensor whole = Tensor::Empty({b.shard * comm_->world_size()}, DType::kF32, model_->device());
+    RETURN_IF_ERROR(Gather(k, " (every parameter, a bucket at a time)", whole)->Wait());
+    const Status s = visit(b.plan, whole.View(0, {b.plan.numel}));
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
 }
 
 void ShardedParameters::Release() {

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -107,6 +108,13 @@ class ShardedParameters {
   // Release or the next update. Demands are then served from it.
   Status Materialize();
   void Release();
+  // Each bucket's f32 master values gathered whole, one bucket at a time,
+  // and handed to `visit` with the bucket's plan (the first `numel` values;
+  // writing a file of them: every rank takes part). Every bucket goes round
+  // whatever `visit` answers, so no rank leaves the others in a
+  // collective; the first failure, of a gather or of `visit`.
+  using BucketVisitor = std::function<Status(const BucketPlan& plan, const Tensor& values)>;
+  Status ForEachGatheredBucket(const BucketVisitor& visit);
 
   // Seconds demands blocked on gathers since the last call.
   double TakeWaited();

@@ -103,6 +103,9 @@ std::vector<OptimizerSlot> ZeroReducer::OptimizerSlots(
 
 void ZeroReducer::PrepareForBackward(bool sync, bool first_micro_batch) {
   CHECK(sync || options_.stage == 1) << "ZeRO stages 2 and 3 reduce every micro-batch";
+  // The shards exist before any update, also where no start-up broadcast
+  // made them (tests that drive the reducer alone).
+  if (sharded_) sharded_->Shard();
   if (stage3()) {
     sharded_->SetPass(ShardedParameters::Pass::kBackward);
   } else {
@@ -368,7 +371,8 @@ Status ZeroReducer::LaunchParameterGather() {
     return Status::Ok();
   }
   RETURN_IF_ERROR(FinishParameterGather());  // a gather never overtakes the previous one
-  if (sharded_) sharded_->Shard();  // as after the start-up broadcast, if there was none
+  // Master weights gathered whole and not given back are stale from here.
+  if (sharded_) sharded_->Release();
   gather_work_.assign(buckets_.size(), nullptr);
   extras_work_.assign(buckets_.size(), nullptr);
   extras_.assign(buckets_.size(), Tensor());
@@ -419,6 +423,12 @@ Status ZeroReducer::FinishParameterGather() {
   Status s = gather_status_;
   gather_status_ = Status::Ok();
   return s;
+}
+
+Status ZeroReducer::ForEachMasterBucket(const ShardedParameters::BucketVisitor& visit) {
+  CHECK(sharded_ != nullptr) << "ForEachMasterBucket where the master weights are whole";
+  RETURN_IF_ERROR(FinishParameterGather());
+  return sharded_->ForEachGatheredBucket(visit);
 }
 
 void ZeroReducer::ReleaseMasterWeights() {

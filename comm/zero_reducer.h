@@ -148,6 +148,9 @@ class ZeroReducer : public GradientReadyHook {
   void ShardParameters();
   // Whether this rank keeps only its pieces of the f32 master weights.
   bool shards_masters() const { return sharded_ != nullptr; }
+  // Where it does: ShardedParameters::ForEachGatheredBucket, after any
+  // gather in flight arrived.
+  Status ForEachMasterBucket(const ShardedParameters::BucketVisitor& visit);
   // The f32 master weights this rank keeps: its pieces (sharded), or the
   // model's flat parameters.
   int64_t master_bytes() const;

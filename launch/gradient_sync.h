@@ -77,15 +77,23 @@ class GradientSync {
   // copy is refreshed.
   Status AfterUpdate(ExecutionContext& ctx);
   // ZeRO: every parameter in place before anything reads them all
-  // (evaluation); then, with 16-bit gathers, the f32 master weights too
+  // (evaluation); then, where ZeRO holds the f32 master weights in shards
+  // (stage 3; 16-bit gathers), every one of them whole for the moment
   // (before saving). No-ops otherwise.
   Status FinishGather();
   Status GatherMasterWeights();
-  // ZeRO-3: gives back what GatherMasterWeights gathered; a no-op otherwise.
+  // Gives back what GatherMasterWeights gathered; a no-op otherwise.
   void ReleaseMasterWeights();
-  // ZeRO-3: after the start-up broadcast, each rank keeps only its pieces
-  // of the parameters; a no-op otherwise.
+  // Where ZeRO shards the master weights: after the start-up broadcast,
+  // each rank keeps only its pieces; a no-op otherwise.
   void ShardParameters();
+  // Whether ZeRO holds the f32 master weights in shards (stage 3; 16-bit
+  // gathers), and then their values a bucket at a time
+  // (ZeroReducer::ForEachMasterBucket: a collective).
+  bool shards_masters() const { return zero_ && zero_->shards_masters(); }
+  Status ForEachMasterBucket(const ShardedParameters::BucketVisitor& visit) {
+    return zero_->ForEachMasterBucket(visit);
+  }
   // The f32 master weights this rank keeps, in bytes.
   int64_t master_bytes() const;
   // ZeRO: what its parameter gather has yet to send (its buckets not yet

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
+#include <unordered_map>
 
 #include <gflags/gflags.h>
 
@@ -88,7 +90,13 @@ void TrainCheckpoints::Attach(CheckpointedState state) {
   // pages in.
   size_t index = 0;
   if (is_root()) {
-    for (const auto& [name, t] : state_.model->StateDict()) Stage(index++, t);
+    for (const Model::StateSource& s : state_.model->StateSources()) {
+      if (s.param != nullptr) {
+        StagingBuffer(index++, s.param->shape, DType::kF32, MemoryFormat::kContiguous).Fill(0.0);
+      } else {
+        Stage(index++, s.buffer);
+      }
+    }
   }
   if (state_.zero != nullptr || is_root()) {
     for (const Tensor& t : state_.optimizer->state()) Stage(index++, t);
@@ -133,27 +141,53 @@ Status TrainCheckpoints::ResumeOptimizer() {
   return Status::Ok();
 }
 
-Tensor TrainCheckpoints::Stage(size_t index, const Tensor& t) {
+Tensor TrainCheckpoints::StagingBuffer(size_t index, const Shape& shape, DType dtype, MemoryFormat format) {
   if (staging_.size() <= index) staging_.resize(index + 1);
   Tensor& buffer = staging_[index];
-  if (!buffer.defined() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype() || buffer.format() != t.format()) {
-    buffer = Tensor::Empty(t.shape(), t.dtype(), Device::Cpu(), t.format());
+  if (!buffer.defined() || buffer.shape() != shape || buffer.dtype() != dtype || buffer.format() != format) {
+    buffer = Tensor::Empty(shape, dtype, Device::Cpu(), format);
   }
+  return buffer;
+}
+
+Tensor TrainCheckpoints::Stage(size_t index, const Tensor& t) {
+  Tensor buffer = StagingBuffer(index, t.shape(), t.dtype(), t.format());
   buffer.CopyFrom(t);
   return buffer;
+}
+
+Status TrainCheckpoints::StageModelInPieces(CheckpointSnapshot* snapshot, size_t* index) {
+  // Rank 0's host copies, each parameter's filled from the buckets as they
+  // are gathered (a tied weight's copies alike).
+  std::unordered_map<const Parameter*, std::vector<Tensor>> copies;
+  if (is_root()) {
+    for (const Model::StateSource& s : state_.model->StateSources()) {
+      const Tensor staged = s.param != nullptr
+                                ? StagingBuffer((*index)++, s.param->shape, DType::kF32, MemoryFormat::kContiguous)
+                                : Stage((*index)++, s.buffer);
+      snapshot->model.push_back({s.name, staged});
+      if (s.param != nullptr) copies[s.param].push_back(staged);
+    }
+  }
+  return state_.zero->ForEachMasterBucket([&](const BucketPlan& plan, const Tensor& values) {
+    if (!is_root()) return Status::Ok();
+    const Tensor host = values.To(Device::Cpu());
+    ForEachParameterIn(*state_.model, plan.offset, plan.numel,
+                       [&](const Parameter& p, int64_t at, int64_t from, int64_t n) {
+                         for (Tensor& copy : copies[&p]) {
+                           std::memcpy(copy.data<float>() + at, host.data<float>() + from, n * sizeof(float));
+                         }
+                       });
+    return Status::Ok();
+  });
 }
 
 StatusOr<CheckpointSnapshot> TrainCheckpoints::Snapshot(int64_t step) {
   CheckpointSnapshot snapshot;
   snapshot.step = step;
   ZeroReducer* zero = state_.zero;
-  // Under ZeRO every f32 master weight is made current everywhere (the
-  // gathers of this step's update land first); ZeRO-3 gathers them for this
-  // moment only.
-  if (zero != nullptr) {
-    RETURN_IF_ERROR(zero->FinishParameterGather());
-    RETURN_IF_ERROR(zero->GatherMasterWeights());
-  }
+  // The gathers of this step's update land first.
+  if (zero != nullptr) RETURN_IF_ERROR(zero->FinishParameterGather());
   Optimizer& optimizer = *state_.optimizer;
   if (is_root()) {
     CheckpointManifest& m = snapshot.manifest;
@@ -183,10 +217,13 @@ StatusOr<CheckpointSnapshot> TrainCheckpoints::Snapshot(int64_t step) {
   // Copies into the staging buffers (the writer reads them; the next
   // snapshot waits for it).
   size_t index = 0;
-  if (is_root()) {
+  if (zero != nullptr && zero->shards_masters()) {
+    // Where ZeRO holds the f32 master weights in shards, they are gathered
+    // a bucket at a time into rank 0's copies: never whole on a device.
+    RETURN_IF_ERROR(StageModelInPieces(&snapshot, &index));
+  } else if (is_root()) {
     for (const auto& [name, t] : state_.model->StateDict()) snapshot.model.push_back({name, Stage(index++, t)});
   }
-  if (zero != nullptr) zero->ReleaseMasterWeights();
   if (zero != nullptr || is_root()) {
     snapshot.optimizer_file = zero != nullptr ? OptimizerShardName(options_.rank) : "optimizer.safetensors";
     const std::vector<std::string> kinds = optimizer.state_names();

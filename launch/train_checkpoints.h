@@ -100,6 +100,10 @@ class TrainCheckpoints {
   TrainCheckpoints(TrainCheckpointsOptions options, Communicator* comm, ProgressPrinter* progress);
   bool is_root() const { return options_.rank == 0; }
   Tensor Stage(size_t index, const Tensor& t);
+  // Staging buffer `index`, (re)made for that shape, dtype and layout.
+  Tensor StagingBuffer(size_t index, const Shape& shape, DType dtype, MemoryFormat format);
+  // Snapshot's model where ZeRO shards the master weights: a collective.
+  Status StageModelInPieces(CheckpointSnapshot* snapshot, size_t* index);
   StatusOr<CheckpointSnapshot> Snapshot(int64_t step);
 
   TrainCheckpointsOptions options_;

@@ -402,6 +402,23 @@ Status Trainer::AfterStep(int64_t step, float lr, double seconds, const StepResu
   return Status::Ok();
 }
 
+Status Trainer::SaveWeights() {
+  GradientSync& sync = *parts_.sync;
+  Status saved;
+  if (sync.shards_masters()) {
+    // Every rank gathers, rank 0 writes: the whole model is never on one.
+    saved = SaveWeightsFileInPieces(
+        options_.save_weights, *parts_.model, ctx_, options_.model, is_root(), [&sync](const FlatPieceVisitor& visit) {
+          return sync.ForEachMasterBucket(
+              [&visit](const BucketPlan& plan, const Tensor& values) { return visit(plan.offset, values); });
+        });
+  } else if (is_root()) {
+    saved = SaveWeightsFile(options_.save_weights, *parts_.model, ctx_, options_.model);
+  }
+  // Decided together: no rank goes on alone into evaluation's collectives.
+  return AgreeOnStatus(comm_, saved, "rank 0 could not write --save-weights; stopping");
+}
+
 StatusOr<TrainResult> Trainer::FinishRun(RunState& run, Allocator& memory) {
   CollectiveWatchdog::SetPhase("the end of the run");
   // The last step's parameter gather is its own; nothing after it is a step's.
@@ -418,14 +435,16 @@ StatusOr<TrainResult> Trainer::FinishRun(RunState& run, Allocator& memory) {
   // The last checkpoint's write, waited for and committed.
   if (parts_.checkpoints && parts_.checkpoints->pending()) RETURN_IF_ERROR(parts_.checkpoints->Finish());
   ASSIGN_OR_RETURN(const RankTimes times, GatherRankTimes(comm_, run.meter.compute_times(), run.meter.wait_times()));
-  // The last update, before eval and saving; after 16-bit gathers the f32
-  // master weights too, so every rank holds all of them. ZeRO-3 gathers
-  // them only for what reads them all.
-  const bool reads_all = !options_.save_weights.empty() || parts_.data.eval != nullptr;
-  if (parts_.sync->zero_stage() < 3 || reads_all) RETURN_IF_ERROR(parts_.sync->GatherMasterWeights());
   TrainResult& result = run.result;
   RunEnd end;
   end.preempted = result.preempted_at_step >= 0;
+  // A preempted run is not finished: its checkpoint holds the state, and
+  // neither --save-weights nor the final evaluation runs. Where ZeRO holds
+  // the f32 master weights in shards, the saved file is written a bucket
+  // at a time as each is gathered, and ZeRO-3's evaluation gathers them
+  // all for its moment (stages 1 and 2 evaluate on their working copy).
+  const bool saving = !options_.save_weights.empty() && !end.preempted;
+  const bool evaluating = parts_.data.eval != nullptr && !end.preempted;
   end.steps = end.preempted ? result.preempted_at_step : parts_.total_steps;
   end.distributed = distributed();
   end.final_loss = result.final_loss;
@@ -435,17 +454,17 @@ StatusOr<TrainResult> Trainer::FinishRun(RunState& run, Allocator& memory) {
   result.skipped_steps = timed.skipped_steps;
   result.samples_per_s = timed.samples_per_s;
   result.preemption_signal = PreemptionSignal();
-  // A preempted run is not finished: its checkpoint holds the state, and
-  // neither --save-weights nor the final evaluation runs.
-  if (!options_.save_weights.empty() && is_root() && !end.preempted) {
-    RETURN_IF_ERROR(SaveWeightsFile(options_.save_weights, *parts_.model, ctx_, options_.model));
-  }
+  if (saving) RETURN_IF_ERROR(SaveWeights());
+  const bool gathered = evaluating && parts_.sync->zero_stage() == 3;
+  if (gathered) RETURN_IF_ERROR(parts_.sync->GatherMasterWeights());
   // After the weights are safe: an evaluation that fails loses no training.
-  if (parts_.data.eval != nullptr && !end.preempted) {
+  if (evaluating) {
     ASSIGN_OR_RETURN(result.eval_accuracy, Evaluate());
     end.eval_accuracy = result.eval_accuracy;  // the model's first count
     end.eval_label = eval_label_;
   }
+  // The summary's memory record is of training, not of this moment.
+  if (gathered) parts_.sync->ReleaseMasterWeights();
   if (!is_root()) return result;
   if (eval_outputs_.defined() && !end.preempted) RETURN_IF_ERROR(ReportAnswerSpans(&end));
   if (parts_.profiler) {

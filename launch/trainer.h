@@ -161,6 +161,9 @@ class Trainer {
   // --save-weights, the final evaluation, the profile and the summary.
   StatusOr<TrainResult> FinishRun(RunState& run, Allocator& memory);
   StatusOr<double> Evaluate();
+  // --save-weights, on every rank (a collective where ZeRO shards the
+  // master weights); a failure on any rank ends every rank.
+  Status SaveWeights();
   // Rank 0, after the final evaluation of question answering features:
   // --predictions-file's spans, and --squad-eval-file's EM and F1 into `end`.
   Status ReportAnswerSpans(RunEnd* end);

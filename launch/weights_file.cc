@@ -1,6 +1,9 @@
 #include "launch/weights_file.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -49,6 +52,60 @@ Status SaveWeightsFile(const std::string& path, Model& model, ExecutionContext& 
   for (auto& [name, t] : model.StateDict()) named.push_back({name, t.To(Device::Cpu())});
   const Status saved = WriteSafetensors(path, named, {{"format", "pt"}, {"model", model_name}});
   if (!saved.ok()) return Status(saved.code(), "--save-weights " + saved.message());
+  return Status::Ok();
+}
+
+Status SaveWeightsFileInPieces(const std::string& path, Model& model, ExecutionContext& ctx,
+                               const std::string& model_name, bool writes,
+                               const std::function<Status(const FlatPieceVisitor&)>& pieces) {
+  const std::string what = "--save-weights " + path;
+  auto non_finite = [&](const std::string& name) {
+    return FailedPrecondition(what + ": tensor '" + name + "' holds non-finite values; not written");
+  };
+  const std::vector<Model::StateSource> sources = model.StateSources();
+  std::vector<TensorLayout> layouts;
+  std::unordered_map<const Parameter*, std::vector<size_t>> entries;  // a tied weight has two
+  for (const Model::StateSource& s : sources) {
+    if (s.param != nullptr) entries[s.param].push_back(layouts.size());
+    layouts.push_back(s.param != nullptr ? TensorLayout{s.name, DType::kF32, s.param->shape}
+                                         : TensorLayout{s.name, s.buffer.dtype(), s.buffer.shape()});
+  }
+  for (const Model::StateSource& s : sources) {
+    if (s.param == nullptr && s.buffer.dtype() == DType::kF32 && !AllFinite(ctx, s.buffer)) return non_finite(s.name);
+  }
+  std::unique_ptr<SafetensorsFileWriter> writer;
+  Status written;
+  if (writes) {
+    StatusOr<std::unique_ptr<SafetensorsFileWriter>> w =
+        SafetensorsFileWriter::Create(path, layouts, {{"format", "pt"}, {"model", model_name}});
+    if (w.ok()) {
+      writer = std::move(*w);
+    } else {
+      written = w.status();
+    }
+  }
+  const Status visited = pieces([&](int64_t offset, const Tensor& values) -> Status {
+    const Tensor host = writer != nullptr ? values.To(Device::Cpu()) : Tensor();
+    const Parameter* bad = nullptr;
+    ForEachParameterIn(model, offset, values.numel(), [&](const Parameter& p, int64_t at, int64_t from, int64_t n) {
+      if (bad == nullptr && !AllFinite(ctx, values.View(from, {n}))) bad = &p;
+      if (bad != nullptr || writer == nullptr) return;
+      for (size_t entry : entries[&p]) {
+        if (written.ok()) written = writer->Write(entry, at * 4, host.data<float>() + from, n * 4);
+      }
+    });
+    return bad != nullptr ? non_finite(bad->name) : Status::Ok();
+  });
+  RETURN_IF_ERROR(visited);
+  if (writer != nullptr && written.ok()) {
+    for (size_t k = 0; k < sources.size() && written.ok(); ++k) {
+      if (sources[k].param != nullptr) continue;
+      const Tensor host = sources[k].buffer.To(Device::Cpu());
+      written = writer->Write(k, 0, host.raw_data(), host.nbytes());
+    }
+    if (written.ok()) written = writer->Commit();
+  }
+  if (!written.ok()) return Status(written.code(), "--save-weights " + written.message());
   return Status::Ok();
 }
 

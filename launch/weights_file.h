@@ -4,6 +4,8 @@
 // load here.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "runtime/execution_context.h"
@@ -23,5 +25,18 @@ Status LoadWeightsFile(const std::string& path, Model& model, const std::string&
 // atomically; a model holding non-finite values is refused, naming the
 // tensor, rather than saved. Errors start "--save-weights PATH".
 Status SaveWeightsFile(const std::string& path, Model& model, ExecutionContext& ctx, const std::string& model_name);
+
+// The same file where the f32 master weights are never whole on one rank
+// (ZeRO holds them in shards): `pieces` hands each range of the flat
+// parameter space, as `visit(offset, values)` (f32, on the model's
+// device), covering every parameter once, and each is written as it comes
+// (a tied weight under both its names), so the file is never whole in
+// memory either. A collective where `pieces` is: every rank calls it,
+// checks every value alike, and only `writes` writes. The buffers come
+// from the model.
+using FlatPieceVisitor = std::function<Status(int64_t offset, const Tensor& values)>;
+Status SaveWeightsFileInPieces(const std::string& path, Model& model, ExecutionContext& ctx,
+                               const std::string& model_name, bool writes,
+                               const std::function<Status(const FlatPieceVisitor&)>& pieces);
 
 }  // namespace ddp

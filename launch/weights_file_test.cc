@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 
@@ -61,6 +63,50 @@ TEST(WeightsFileTest, AnotherModelsFileIsRefused) {
   const Status loaded = LoadWeightsFile(path, *Make("resnet34", 1), "resnet34", false);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.message().rfind("--load-weights " + path + ": ", 0), 0u) << loaded.message();
+}
+
+// In pieces (ZeRO's buckets: the flat space from the top down, a weight
+// split across pieces): the file written whole, byte for byte, tied
+// weights (BERT's decoder) under both names. A non-finite value is refused
+// naming its tensor, on a rank that writes and one that does not, and
+// leaves the file as it was; a rank that does not write writes nothing.
+TEST(WeightsFileTest, WrittenInPiecesAsWritten) {
+  const std::string whole = std::string(::testing::TempDir()) + "/whole.safetensors";
+  const std::string pieces = std::string(::testing::TempDir()) + "/pieces.safetensors";
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  std::unique_ptr<Model> bert = Make("bert-tiny", 1);
+  ASSERT_TRUE(SaveWeightsFile(whole, *bert, ctx, "bert-tiny").ok());
+  const Tensor flat = bert->flat_parameters();
+  const int64_t n = flat.numel(), piece = n / 7 + 3;  // pieces that cut parameters
+  auto in_pieces = [&](const FlatPieceVisitor& visit) {
+    for (int64_t end = n; end > 0; end -= piece) {
+      const int64_t begin = std::max<int64_t>(0, end - piece);
+      RETURN_IF_ERROR(visit(begin, flat.View(begin, {end - begin})));
+    }
+    return Status::Ok();
+  };
+  ASSERT_TRUE(SaveWeightsFileInPieces(pieces, *bert, ctx, "bert-tiny", true, in_pieces).ok());
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string bytes = read(whole);
+  EXPECT_EQ(read(pieces), bytes);
+  StatusOr<SafetensorsContents> file = ReadSafetensors(pieces);
+  ASSERT_TRUE(file.ok());
+  EXPECT_NE(file->Find("cls.predictions.decoder.weight"), nullptr);
+
+  const Parameter& mid = *bert->parameters()[bert->parameters().size() / 2];
+  mid.value.data<float>()[NumElements(mid.shape) - 1] = INFINITY;
+  for (bool writes : {true, false}) {
+    const Status saved = SaveWeightsFileInPieces(pieces, *bert, ctx, "bert-tiny", writes, in_pieces);
+    EXPECT_EQ(saved.message(), "--save-weights " + pieces + ": tensor '" + mid.name + "' holds non-finite values; not written");
+    EXPECT_EQ(read(pieces), bytes);
+  }
+  mid.value.data<float>()[NumElements(mid.shape) - 1] = 0.0f;
+  const std::string unwritten = std::string(::testing::TempDir()) + "/unwritten.safetensors";
+  ASSERT_TRUE(SaveWeightsFileInPieces(unwritten, *bert, ctx, "bert-tiny", false, in_pieces).ok());
+  EXPECT_FALSE(std::ifstream(unwritten).good());
 }
 
 }  // namespace

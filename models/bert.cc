@@ -79,12 +79,15 @@ Tensor BertEmbeddings::Forward(ExecutionContext& ctx, const Tensor& ids, const T
   }
   Tensor types = token_types != nullptr ? *token_types : Tensor::Zeros({n, t}, DType::kI64, ids.device());
   const Tensor words = word_->Forward(ctx, ids);
+  // Mixed precision where the word table has a 16-bit copy, read while it
+  // is surely there (ZeRO-3 may give it back as the next tables arrive).
+  const Parameter& word = *word_->weight();
+  const DType low = word.low.defined() ? word.low.dtype() : DType::kF32;
   Tensor summed = Added(ctx, Added(ctx, words, position_->Forward(ctx, positions_)), token_type_->Forward(ctx, types));
   // Mixed precision: the f32 sum is rounded once, and the activations are
   // 16-bit from its LayerNorm on.
-  const Parameter& word = *word_->weight();
-  if (word.low.defined()) {
-    Tensor rounded = Tensor::Empty(summed.shape(), word.low.dtype(), summed.device());
+  if (low != DType::kF32) {
+    Tensor rounded = Tensor::Empty(summed.shape(), low, summed.device());
     CastScaled(ctx, summed, 1.0f, rounded);
     summed = rounded;
   }

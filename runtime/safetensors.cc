@@ -185,8 +185,13 @@ Status CheckFinite(const SafetensorsContents& contents, const std::string& sourc
   return Status::Ok();
 }
 
-StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>& tensors,
-                                           const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The 8-byte length and the JSON header, padded so the data starts 8-byte
+// aligned (as the reference writer does); `offsets` gets each tensor's
+// start in the data.
+StatusOr<std::string> Header(const std::vector<TensorLayout>& tensors, const std::map<std::string, std::string>& metadata,
+                             std::vector<uint64_t>* offsets) {
   Json header = Json::object();
   if (!metadata.empty()) {
     Json m = Json::object();
@@ -195,61 +200,122 @@ StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>& tenso
   }
   std::set<std::string> names;
   uint64_t offset = 0;
-  for (const NamedTensor& t : tensors) {
+  for (const TensorLayout& t : tensors) {
     if (t.name == kMetadataKey) return InvalidArgument("a tensor may not be named __metadata__");
     if (!names.insert(t.name).second) return InvalidArgument("duplicate tensor name '" + t.name + "'");
-    if (!t.tensor.defined()) return InvalidArgument("tensor '" + t.name + "' is undefined");
-    if (!t.tensor.device().is_cpu()) return InvalidArgument("tensor '" + t.name + "' is not on the host");
+    const uint64_t bytes = static_cast<uint64_t>(NumElements(t.shape)) * DTypeSize(t.dtype);
     Json entry = Json::object();
-    entry["dtype"] = SafetensorsDTypeName(t.tensor.dtype());
-    entry["shape"] = t.tensor.shape();
-    entry["data_offsets"] = {offset, offset + t.tensor.nbytes()};
+    entry["dtype"] = SafetensorsDTypeName(t.dtype);
+    entry["shape"] = t.shape;
+    entry["data_offsets"] = {offset, offset + bytes};
     header[t.name] = entry;
-    offset += t.tensor.nbytes();
+    offsets->push_back(offset);
+    offset += bytes;
   }
   std::string json = header.dump();
-  // Pad with spaces so the data section starts 8-byte aligned, as the
-  // reference writer does.
   json.append((8 - json.size() % 8) % 8, ' ');
   std::string out;
-  out.reserve(8 + json.size() + offset);
   const uint64_t len = json.size();
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
-  out += json;
+  return out + json;
+}
+
+StatusOr<std::vector<TensorLayout>> HostLayouts(const std::vector<NamedTensor>& tensors) {
+  std::vector<TensorLayout> layouts;
+  for (const NamedTensor& t : tensors) {
+    if (!t.tensor.defined()) return InvalidArgument("tensor '" + t.name + "' is undefined");
+    if (!t.tensor.device().is_cpu()) return InvalidArgument("tensor '" + t.name + "' is not on the host");
+    layouts.push_back({t.name, t.tensor.dtype(), t.tensor.shape()});
+  }
+  return layouts;
+}
+
+// pwrite of all `bytes` at `at`.
+bool WriteAt(int fd, const void* data, uint64_t bytes, uint64_t at) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd, p, bytes, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    at += static_cast<uint64_t>(n);
+    bytes -= static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>& tensors,
+                                           const std::map<std::string, std::string>& metadata) {
+  ASSIGN_OR_RETURN(const std::vector<TensorLayout> layouts, HostLayouts(tensors));
+  std::vector<uint64_t> offsets;
+  ASSIGN_OR_RETURN(std::string out, Header(layouts, metadata, &offsets));
   for (const NamedTensor& t : tensors) out.append(static_cast<const char*>(t.tensor.raw_data()), t.tensor.nbytes());
   return out;
 }
 
 Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                         const std::map<std::string, std::string>& metadata) {
-  ASSIGN_OR_RETURN(std::string bytes, SerializeSafetensors(tensors, metadata));
-  // Write a temporary file, flush it to disk, then rename it over `path`: a
-  // crash leaves either the old file or the complete new one.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return FailedPrecondition(path + ": cannot write: " + std::strerror(errno));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return FailedPrecondition(path + ": write failed: " + reason);
-    }
-    written += static_cast<size_t>(n);
+  const StatusOr<std::vector<TensorLayout>> layouts = HostLayouts(tensors);
+  if (!layouts.ok()) return Status(layouts.status().code(), path + ": " + layouts.status().message());
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFileWriter> writer,
+                   SafetensorsFileWriter::Create(path, *layouts, metadata));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    RETURN_IF_ERROR(writer->Write(i, 0, tensors[i].tensor.raw_data(), tensors[i].tensor.nbytes()));
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return FailedPrecondition(path + ": flushing to disk failed: " + reason);
+  return writer->Commit();
+}
+
+StatusOr<std::unique_ptr<SafetensorsFileWriter>> SafetensorsFileWriter::Create(
+    const std::string& path, const std::vector<TensorLayout>& tensors, const std::map<std::string, std::string>& metadata) {
+  std::unique_ptr<SafetensorsFileWriter> w(new SafetensorsFileWriter());
+  const StatusOr<std::string> header = Header(tensors, metadata, &w->offsets_);
+  if (!header.ok()) return Status(header.status().code(), path + ": " + header.status().message());
+  for (const TensorLayout& t : tensors) {
+    w->names_.push_back(t.name);
+    w->sizes_.push_back(static_cast<uint64_t>(NumElements(t.shape)) * DTypeSize(t.dtype));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return FailedPrecondition(path + ": cannot move the written file into place: " + reason);
+  w->written_.assign(tensors.size(), 0);
+  w->path_ = path;
+  // A crash leaves either the old file or the complete new one.
+  w->tmp_ = path + ".tmp." + std::to_string(::getpid());
+  w->fd_ = ::open(w->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd_ < 0) return FailedPrecondition(path + ": cannot write: " + std::strerror(errno));
+  w->data_start_ = header->size();
+  if (!WriteAt(w->fd_, header->data(), header->size(), 0)) {
+    return FailedPrecondition(path + ": write failed: " + std::strerror(errno));
   }
+  return w;
+}
+
+SafetensorsFileWriter::~SafetensorsFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+Status SafetensorsFileWriter::Write(size_t index, uint64_t offset, const void* data, uint64_t bytes) {
+  CHECK(index < sizes_.size() && offset + bytes <= sizes_[index] && fd_ >= 0)
+      << path_ << ": a write of " << bytes << " bytes at " << offset << " into tensor " << index;
+  if (!WriteAt(fd_, data, bytes, data_start_ + offsets_[index] + offset)) {
+    return FailedPrecondition(path_ + ": write failed: " + std::strerror(errno));
+  }
+  written_[index] += bytes;
+  return Status::Ok();
+}
+
+Status SafetensorsFileWriter::Commit() {
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    CHECK_EQ(written_[i], sizes_[i]) << path_ << ": tensor '" << names_[i] << "' written in part";
+  }
+  const bool synced = ::fsync(fd_) == 0;
+  const bool closed = ::close(fd_) == 0;
+  fd_ = -1;
+  if (!synced || !closed) return FailedPrecondition(path_ + ": flushing to disk failed: " + std::strerror(errno));
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    return FailedPrecondition(path_ + ": cannot move the written file into place: " + std::strerror(errno));
+  }
+  tmp_.clear();
   return Status::Ok();
 }
 

@@ -8,7 +8,9 @@
 // write never leaves a truncated file under the final name.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,43 @@ StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, const s
 // Host tensors only. Names must be unique and not "__metadata__".
 Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                         const std::map<std::string, std::string>& metadata = {});
+
+// One tensor of a file written piece by piece.
+struct TensorLayout {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+
+// A safetensors file written piece by piece, for tensors that are never
+// whole in memory (ZeRO's sharded weights, gathered a bucket at a time):
+// the layout is fixed up front from each tensor's name, dtype and shape
+// (their order in the file), the data is then written at any offsets in
+// any order, and Commit flushes the file and renames it into place once
+// every byte was written. Until then it is a temporary file beside `path`,
+// removed by a writer that goes without committing. Errors name `path`.
+class SafetensorsFileWriter {
+ public:
+  static StatusOr<std::unique_ptr<SafetensorsFileWriter>> Create(
+      const std::string& path, const std::vector<TensorLayout>& tensors,
+      const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsFileWriter();
+  SafetensorsFileWriter(const SafetensorsFileWriter&) = delete;
+  SafetensorsFileWriter& operator=(const SafetensorsFileWriter&) = delete;
+
+  // `bytes` of host memory into tensor `index`, from byte `offset` of it
+  // (pieces must not overlap).
+  Status Write(size_t index, uint64_t offset, const void* data, uint64_t bytes);
+  Status Commit();
+
+ private:
+  SafetensorsFileWriter() = default;
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t data_start_ = 0;
+  std::vector<std::string> names_;
+  std::vector<uint64_t> offsets_, sizes_, written_;
+};
 StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>& tensors,
                                            const std::map<std::string, std::string>& metadata = {});
 

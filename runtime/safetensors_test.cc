@@ -2,7 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -191,6 +194,40 @@ TEST(SafetensorsWriteTest, RejectsBadTensorListsAndKeepsTheOldFile) {
   Status unwritable = WriteSafetensors("/nonexistent-dir/x.safetensors", {});
   EXPECT_FALSE(unwritable.ok());
   EXPECT_NE(unwritable.message().find("/nonexistent-dir/x.safetensors: cannot write"), std::string::npos);
+}
+
+// A file written piece by piece, the pieces in reverse order, is the file
+// written whole, byte for byte; a writer that goes without committing
+// leaves the old file and no temporary one.
+TEST(SafetensorsWriteTest, PiecesInAnyOrderMakeTheWholeFile) {
+  const Tensor a = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor b = Tensor::FromVector<int64_t>({7, -8}, {2});
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  const std::string whole = testing::TempPath("whole.safetensors"), pieces = testing::TempPath("pieces.safetensors");
+  ASSERT_TRUE(WriteSafetensors(whole, {{"a", a}, {"b", b}}, metadata).ok());
+  {
+    StatusOr<std::unique_ptr<SafetensorsFileWriter>> w = SafetensorsFileWriter::Create(
+        pieces, {{"a", DType::kF32, {2, 3}}, {"b", DType::kI64, {2}}}, metadata);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE((*w)->Write(1, 0, b.raw_data(), b.nbytes()).ok());
+    ASSERT_TRUE((*w)->Write(0, 12, a.data<float>() + 3, 12).ok());
+    ASSERT_TRUE((*w)->Write(0, 0, a.data<float>(), 12).ok());
+    ASSERT_TRUE((*w)->Commit().ok());
+  }
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(read(pieces), read(whole));
+  {
+    StatusOr<std::unique_ptr<SafetensorsFileWriter>> w =
+        SafetensorsFileWriter::Create(pieces, {{"c", DType::kF32, {1}}});
+    ASSERT_TRUE(w.ok());
+    const float one = 1.0f;
+    ASSERT_TRUE((*w)->Write(0, 0, &one, 4).ok());
+  }  // not committed
+  EXPECT_EQ(read(pieces), read(whole));
+  EXPECT_FALSE(std::ifstream(pieces + ".tmp." + std::to_string(::getpid())).good());
 }
 
 }  // namespace

@@ -98,10 +98,10 @@ void Layer::ResetParameters(std::mt19937_64& rng) {
 }
 
 const Tensor& Layer::WeightsFor(const Parameter& p, const Tensor& x) {
-  if (x.dtype() == p.value.dtype()) return p.value;
+  if (p.value.defined() && x.dtype() == p.value.dtype()) return p.value;
   CHECK(p.low.defined() && p.low.dtype() == x.dtype())
-      << p.name << ": " << DTypeName(x.dtype()) << " input, but the model keeps no " << DTypeName(x.dtype())
-      << " copy of its weights (Model::EnableLowPrecision)";
+      << p.name << ": " << DTypeName(x.dtype()) << " input, but the model holds no " << DTypeName(x.dtype())
+      << " copy of its weights here (Model::EnableLowPrecision; under ZeRO-3, PrepareParameter)";
   return p.low;
 }
 

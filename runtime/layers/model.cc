@@ -261,6 +261,39 @@ std::vector<std::pair<std::string, Tensor>> Model::StateDict() const {
   return state;
 }
 
+void ForEachParameterIn(const Model& model, int64_t offset, int64_t numel,
+                        const std::function<void(const Parameter& param, int64_t param_offset, int64_t range_offset,
+                                                 int64_t length)>& fn) {
+  int64_t start = 0;
+  for (const Parameter* p : model.parameters()) {
+    const int64_t size = NumElements(p->shape);
+    const int64_t a = std::max(offset, start), z = std::min(offset + numel, start + size);
+    if (a < z) fn(*p, a - start, a - offset, z - a);
+    start += size;
+    if (start >= offset + numel) break;
+  }
+}
+
+std::vector<Model::StateSource> Model::StateSources() const {
+  std::map<std::string, const Parameter*> params;
+  for (const Parameter* p : parameters_) params[p->name] = p;
+  std::map<std::string, std::string> aliases;  // a tied duplicate -> what it repeats
+  if (loss_module_ != nullptr) {
+    for (const StateAlias& alias : loss_module_->StateAliases()) aliases[alias.name] = alias.target;
+  }
+  std::vector<StateSource> sources;
+  for (const auto& [name, t] : StateDict()) {
+    const auto alias = aliases.find(name);
+    const auto param = params.find(alias == aliases.end() ? name : alias->second);
+    if (param != params.end()) {
+      sources.push_back({name, param->second, Tensor()});
+    } else {
+      sources.push_back({name, nullptr, t});
+    }
+  }
+  return sources;
+}
+
 Status Model::LoadStateDict(const std::vector<std::pair<std::string, Tensor>>& file_tensors, LoadReport* report) {
   LoadReport local;
   LoadReport& r = report != nullptr ? *report : local;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,6 +16,16 @@
 #include "runtime/status.h"
 
 namespace ddp {
+
+class Model;
+
+// The parameters overlapping [offset, offset + numel) of `model`'s flat
+// parameter space, in order: `fn(param, param_offset, range_offset,
+// length)`, the overlap starting at `param_offset` in the parameter and
+// `range_offset` in the range.
+void ForEachParameterIn(const Model& model, int64_t offset, int64_t numel,
+                        const std::function<void(const Parameter& param, int64_t param_offset, int64_t range_offset,
+                                                 int64_t length)>& fn);
 
 class Model {
  public:
@@ -138,6 +149,14 @@ class Model {
   // with a loss module's tied duplicates (BERT's decoder) where PyTorch's
   // state_dict holds them. The tensors are the live ones, not copies.
   std::vector<std::pair<std::string, Tensor>> StateDict() const;
+  // The same entries by where their values live: a parameter (whose value
+  // may be held in shards elsewhere: ZeRO), or else a buffer's tensor.
+  struct StateSource {
+    std::string name;
+    const Parameter* param = nullptr;
+    Tensor buffer;
+  };
+  std::vector<StateSource> StateSources() const;
   // Strict, like torch's load_state_dict(strict=True): every name present,
   // none extra, shapes and dtypes equal. On error nothing is changed, and the
   // message names the first offending tensor. A loss module's tied

@@ -248,9 +248,11 @@ class SelfTest(Benchmarks):
         self.equivalence_runs(t, "", common, (0, 1, 2, 3), lr)
         # Mixed precision: every stage keeps only its pieces of the f32
         # master weights, and stage 3 gathers each bucket in 16 bits. A
-        # static loss scale, so that no step is skipped.
+        # static loss scale, so that no step is skipped, and f32 gradients
+        # on the wire, as one rank's are.
         precision = self.d.size(gpu="fp16", cpu="bf16")
-        self.equivalence_runs(t, "mixed_", common + ["--precision", precision, "--loss-scale", "1024"],
+        self.equivalence_runs(t, "mixed_", common + ["--precision", precision, "--loss-scale", "1024",
+                                                     "--grad-compression", "none"],
                               self.d.size(gpu=(0, 1, 2, 3), cpu=(0, 3)), lr, f", {precision}")
 
     def bert(self, t):
