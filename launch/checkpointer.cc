@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/durable_files.h"
 
 namespace ddp {
@@ -53,6 +55,8 @@ std::vector<std::string> StepDirectories(const std::string& dir, bool sealed) {
 
 std::string CheckpointName(int64_t step) { return "step_" + Padded(step, 8); }
 std::string OptimizerShardName(int rank) { return "optimizer.rank" + Padded(rank, 5) + ".safetensors"; }
+
+std::string ModelShardName(int rank) { return "model.rank" + Padded(rank, 5) + ".safetensors"; }
 
 Checkpointer::Checkpointer(std::string dir, int rank, int keep, std::string crash_point)
     : dir_(std::move(dir)), rank_(rank), keep_(keep), crash_point_(std::move(crash_point)) {}
@@ -133,7 +137,12 @@ void Checkpointer::Write(CheckpointSnapshot snapshot) {
               "\n";
       return Status::Ok();
     };
-    if (!snapshot.model.empty()) RETURN_IF_ERROR(put("model.safetensors", snapshot.model, {{"format", "pt"}}));
+    if (snapshot.writes_model) {
+      std::map<std::string, std::string> metadata = snapshot.model_metadata;
+      metadata["format"] = "pt";
+      RETURN_IF_ERROR(put("model.safetensors", snapshot.model, metadata));
+    }
+    if (!snapshot.model_shard.empty()) RETURN_IF_ERROR(put(ModelShardName(rank_), snapshot.model_shard, {}));
     if (!snapshot.optimizer_file.empty()) {
       RETURN_IF_ERROR(put(snapshot.optimizer_file, snapshot.optimizer, snapshot.optimizer_metadata));
     }
@@ -294,6 +303,41 @@ StatusOr<SafetensorsContents> CheckpointReader::ReadFile(const std::string& name
     return Status(StatusCode::kDataLoss, where + " fails its CRC-32 check (corrupt)");
   }
   return ParseSafetensors(*bytes, path_ + "/" + name);
+}
+
+StatusOr<SafetensorsContents> ReadModelState(const CheckpointReader& reader) {
+  ASSIGN_OR_RETURN(SafetensorsContents model, reader.ReadFile("model.safetensors"));
+  const auto listed = model.metadata.find(kShardedParametersKey);
+  if (listed == model.metadata.end()) return model;
+  const std::string where = "checkpoint " + reader.path() + ": model.safetensors";
+  const nlohmann::json list = nlohmann::json::parse(listed->second, nullptr, /*allow_exceptions=*/false);
+  std::vector<std::string> files;
+  for (const CheckpointFile& f : reader.manifest().files()) {
+    if (f.name().rfind("model.rank", 0) == 0) files.push_back(f.name());
+  }
+  if (files.size() != static_cast<size_t>(reader.manifest().world_size())) {
+    return Status(StatusCode::kDataLoss, "checkpoint " + reader.path() + " lists " + std::to_string(files.size()) +
+                                             " model shards, expected " + std::to_string(reader.manifest().world_size()));
+  }
+  ASSIGN_OR_RETURN(const OptimizerStatePieces pieces, OptimizerStatePieces::Read(reader, files));
+  if (!list.is_array()) return Status(StatusCode::kDataLoss, where + ": its list of sharded parameters is malformed");
+  for (const nlohmann::json& entry : list) {
+    if (!entry.is_array() || entry.size() != 3 || !entry[0].is_string() || !entry[1].is_array() ||
+        !entry[2].is_string()) {
+      return Status(StatusCode::kDataLoss, where + ": its list of sharded parameters is malformed");
+    }
+    Shape shape;
+    for (const nlohmann::json& d : entry[1]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+        return Status(StatusCode::kDataLoss, where + ": its list of sharded parameters is malformed");
+      }
+      shape.push_back(d.get<int64_t>());
+    }
+    ASSIGN_OR_RETURN(const Tensor values, pieces.Assemble("master", entry[2].get<std::string>(), 0, NumElements(shape)));
+    model.tensors.push_back({entry[0].get<std::string>(), values.View(0, shape)});
+  }
+  model.metadata.erase(kShardedParametersKey);
+  return model;
 }
 
 StatusOr<OptimizerStatePieces> OptimizerStatePieces::Read(const CheckpointReader& reader,

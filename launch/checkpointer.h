@@ -2,6 +2,11 @@
 // per step, step_00000010/, holding
 //   manifest.pb                    the run's place and every file's CRC-32
 //   model.safetensors              rank 0: parameters and buffers, PyTorch's names
+//                                  (where ZeRO holds the f32 master weights in
+//                                  shards: the buffers, and in its metadata the
+//                                  parameters that
+//   model.rank00003.safetensors    each rank's pieces of, "master:OFFSET:PARAM",
+//                                  make up: ReadModelState joins them)
 //   optimizer.safetensors          rank 0: the optimizer state (plain DDP:
 //                                  every rank holds all of it), or
 //   optimizer.rank00003.safetensors  each rank's shard under ZeRO
@@ -42,7 +47,10 @@ namespace ddp {
 struct CheckpointSnapshot {
   int64_t step = 0;
   CheckpointManifest manifest;  // rank 0: everything but the files
+  bool writes_model = false;           // rank 0
   std::vector<NamedTensor> model;      // rank 0
+  std::map<std::string, std::string> model_metadata;  // rank 0
+  std::vector<NamedTensor> model_shard;  // this rank's master pieces (empty: none)
   std::vector<NamedTensor> optimizer;  // this rank's part (empty: none)
   std::string optimizer_file;          // its name in the checkpoint
   std::map<std::string, std::string> optimizer_metadata;
@@ -52,6 +60,12 @@ struct CheckpointSnapshot {
 std::string CheckpointName(int64_t step);
 // Rank `rank`'s optimizer shard under ZeRO.
 std::string OptimizerShardName(int rank);
+// Rank `rank`'s pieces of the f32 master weights, where ZeRO shards them.
+std::string ModelShardName(int rank);
+// model.safetensors' metadata key listing the parameters held in the
+// model shards: a JSON array of [name, shape, the parameter its pieces
+// are named by] (a tied weight's second name lists the first).
+inline constexpr const char* kShardedParametersKey = "ddp_train.sharded_parameters";
 
 class Checkpointer {
  public:
@@ -124,6 +138,12 @@ class CheckpointReader {
   std::string path_;
   CheckpointManifest manifest_;
 };
+
+// The model's state as model.safetensors holds it, with the parameters
+// held in the model shards joined whole (any world size and bucket layout
+// wrote them); errors name the checkpoint and the file.
+class CheckpointReader;
+StatusOr<SafetensorsContents> ReadModelState(const CheckpointReader& reader);
 
 // A checkpoint's optimizer state as pieces of parameters, read from some
 // of its files ("KIND:OFFSET:PARAM" tensors), assembled into any other

@@ -2,11 +2,10 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <thread>
-#include <unordered_map>
 
 #include <gflags/gflags.h>
+#include <nlohmann/json.hpp>
 
 #include "comm/watchdog.h"
 #include "launch/step_agreement.h"
@@ -73,7 +72,7 @@ StatusOr<int64_t> TrainCheckpoints::ResumeModel(Model& model, int64_t global_bat
     return InvalidArgument(where + " is at step " + std::to_string(m.step()) + ", and this run ends at step " +
                            std::to_string(total_steps) + ": nothing is left to train");
   }
-  StatusOr<SafetensorsContents> weights = reader->ReadFile("model.safetensors");
+  StatusOr<SafetensorsContents> weights = ReadModelState(*reader);
   if (!weights.ok()) return Status(weights.status().code(), "--resume: " + weights.status().message());
   std::vector<std::pair<std::string, Tensor>> named;
   for (NamedTensor& t : weights->tensors) named.emplace_back(t.name, t.tensor);
@@ -88,16 +87,14 @@ void TrainCheckpoints::Attach(CheckpointedState state) {
   state_ = std::move(state);
   // What Snapshot copies, in its order; the copies now also fault the
   // pages in.
-  size_t index = 0;
-  if (is_root()) {
-    for (const Model::StateSource& s : state_.model->StateSources()) {
-      if (s.param != nullptr) {
-        StagingBuffer(index++, s.param->shape, DType::kF32, MemoryFormat::kContiguous).Fill(0.0);
-      } else {
-        Stage(index++, s.buffer);
-      }
+  if (state_.zero != nullptr && state_.zero->shards_masters()) {
+    for (const OptimizerSlot& slot : state_.zero->OptimizerSlots([](const Parameter&) { return 0.0f; })) {
+      master_pieces_.push_back(slot.value);
     }
   }
+  size_t index = 0;
+  CheckpointSnapshot unused;
+  StageModel(&unused, &index);
   if (state_.zero != nullptr || is_root()) {
     for (const Tensor& t : state_.optimizer->state()) Stage(index++, t);
   }
@@ -141,45 +138,40 @@ Status TrainCheckpoints::ResumeOptimizer() {
   return Status::Ok();
 }
 
-Tensor TrainCheckpoints::StagingBuffer(size_t index, const Shape& shape, DType dtype, MemoryFormat format) {
+Tensor TrainCheckpoints::Stage(size_t index, const Tensor& t) {
   if (staging_.size() <= index) staging_.resize(index + 1);
   Tensor& buffer = staging_[index];
-  if (!buffer.defined() || buffer.shape() != shape || buffer.dtype() != dtype || buffer.format() != format) {
-    buffer = Tensor::Empty(shape, dtype, Device::Cpu(), format);
+  if (!buffer.defined() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype() || buffer.format() != t.format()) {
+    buffer = Tensor::Empty(t.shape(), t.dtype(), Device::Cpu(), t.format());
   }
-  return buffer;
-}
-
-Tensor TrainCheckpoints::Stage(size_t index, const Tensor& t) {
-  Tensor buffer = StagingBuffer(index, t.shape(), t.dtype(), t.format());
   buffer.CopyFrom(t);
   return buffer;
 }
 
-Status TrainCheckpoints::StageModelInPieces(CheckpointSnapshot* snapshot, size_t* index) {
-  // Rank 0's host copies, each parameter's filled from the buckets as they
-  // are gathered (a tied weight's copies alike).
-  std::unordered_map<const Parameter*, std::vector<Tensor>> copies;
-  if (is_root()) {
-    for (const Model::StateSource& s : state_.model->StateSources()) {
-      const Tensor staged = s.param != nullptr
-                                ? StagingBuffer((*index)++, s.param->shape, DType::kF32, MemoryFormat::kContiguous)
-                                : Stage((*index)++, s.buffer);
-      snapshot->model.push_back({s.name, staged});
-      if (s.param != nullptr) copies[s.param].push_back(staged);
+void TrainCheckpoints::StageModel(CheckpointSnapshot* snapshot, size_t* index) {
+  snapshot->writes_model = is_root();
+  if (master_pieces_.empty()) {
+    if (!is_root()) return;
+    for (const auto& [name, t] : state_.model->StateDict()) snapshot->model.push_back({name, Stage((*index)++, t)});
+    return;
+  }
+  // Where ZeRO holds the f32 master weights in shards, each rank writes its
+  // own pieces; rank 0's model file holds the buffers and the list of the
+  // parameters the pieces make up.
+  for (size_t i = 0; i < master_pieces_.size(); ++i) {
+    const SlotPlace& place = state_.slots[i];
+    snapshot->model_shard.push_back({StateKey("master", place.offset, place.name), Stage((*index)++, master_pieces_[i])});
+  }
+  if (!is_root()) return;
+  nlohmann::json list = nlohmann::json::array();
+  for (const Model::StateSource& s : state_.model->StateSources()) {
+    if (s.param != nullptr) {
+      list.push_back({s.name, s.param->shape, s.param->name});
+    } else {
+      snapshot->model.push_back({s.name, Stage((*index)++, s.buffer)});
     }
   }
-  return state_.zero->ForEachMasterBucket([&](const BucketPlan& plan, const Tensor& values) {
-    if (!is_root()) return Status::Ok();
-    const Tensor host = values.To(Device::Cpu());
-    ForEachParameterIn(*state_.model, plan.offset, plan.numel,
-                       [&](const Parameter& p, int64_t at, int64_t from, int64_t n) {
-                         for (Tensor& copy : copies[&p]) {
-                           std::memcpy(copy.data<float>() + at, host.data<float>() + from, n * sizeof(float));
-                         }
-                       });
-    return Status::Ok();
-  });
+  snapshot->model_metadata[kShardedParametersKey] = list.dump();
 }
 
 StatusOr<CheckpointSnapshot> TrainCheckpoints::Snapshot(int64_t step) {
@@ -217,13 +209,7 @@ StatusOr<CheckpointSnapshot> TrainCheckpoints::Snapshot(int64_t step) {
   // Copies into the staging buffers (the writer reads them; the next
   // snapshot waits for it).
   size_t index = 0;
-  if (zero != nullptr && zero->shards_masters()) {
-    // Where ZeRO holds the f32 master weights in shards, they are gathered
-    // a bucket at a time into rank 0's copies: never whole on a device.
-    RETURN_IF_ERROR(StageModelInPieces(&snapshot, &index));
-  } else if (is_root()) {
-    for (const auto& [name, t] : state_.model->StateDict()) snapshot.model.push_back({name, Stage(index++, t)});
-  }
+  StageModel(&snapshot, &index);
   if (zero != nullptr || is_root()) {
     snapshot.optimizer_file = zero != nullptr ? OptimizerShardName(options_.rank) : "optimizer.safetensors";
     const std::vector<std::string> kinds = optimizer.state_names();

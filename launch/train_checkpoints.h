@@ -100,10 +100,8 @@ class TrainCheckpoints {
   TrainCheckpoints(TrainCheckpointsOptions options, Communicator* comm, ProgressPrinter* progress);
   bool is_root() const { return options_.rank == 0; }
   Tensor Stage(size_t index, const Tensor& t);
-  // Staging buffer `index`, (re)made for that shape, dtype and layout.
-  Tensor StagingBuffer(size_t index, const Shape& shape, DType dtype, MemoryFormat format);
-  // Snapshot's model where ZeRO shards the master weights: a collective.
-  Status StageModelInPieces(CheckpointSnapshot* snapshot, size_t* index);
+  // The model's part of a snapshot, staged from `index` on.
+  void StageModel(CheckpointSnapshot* snapshot, size_t* index);
   StatusOr<CheckpointSnapshot> Snapshot(int64_t step);
 
   TrainCheckpointsOptions options_;
@@ -115,6 +113,9 @@ class TrainCheckpoints {
   CheckpointedState state_;
   // Host buffers the snapshot copies into, one per tensor it copies.
   std::vector<Tensor> staging_;
+  // Where ZeRO holds the f32 master weights in shards: this rank's pieces,
+  // one per optimizer slot (state_.slots).
+  std::vector<Tensor> master_pieces_;
 };
 
 }  // namespace ddp

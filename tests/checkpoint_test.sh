@@ -16,7 +16,8 @@
 # corrupt manifest, a missing shard and another global batch are each
 # refused in one line naming the file or the setting, on every rank,
 # leaving the checkpoint untouched. tools/consolidate_checkpoint joins a
-# ZeRO checkpoint into one safetensors file for PyTorch.
+# ZeRO checkpoint into one safetensors file for PyTorch, ZeRO-3's model
+# shards included.
 set -u
 bin=launch/ddp_train
 source tests/lib.sh
@@ -67,6 +68,32 @@ case_ np2_zero1 2 rename:0:6 3 "${resnet[@]}" "${sgd[@]}" --zero-stage 1
 case_ np2_zero2 2 files:1:6 3 "${resnet[@]}" "${sgd[@]}" --zero-stage 2
 case_ np2_zero3 2 files:1:6 3 "${resnet[@]}" "${sgd[@]}" --zero-stage 3
 case_ bert_zero2 2 files:1:4 2 "${bert[@]}" --zero-stage 2
+
+# ZeRO-3 keeps the f32 master weights in shards, and so does its
+# checkpoint: each rank writes its pieces (model.rankNNNNN), rank 0's model
+# file holds only the buffers; consolidated, the step-6 checkpoint is the
+# uninterrupted run's saved weights byte for byte.
+tools/consolidate_checkpoint --checkpoint "$tmp/np2_zero3.ckpt" --out "$tmp/zero3.consolidated.safetensors" \
+  > "$tmp/zero3.consolidate.log" 2>&1 || { cat "$tmp/zero3.consolidate.log"; fail "consolidate the ZeRO-3 checkpoint"; }
+/usr/bin/python3 - "$tmp/np2_zero3.ckpt/step_00000006" "$tmp/np2_zero3.full.safetensors" \
+  "$tmp/zero3.consolidated.safetensors" <<'PY' || fail "the ZeRO-3 checkpoint's model shards"
+import json, os, struct, sys
+def read(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    return {k: (v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in header.items()}
+ck, saved, joined = sys.argv[1], read(sys.argv[2]), read(sys.argv[3])
+shards = sorted(f for f in os.listdir(ck) if f.startswith("model.rank"))
+in_model = read(ck + "/model.safetensors")
+bad = [k for k, v in saved.items() if joined.get(k) != v]
+print(f"ZeRO-3 checkpoint: shards {shards}; model.safetensors holds {len(in_model)} buffers; "
+      f"{len(saved) - len(bad)} of {len(saved)} saved tensors equal the consolidated ones")
+ok = shards == ["model.rank00000.safetensors", "model.rank00001.safetensors"] and not bad and \
+    all("running_" in k or "num_batches_tracked" in k for k in in_model)
+sys.exit(0 if ok else 1)
+PY
 
 # reshard NAME NP1 K1 STAGE1 NP2 K2 STAGE2: a checkpoint at step 2 at NP1 ranks
 # x K1 micro-batches (ZeRO STAGE1), resumed to step 4 at NP1 x K1 and at NP2

@@ -33,7 +33,7 @@ Status Run() {
   RETURN_IF_ERROR(reader.status());
   // The step directory it reads is read whole: no output inside it.
   RETURN_IF_ERROR(CheckOutputPaths({{"--checkpoint", reader->path(), true, true}}, {{"--out", FLAGS_out}}));
-  ASSIGN_OR_RETURN(SafetensorsContents model, reader->ReadFile("model.safetensors"));
+  ASSIGN_OR_RETURN(SafetensorsContents model, ReadModelState(*reader));
   ASSIGN_OR_RETURN(const OptimizerStatePieces pieces, OptimizerStatePieces::Read(*reader));
   std::vector<NamedTensor> out = model.tensors;
   int64_t consolidated = 0;
