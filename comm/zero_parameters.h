@@ -103,9 +103,9 @@ class ShardedParameters {
   // Every gather in flight arrived; the first failure since the last call.
   Status Finish();
   // Every parameter gathered into one flat buffer the model adopts (which
-  // rebuilds a 16-bit copy it gave up), for what reads them all
-  // (checkpoints, --save-weights, the final evaluation); current until
-  // Release or the next update. Demands are then served from it.
+  // rebuilds a 16-bit copy it gave up), for what reads them all at once
+  // (evaluation); current until Release or the next update. Demands are
+  // then served from it.
   Status Materialize();
   void Release();
   // Each bucket's f32 master values gathered whole, one bucket at a time,

@@ -22,8 +22,9 @@
 // it, packed per rank, into their values: the working copy's f32 part
 // (Model::ReleaseFlatParameters). (BERT's word embeddings so travel twice,
 // in the 16-bit bucket for the tied decoder and in f32 for the lookup.)
-// GatherMasterWeights gathers every f32 master into a whole buffer for what
-// reads them all (checkpoints, --save-weights), given back by
+// Checkpoints keep each rank's pieces, --save-weights gathers them a bucket
+// at a time (ForEachMasterBucket), and GatherMasterWeights gathers them
+// whole for the moment (ZeRO-3's evaluation), given back by
 // ReleaseMasterWeights. With gather_dtype f32 the masters stay whole on
 // every rank: the f32 pieces are gathered and rounded into the copy on
 // arrival; both give the same bits.

@@ -142,7 +142,7 @@ void Checkpointer::Write(CheckpointSnapshot snapshot) {
       metadata["format"] = "pt";
       RETURN_IF_ERROR(put("model.safetensors", snapshot.model, metadata));
     }
-    if (!snapshot.model_shard.empty()) RETURN_IF_ERROR(put(ModelShardName(rank_), snapshot.model_shard, {}));
+    if (snapshot.writes_model_shard) RETURN_IF_ERROR(put(ModelShardName(rank_), snapshot.model_shard, {}));
     if (!snapshot.optimizer_file.empty()) {
       RETURN_IF_ERROR(put(snapshot.optimizer_file, snapshot.optimizer, snapshot.optimizer_metadata));
     }

@@ -50,7 +50,8 @@ struct CheckpointSnapshot {
   bool writes_model = false;           // rank 0
   std::vector<NamedTensor> model;      // rank 0
   std::map<std::string, std::string> model_metadata;  // rank 0
-  std::vector<NamedTensor> model_shard;  // this rank's master pieces (empty: none)
+  bool writes_model_shard = false;       // where ZeRO shards the master weights
+  std::vector<NamedTensor> model_shard;  // this rank's pieces of them (maybe none)
   std::vector<NamedTensor> optimizer;  // this rank's part (empty: none)
   std::string optimizer_file;          // its name in the checkpoint
   std::map<std::string, std::string> optimizer_metadata;

@@ -78,8 +78,8 @@ class GradientSync {
   Status AfterUpdate(ExecutionContext& ctx);
   // ZeRO: every parameter in place before anything reads them all
   // (evaluation); then, where ZeRO holds the f32 master weights in shards
-  // (stage 3; 16-bit gathers), every one of them whole for the moment
-  // (before saving). No-ops otherwise.
+  // (stage 3, or 16-bit gathers), every one of them whole for the moment
+  // (ZeRO-3's evaluation). No-ops otherwise.
   Status FinishGather();
   Status GatherMasterWeights();
   // Gives back what GatherMasterWeights gathered; a no-op otherwise.
@@ -87,7 +87,7 @@ class GradientSync {
   // Where ZeRO shards the master weights: after the start-up broadcast,
   // each rank keeps only its pieces; a no-op otherwise.
   void ShardParameters();
-  // Whether ZeRO holds the f32 master weights in shards (stage 3; 16-bit
+  // Whether ZeRO holds the f32 master weights in shards (stage 3, or 16-bit
   // gathers), and then their values a bucket at a time
   // (ZeroReducer::ForEachMasterBucket: a collective).
   bool shards_masters() const { return zero_ && zero_->shards_masters(); }

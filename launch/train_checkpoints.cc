@@ -87,7 +87,8 @@ void TrainCheckpoints::Attach(CheckpointedState state) {
   state_ = std::move(state);
   // What Snapshot copies, in its order; the copies now also fault the
   // pages in.
-  if (state_.zero != nullptr && state_.zero->shards_masters()) {
+  masters_sharded_ = state_.zero != nullptr && state_.zero->shards_masters();
+  if (masters_sharded_) {
     for (const OptimizerSlot& slot : state_.zero->OptimizerSlots([](const Parameter&) { return 0.0f; })) {
       master_pieces_.push_back(slot.value);
     }
@@ -150,7 +151,8 @@ Tensor TrainCheckpoints::Stage(size_t index, const Tensor& t) {
 
 void TrainCheckpoints::StageModel(CheckpointSnapshot* snapshot, size_t* index) {
   snapshot->writes_model = is_root();
-  if (master_pieces_.empty()) {
+  snapshot->writes_model_shard = masters_sharded_;
+  if (!masters_sharded_) {
     if (!is_root()) return;
     for (const auto& [name, t] : state_.model->StateDict()) snapshot->model.push_back({name, Stage((*index)++, t)});
     return;

@@ -116,6 +116,7 @@ class TrainCheckpoints {
   // Where ZeRO holds the f32 master weights in shards: this rank's pieces,
   // one per optimizer slot (state_.slots).
   std::vector<Tensor> master_pieces_;
+  bool masters_sharded_ = false;
 };
 
 }  // namespace ddp

@@ -3,6 +3,7 @@
 // tensor; a file for another model is refused naming the file.
 #include "launch/weights_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -107,6 +108,34 @@ TEST(WeightsFileTest, WrittenInPiecesAsWritten) {
   const std::string unwritten = std::string(::testing::TempDir()) + "/unwritten.safetensors";
   ASSERT_TRUE(SaveWeightsFileInPieces(unwritten, *bert, ctx, "bert-tiny", false, in_pieces).ok());
   EXPECT_FALSE(std::ifstream(unwritten).good());
+}
+
+// A non-finite buffer (batch norm's statistics differ between ranks) is the
+// writing rank's to refuse, after every piece went round (the other ranks'
+// gathers need this one's); a rank that does not write lets it be.
+TEST(WeightsFileTest, NonFiniteBufferIsRefusedAfterEveryPiece) {
+  const std::string path = std::string(::testing::TempDir()) + "/buffer.safetensors";
+  ExecutionContext ctx = ExecutionContext::Cpu(1);
+  std::unique_ptr<Model> resnet = Make("resnet18", 1);
+  const Tensor flat = resnet->flat_parameters();
+  Buffer& mean = *resnet->buffers().front();
+  mean.value.data<float>()[0] = std::nanf("");
+  for (bool writes : {true, false}) {
+    int pieces = 0;
+    const Status saved = SaveWeightsFileInPieces(path, *resnet, ctx, "resnet18", writes, [&](const FlatPieceVisitor& visit) {
+      for (int64_t at = 0; at < flat.numel(); at += 1 << 20, ++pieces) {
+        RETURN_IF_ERROR(visit(at, flat.View(at, {std::min<int64_t>(1 << 20, flat.numel() - at)})));
+      }
+      return Status::Ok();
+    });
+    EXPECT_EQ(pieces, (flat.numel() + (1 << 20) - 1) >> 20);
+    if (writes) {
+      EXPECT_EQ(saved.message(), "--save-weights " + path + ": tensor '" + mean.name + "' holds non-finite values; not written");
+      EXPECT_FALSE(std::ifstream(path).good());
+    } else {
+      EXPECT_TRUE(saved.ok()) << saved.ToString();
+    }
+  }
 }
 
 }  // namespace

@@ -236,6 +236,7 @@ bool WriteAt(int fd, const void* data, uint64_t bytes, uint64_t at) {
   while (bytes > 0) {
     const ssize_t n = ::pwrite(fd, p, bytes, static_cast<off_t>(at));
     if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = EIO;
     if (n <= 0) return false;
     p += n;
     at += static_cast<uint64_t>(n);
