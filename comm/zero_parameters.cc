@@ -36,6 +36,15 @@ void F32Reads::Pack(ExecutionContext& ctx, int rank, int64_t piece_shard, const 
   }
 }
 
+std::shared_ptr<Work> F32Reads::Gather(ExecutionContext& ctx, Communicator* comm, int64_t piece_shard,
+                                       const Tensor& piece, Tensor* all) const {
+  const int rank = comm->rank();
+  *all = Tensor::Empty({shard * comm->world_size()}, DType::kF32, piece.device());
+  Tensor mine = all->View(rank * shard, {shard});
+  Pack(ctx, rank, piece_shard, piece, mine);
+  return comm->AllGather(mine, *all);
+}
+
 void F32Reads::Unpack(ExecutionContext& ctx, const Tensor& all) const {
   for (size_t r = 0; r < runs.size(); ++r) {
     for (const Run& run : runs[r]) {
@@ -140,18 +149,15 @@ void ShardedParameters::Launch(int k) {
   }
   Group& g = groups_[k];
   const BucketGroup& layout = g.layout;
-  const int world = comm_->world_size(), rank = comm_->rank();
+  const int world = comm_->world_size();
   g.gathered = Tensor::Empty({layout.size}, low() ? low_ : DType::kF32, model_->device());
   for (int j = layout.first; j <= layout.last; ++j) {
     Bucket& b = buckets_[j];
     g.work.push_back(Gather(j, "", g.gathered.View(b.plan.offset - layout.base, {b.shard * world})));
     if (b.f32_reads.shard == 0) continue;
     // The f32-read parameters' elements beside it, unpacked by Place.
-    b.extras = Tensor::Empty({b.f32_reads.shard * world}, DType::kF32, model_->device());
-    Tensor mine = b.extras.View(rank * b.f32_reads.shard, {b.f32_reads.shard});
-    b.f32_reads.Pack(ctx_, rank, b.shard, b.piece, mine);
     const CollectiveLabel label("all-gather of parameter bucket " + std::to_string(j) + " (f32 reads)");
-    g.work.push_back(comm_->AllGather(mine, b.extras));
+    g.work.push_back(b.f32_reads.Gather(ctx_, comm_, b.shard, b.piece, &b.extras));
   }
   if (!low()) {
     for (int j = layout.first; j <= layout.last; ++j) {
@@ -288,14 +294,11 @@ Status ShardedParameters::Materialize() {
   if (materialized_) return Status::Ok();
   EvictAll();
   Tensor flat = Tensor::Empty({model_->num_parameters()}, DType::kF32, model_->device());
-  for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
-    const Bucket& b = buckets_[k];
-    // Padded to world x shard: gathered apart, then copied into place.
-    Tensor whole = Tensor::Empty({b.shard * comm_->world_size()}, DType::kF32, model_->device());
-    RETURN_IF_ERROR(Gather(k, " (every parameter)", whole)->Wait());
-    Tensor place = flat.View(b.plan.offset, {b.plan.numel});
-    Copy(ctx_, whole.View(0, {b.plan.numel}), place);
-  }
+  RETURN_IF_ERROR(ForEachGatheredBucket([&](const BucketPlan& plan, const Tensor& values) {
+    Tensor place = flat.View(plan.offset, {plan.numel});
+    Copy(ctx_, values, place);
+    return Status::Ok();
+  }));
   model_->AdoptFlatParameters(ctx_, std::move(flat));
   materialized_ = true;
   return Status::Ok();
@@ -307,8 +310,9 @@ Status ShardedParameters::ForEachGatheredBucket(const BucketVisitor& visit) {
   Status first;
   for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
     const Bucket& b = buckets_[k];
+    // Padded to world x shard: gathered apart.
     Tensor whole = Tensor::Empty({b.shard * comm_->world_size()}, DType::kF32, model_->device());
-    RETURN_IF_ERROR(Gather(k, " (every parameter, a bucket at a time)", whole)->Wait());
+    RETURN_IF_ERROR(Gather(k, " (every parameter)", whole)->Wait());
     const Status s = visit(b.plan, whole.View(0, {b.plan.numel}));
     if (!s.ok() && first.ok()) first = s;
   }

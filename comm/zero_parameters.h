@@ -63,6 +63,10 @@ struct F32Reads {
                        const std::unordered_map<const Parameter*, int64_t>& offsets);
   // This rank's runs, from its f32 master `piece` into its `block`.
   void Pack(ExecutionContext& ctx, int rank, int64_t piece_shard, const Tensor& piece, Tensor block) const;
+  // Starts gathering them: this rank's runs, from its f32 master `piece`,
+  // packed into its block of `all` (made here, world blocks).
+  std::shared_ptr<Work> Gather(ExecutionContext& ctx, Communicator* comm, int64_t piece_shard, const Tensor& piece,
+                               Tensor* all) const;
   // Every rank's runs, from the gathered `all` (world blocks) into the
   // parameters' values.
   void Unpack(ExecutionContext& ctx, const Tensor& all) const;

@@ -60,7 +60,10 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
     CHECK(options.gather_dtype == model->compute_dtype())
         << "ZeRO gathers " << DTypeName(options.gather_dtype) << " but the model computes in "
         << DTypeName(model->compute_dtype());
-    for (Bucket& b : buckets_) b.f32_reads = F32Reads::Plan(b, b.shard, world, flat_offset_);
+    // Stage 3's gathers are ShardedParameters', which plans its own.
+    if (!stage3()) {
+      for (Bucket& b : buckets_) b.f32_reads = F32Reads::Plan(b, b.shard, world, flat_offset_);
+    }
   }
   for (Bucket& b : buckets_) {
     if (options.stage >= 2) b.piece = Tensor::Zeros({b.shard}, DType::kF32, device);
@@ -322,10 +325,7 @@ void ZeroReducer::LaunchGather(int k, bool low) {
   gather_work_[k] = comm_->AllGather(mine, target);
   if (low && b.f32_reads.shard > 0) {
     // In flight only: the values land in the parameters (PlaceGather).
-    extras_[k] = Tensor::Empty({b.f32_reads.shard * comm_->world_size()}, DType::kF32, model_->device());
-    Tensor my_extras = extras_[k].View(rank * b.f32_reads.shard, {b.f32_reads.shard});
-    b.f32_reads.Pack(options_.ctx, rank, b.shard, MasterPiece(k), my_extras);
-    extras_work_[k] = comm_->AllGather(my_extras, extras_[k]);
+    extras_work_[k] = b.f32_reads.Gather(options_.ctx, comm_, b.shard, MasterPiece(k), &extras_[k]);
   }
   ++gathers_in_flight_;
 }

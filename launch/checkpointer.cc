@@ -309,8 +309,10 @@ StatusOr<SafetensorsContents> ReadModelState(const CheckpointReader& reader) {
   ASSIGN_OR_RETURN(SafetensorsContents model, reader.ReadFile("model.safetensors"));
   const auto listed = model.metadata.find(kShardedParametersKey);
   if (listed == model.metadata.end()) return model;
-  const std::string where = "checkpoint " + reader.path() + ": model.safetensors";
+  const Status malformed(StatusCode::kDataLoss,
+                         "checkpoint " + reader.path() + ": model.safetensors: its list of sharded parameters is malformed");
   const nlohmann::json list = nlohmann::json::parse(listed->second, nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array()) return malformed;
   std::vector<std::string> files;
   for (const CheckpointFile& f : reader.manifest().files()) {
     if (f.name().rfind("model.rank", 0) == 0) files.push_back(f.name());
@@ -320,17 +322,14 @@ StatusOr<SafetensorsContents> ReadModelState(const CheckpointReader& reader) {
                                              " model shards, expected " + std::to_string(reader.manifest().world_size()));
   }
   ASSIGN_OR_RETURN(const OptimizerStatePieces pieces, OptimizerStatePieces::Read(reader, files));
-  if (!list.is_array()) return Status(StatusCode::kDataLoss, where + ": its list of sharded parameters is malformed");
   for (const nlohmann::json& entry : list) {
     if (!entry.is_array() || entry.size() != 3 || !entry[0].is_string() || !entry[1].is_array() ||
         !entry[2].is_string()) {
-      return Status(StatusCode::kDataLoss, where + ": its list of sharded parameters is malformed");
+      return malformed;
     }
     Shape shape;
     for (const nlohmann::json& d : entry[1]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) {
-        return Status(StatusCode::kDataLoss, where + ": its list of sharded parameters is malformed");
-      }
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) return malformed;
       shape.push_back(d.get<int64_t>());
     }
     ASSIGN_OR_RETURN(const Tensor values, pieces.Assemble("master", entry[2].get<std::string>(), 0, NumElements(shape)));

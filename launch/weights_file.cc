@@ -1,6 +1,5 @@
 #include "launch/weights_file.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <unordered_map>
