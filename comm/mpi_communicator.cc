@@ -348,7 +348,12 @@ void MpiCommunicator::Loop() {
       // runs (1-based) stops the process (SIGSTOP) as it starts, leaving
       // its peers inside it: the watchdog's test.
       if (++tasks_run_ == stop_at_task_) std::raise(SIGSTOP);
-      status = task->run();
+      if (failed_.ok()) {
+        status = task->run();
+        if (!status.ok()) failed_ = status;
+      } else {
+        status = Internal("not run: an earlier collective on this communicator failed (" + failed_.message() + ")");
+      }
     }
     timing.finished = SteadySeconds();
     task->work->Finish(std::move(status), timing);

@@ -74,6 +74,10 @@ class MpiCommunicator final : public Communicator {
   std::thread thread_;
   Tensor scratch_;  // the worker's receive buffer (GrownScratch), only it touches
   int64_t tasks_run_ = 0, stop_at_task_ = -1;  // the DDP_TEST_STOP_IN_COLLECTIVE hook
+  // The first failure, which every later task reports instead of running:
+  // a cancelled transfer leaves the ranks' message matching out of step,
+  // and a later collective could receive a peer's stale message as its own.
+  Status failed_;
 };
 
 // The text of an MPI error code.
