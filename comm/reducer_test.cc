@@ -412,7 +412,7 @@ TEST(ReducerTest, ZeroParameterGatherCompletesDuringForward) {
     // Stale values that the gather must overwrite (stage 3 keeps only its
     // pieces from here on).
     model->flat_parameters().Fill(1000.0);
-    zero.ShardParameters();
+    ASSERT_TRUE(zero.ShardParameters(/*from_root=*/false).ok());
     for (const OptimizerSlot& slot : zero.OptimizerSlots([](const Parameter&) { return 0.0f; })) {
       const int64_t at = offsets.at(model->parameters()[slot.param_index]) + slot.offset;
       for (int64_t i = 0; i < slot.value.numel(); ++i) slot.value.data<float>()[i] = updated[at + i];
@@ -458,7 +458,7 @@ TEST(ReducerTest, ZeroMixedPrecisionKeepsOnlyItsMasterPieces) {
     options.gather_dtype = DType::kBF16;
     ZeroReducer zero(&Comm(), model.get(), options);
     ASSERT_TRUE(zero.shards_masters());
-    zero.ShardParameters();
+    ASSERT_TRUE(zero.ShardParameters(/*from_root=*/false).ok());
     EXPECT_FALSE(model->flat_parameters().defined());
     EXPECT_EQ(model->low_precision_bytes(), stage == 3 ? 0 : copy_bytes + f32_reads * 4);
     int64_t pieces = 0;
@@ -520,6 +520,59 @@ TEST(ReducerTest, ZeroMixedPrecisionKeepsOnlyItsMasterPieces) {
       if (stage < 3) {
         for (const Parameter* p : model->parameters()) expect_working(*p);
       }
+    }
+  }
+}
+
+// The start-up broadcast where ZeRO shards the master weights: every rank
+// starts from different values, and after ShardParameters(from_root) each
+// rank's pieces are rank 0's values exactly (a bucket broadcast at a time;
+// with 1 MiB buckets the largest weights split), no rank keeps the flat
+// parameters, and at stages 1 and 2 the gathered working copy is rank 0's
+// values rounded (f32-read parameters exact).
+TEST(ReducerTest, ZeroStartsEveryRankFromRankZerosPieces) {
+  if (Comm().world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  for (const auto& [stage, dtype] : std::vector<std::pair<int, DType>>{
+           {1, DType::kBF16}, {2, DType::kBF16}, {3, DType::kBF16}, {3, DType::kF32}}) {
+    SCOPED_TRACE("stage " + std::to_string(stage) + ", " + DTypeName(dtype));
+    ExecutionContext ctx = ExecutionContext::Cpu(1);
+    std::unique_ptr<Model> model = SmallResNet();
+    const int64_t n = model->num_parameters();
+    // Rank 0's values, and another rank's: its own.
+    auto value = [](int rank, int64_t i) { return 0.01f * (rank + 1) * std::sin(0.29f * static_cast<float>(i)); };
+    for (int64_t i = 0; i < n; ++i) model->flat_parameters().data<float>()[i] = value(Comm().rank(), i);
+    if (dtype != DType::kF32) model->EnableLowPrecision(ctx, dtype);
+    ZeroOptions options;
+    options.stage = stage;
+    options.bucket_mb = 1.0;
+    options.first_bucket_mb = 0.25;
+    options.gather_dtype = dtype;
+    options.ctx = ctx;
+    ZeroReducer zero(&Comm(), model.get(), options);
+    ASSERT_TRUE(zero.shards_masters());
+    ASSERT_TRUE(zero.ShardParameters(/*from_root=*/true).ok());
+    EXPECT_FALSE(model->flat_parameters().defined());
+    const std::unordered_map<const Parameter*, int64_t> offsets = FlatOffsets(*model);
+    int64_t wrong = 0, owned = 0;
+    for (const OptimizerSlot& slot : zero.OptimizerSlots([](const Parameter&) { return 0.0f; })) {
+      const int64_t at = offsets.at(model->parameters()[slot.param_index]) + slot.offset;
+      for (int64_t i = 0; i < slot.value.numel(); ++i) wrong += slot.value.data<float>()[i] != value(0, at + i);
+      owned += slot.value.numel();
+    }
+    EXPECT_EQ(wrong, 0);
+    Tensor total = Tensor::FromVector<int64_t>({owned}, {1});
+    ASSERT_TRUE(Comm().AllReduce(total, ReduceOp::kSum)->Wait().ok());
+    EXPECT_EQ(total.data<int64_t>()[0], n);
+    if (stage == 3) continue;
+    for (const Parameter* p : model->parameters()) {
+      const int64_t at = offsets.at(p), size = NumElements(p->shape);
+      std::vector<float> want(static_cast<size_t>(size));
+      for (int64_t i = 0; i < size; ++i) want[i] = value(0, at + i);
+      Tensor rounded = Tensor::Empty({size}, dtype);
+      CastScaled(ctx, Tensor::FromVector<float>(want, {size}), 1.0f, rounded);
+      ASSERT_TRUE(p->low.defined()) << p->name;
+      EXPECT_EQ(std::memcmp(p->low.raw_data(), rounded.raw_data(), size * 2), 0) << p->name;
+      if (p->forward_reads_f32) EXPECT_EQ(std::memcmp(p->value.raw_data(), want.data(), size * 4), 0) << p->name;
     }
   }
 }

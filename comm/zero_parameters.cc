@@ -82,16 +82,45 @@ ShardedParameters::~ShardedParameters() {
   (void)Finish();
 }
 
-void ShardedParameters::Shard() {
-  if (sharded_) return;
+Status ShardedParameters::Shard(bool from_root) {
+  if (sharded_) return Status::Ok();
   const int rank = comm_->rank();
-  for (Bucket& b : buckets_) {
+  const Tensor& flat = model_->flat_parameters();
+  const Device device = model_->device();
+  int64_t largest = 0;
+  for (const Bucket& b : buckets_) largest = std::max(largest, b.plan.numel);
+  // Where the flat parameters stayed on the host: a bucket at a time on the
+  // device.
+  Tensor staging = flat.device() != device && from_root ? Tensor::Empty({largest}, DType::kF32, device) : Tensor();
+  Status status;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buckets_[k];
+    Tensor values = flat.View(b.plan.offset, {b.plan.numel});
+    if (from_root) {
+      if (staging.defined()) {
+        Tensor staged = staging.View(0, {b.plan.numel});
+        staged.CopyFrom(values);
+        values = staged;
+      }
+      const CollectiveLabel label("start-up broadcast of bucket " + std::to_string(k) + "'s parameters");
+      // Every bucket goes round, so no rank leaves the others in a
+      // collective; the first failure is reported.
+      const Status sent = comm_->Broadcast(values, 0)->Wait();
+      if (status.ok()) status = sent;
+    }
     if (b.owned == 0) continue;
     Tensor mine = b.piece.View(0, {b.owned});
-    Copy(ctx_, model_->flat_parameters().View(b.plan.offset + rank * b.shard, {b.owned}), mine);
+    const Tensor own = values.View(rank * b.shard, {b.owned});
+    if (own.device() == device) {
+      Copy(ctx_, own, mine);
+    } else {
+      mine.CopyFrom(own);  // from the host, without a staging bucket (no broadcast)
+    }
   }
+  RETURN_IF_ERROR(status);
   model_->ReleaseFlatParameters(ctx_, /*keep_working_copy=*/!working_too_);
   sharded_ = true;
+  return Status::Ok();
 }
 
 void ShardedParameters::SetPass(Pass pass) {
@@ -100,7 +129,7 @@ void ShardedParameters::SetPass(Pass pass) {
 }
 
 void ShardedParameters::Demand(int k) {
-  if (!sharded_) Shard();
+  if (!sharded_) (void)Shard();  // no broadcast: nothing to fail
   if (materialized_) return;  // every value views the materialized buffer
   Group& b = groups_[k];
   b.used = ++clock_;
@@ -270,7 +299,7 @@ void ShardedParameters::EvictAll() {
 }
 
 void ShardedParameters::AfterUpdate() {
-  if (!sharded_) Shard();
+  if (!sharded_) (void)Shard();  // no broadcast: nothing to fail
   EvictAll();
   Release();
   SetPass(Pass::kForward);
@@ -289,7 +318,7 @@ Status ShardedParameters::Finish() {
 }
 
 Status ShardedParameters::Materialize() {
-  if (!sharded_) Shard();
+  if (!sharded_) (void)Shard();  // no broadcast: nothing to fail
   RETURN_IF_ERROR(Finish());
   if (materialized_) return Status::Ok();
   EvictAll();
@@ -305,7 +334,7 @@ Status ShardedParameters::Materialize() {
 }
 
 Status ShardedParameters::ForEachGatheredBucket(const BucketVisitor& visit) {
-  if (!sharded_) Shard();
+  if (!sharded_) (void)Shard();  // no broadcast: nothing to fail
   RETURN_IF_ERROR(Finish());
   Status first;
   for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {

@@ -89,9 +89,12 @@ class ShardedParameters {
   ~ShardedParameters();
 
   // Copies this rank's pieces out of the model's flat parameters and
-  // releases those (after the start-up broadcast; the first Demand does it
-  // otherwise). Once.
-  void Shard();
+  // releases those (at start-up; the first Demand does it otherwise).
+  // Once. With `from_root`, rank 0's values: each bucket is broadcast from
+  // it in turn, through a buffer of one bucket on the device where the
+  // flat parameters stayed on the host (Model::MoveParts), and each rank
+  // keeps its piece, so no device holds the whole model.
+  Status Shard(bool from_root = false);
   // This rank's master piece of bucket k: its `shard` elements, of which
   // the first `owned` are parameters (the rest padding).
   const Tensor& piece(int k) const { return buckets_[k].piece; }

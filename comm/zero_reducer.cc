@@ -108,7 +108,7 @@ void ZeroReducer::PrepareForBackward(bool sync, bool first_micro_batch) {
   CHECK(sync || options_.stage == 1) << "ZeRO stages 2 and 3 reduce every micro-batch";
   // The shards exist before any update, also where no start-up broadcast
   // made them (tests that drive the reducer alone).
-  if (sharded_) sharded_->Shard();
+  if (sharded_) (void)sharded_->Shard();  // no broadcast: nothing to fail
   if (stage3()) {
     sharded_->SetPass(ShardedParameters::Pass::kBackward);
   } else {
@@ -435,8 +435,16 @@ void ZeroReducer::ReleaseMasterWeights() {
   if (sharded_) sharded_->Release();
 }
 
-void ZeroReducer::ShardParameters() {
-  if (sharded_) sharded_->Shard();
+Status ZeroReducer::ShardParameters(bool from_root) {
+  if (!sharded_) return Status::Ok();
+  RETURN_IF_ERROR(sharded_->Shard(from_root));
+  if (stage3()) return Status::Ok();
+  // The working copy from the pieces, as after an update: alike on every
+  // rank, and made here where the model left its 16-bit copy to the shards'
+  // owner (Model::MoveParts).
+  model_->EnsureLowPrecisionCopy(options_.ctx);
+  RETURN_IF_ERROR(LaunchParameterGather());
+  return FinishParameterGather();
 }
 
 int64_t ZeroReducer::master_bytes() const {

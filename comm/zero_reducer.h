@@ -143,10 +143,11 @@ class ZeroReducer : public GradientReadyHook {
   // Gives back what GatherMasterWeights gathered (stage 3's next update
   // does too); a no-op where the masters are whole.
   void ReleaseMasterWeights();
-  // Where the masters are sharded: makes the shards (copies this rank's
-  // pieces out of the model's flat parameters and frees those), after the
-  // start-up broadcast; a no-op otherwise.
-  void ShardParameters();
+  // Where the masters are sharded: makes the shards (this rank's pieces of
+  // the model's flat parameters, rank 0's with `from_root`: see
+  // ShardedParameters::Shard) and frees those; stages 1 and 2 then gather
+  // the working copy from the pieces. A no-op otherwise.
+  Status ShardParameters(bool from_root);
   // Whether this rank keeps only its pieces of the f32 master weights.
   bool shards_masters() const { return sharded_ != nullptr; }
   // Where it does: ShardedParameters::ForEachGatheredBucket, after any

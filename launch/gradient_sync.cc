@@ -117,8 +117,8 @@ void GradientSync::ReleaseMasterWeights() {
   if (zero_) zero_->ReleaseMasterWeights();
 }
 
-void GradientSync::ShardParameters() {
-  if (zero_) zero_->ShardParameters();
+Status GradientSync::ShardParameters(bool from_root) {
+  return zero_ ? zero_->ShardParameters(from_root) : Status::Ok();
 }
 
 int64_t GradientSync::master_bytes() const {

@@ -84,9 +84,10 @@ class GradientSync {
   Status GatherMasterWeights();
   // Gives back what GatherMasterWeights gathered; a no-op otherwise.
   void ReleaseMasterWeights();
-  // Where ZeRO shards the master weights: after the start-up broadcast,
-  // each rank keeps only its pieces; a no-op otherwise.
-  void ShardParameters();
+  // Where ZeRO shards the master weights: each rank keeps only its pieces,
+  // rank 0's with `from_root` (the start-up broadcast, a bucket at a time);
+  // a no-op otherwise.
+  Status ShardParameters(bool from_root);
   // Whether ZeRO holds the f32 master weights in shards (stage 3, or 16-bit
   // gathers), and then their values a bucket at a time
   // (ZeroReducer::ForEachMasterBucket: a collective).

@@ -190,6 +190,7 @@ StatusOr<MemoryBreakdown> MeasureBreakdown(const TrainOptions& options, int worl
                     run.workspace_at_start + comm_grown;
   b.peak = m.peak_bytes - base + b.host_data;
   b.step_peak = persistent + m.activation_peak_bytes + b.host_data;
+  b.setup_peak = m.setup_peak_bytes - base;
   // What grew in the steps and stays (workspaces, the receive buffer) is
   // counted in its own row, as held at the peak.
   b.activations = m.activation_peak_bytes - (b.workspace - run.workspace_at_start) - comm_grown;
@@ -407,6 +408,7 @@ nlohmann::ordered_json PlanJson(const MemoryPlan& plan) {
                               {"activation_per_sample_bytes", plan.per_sample},
                               {"peak_bytes", b.peak},
                               {"step_peak_bytes", b.step_peak},
+                              {"setup_peak_bytes", b.setup_peak},
                               {"total_bytes", b.peak + plan.request.overhead},
                               {"peak_site", {{"layer", b.site.layer}, {"pass", b.site.pass}, {"bytes", b.site.bytes}}},
                               {"probes", probes},

@@ -53,6 +53,10 @@ struct MemoryBreakdown {
   // builds the model whole before it shards it): the activations row is
   // then the steps' peak over the rows above, and no longer adds up.
   int64_t step_peak = 0;
+  // Start-up's peak, before the first step: the model, and where ZeRO
+  // shards it, what it held before the shards (a bucket at a time where
+  // the masters stay on the host).
+  int64_t setup_peak = 0;
   MetaAllocator::PeakSite site;  // the allocation that reached the steps' peak
   // An activation passed the 2^31 - 1 elements a step may hold.
   bool past_activation_bound = false;

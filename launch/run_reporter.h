@@ -31,6 +31,7 @@ struct MemoryFigures {
   // ZeRO-2 and 3: the largest gradient of a parameter split across
   // buckets, held whole while backward writes it and its buckets are reduced.
   int64_t split_gradient_peak_bytes = 0;
+  int64_t setup_peak_bytes = 0;  // the allocator's peak before the first step (the planner's)
 };
 
 struct RunSummary {

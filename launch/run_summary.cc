@@ -29,6 +29,7 @@ MemoryFigures MeasureMemory(const TrainComponents& parts, const ExecutionContext
   m.split_gradient_peak_bytes = parts.sync->split_gradient_peak_bytes();
   m.activation_peak_bytes = memory.peak_bytes_in_use() - persistent;
   m.peak_bytes = std::max(setup_peak, memory.peak_bytes_in_use());
+  m.setup_peak_bytes = setup_peak;
   m.allocated_bytes = memory.bytes_in_use();
   m.reserved_bytes = memory.reserved_bytes();
   m.peak_resident_bytes = PeakResidentBytes();

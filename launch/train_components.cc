@@ -54,6 +54,15 @@ class Builder {
   bool on_meta() const { return ctx_.device().is_meta(); }
   bool is_root() const { return ranks_.rank == 0; }
   bool distributed() const { return comm_ != nullptr; }
+  // A CUDA rank (or a plan of one) whose f32 master weights ZeRO will keep
+  // in shards (stage 3, or 16-bit gathers; not where --bucket-mb auto runs
+  // the whole model first): the model stays on the host and the device
+  // gets only this rank's pieces (Model::MoveParts). After Precision.
+  bool MastersStayOnHost() const {
+    const bool shards = options_.zero_stage == 3 ||
+                        (options_.zero_gather_low_precision && precision_->compute_dtype() != DType::kF32);
+    return planned_gpu() && distributed() && options_.zero_stage > 0 && shards && !options_.bucket_mb_auto;
+  }
   const CheckpointReader* resumed() const { return checkpoints_ ? checkpoints_->resumed() : nullptr; }
 
   TrainOptions& options_;
@@ -248,7 +257,10 @@ Status Builder::BuildModel() {
   model_options.task = options_.task;
   model_options.activation_checkpointing = options_.activation_checkpointing;
   model_options.label_smoothing = options_.label_smoothing;
-  if (on_meta()) model_options.device = ctx_.device();
+  const bool masters_on_host = MastersStayOnHost();
+  // A plan of a CUDA rank whose masters stay on the host builds the model
+  // there, counted apart from the planned device.
+  if (on_meta()) model_options.device = masters_on_host ? Device::MetaHost() : ctx_.device();
   ASSIGN_OR_RETURN(model_, CreateModel(model_options));
   if (checkpoints_) {
     ASSIGN_OR_RETURN(start_step_, checkpoints_->ResumeModel(*model_, sampler_->global_batch(), total_steps_));
@@ -260,7 +272,12 @@ Status Builder::BuildModel() {
   if (!options_.load_weights.empty() && !resumed()) {
     RETURN_IF_ERROR(LoadWeightsFile(options_.load_weights, *model_, options_.model, is_root()));
   }
-  if (on_gpu()) model_->MoveTo(ctx_.device());
+  if (masters_on_host) {
+    // ZeRO replaces the flat gradients with buckets of its own.
+    model_->MoveTo(ctx_.device(), {/*parameters=*/false, /*gradients=*/false});
+  } else if (on_gpu()) {
+    model_->MoveTo(ctx_.device());
+  }
   precision_->Apply(*model_, ctx_);
   return Status::Ok();
 }

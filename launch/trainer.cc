@@ -48,11 +48,15 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, 
 
 Status Trainer::BroadcastInitialState() {
   if (!distributed()) return Status::Ok();
-  std::vector<Tensor> state = {parts_.model->flat_parameters()};
+  // Where ZeRO shards the master weights, they go round a bucket at a time
+  // and each rank keeps its pieces (ShardParameters).
+  const bool sharded = parts_.sync->shards_masters();
+  std::vector<Tensor> state;
+  if (!sharded) state.push_back(parts_.model->flat_parameters());
   for (Buffer* b : parts_.model->buffers()) state.push_back(b->value);
   RETURN_IF_ERROR(comm_->BroadcastCoalesced(std::move(state), 0)->Wait());
+  if (sharded) return parts_.sync->ShardParameters(/*from_root=*/true);
   parts_.model->RefreshLowPrecision(ctx_);
-  parts_.sync->ShardParameters();  // ZeRO-3 keeps only this rank's pieces from here on
   return Status::Ok();
 }
 
@@ -308,8 +312,8 @@ StatusOr<TrainResult> Trainer::Run() {
 StatusOr<MetaRunFigures> Trainer::RunMeta() {
   CHECK(ctx_.device().is_meta()) << "RunMeta on " << ctx_.device().ToString();
   MetaAllocator* memory = GetMetaAllocator();
-  // As after the start-up broadcast of a real run (which a plan skips).
-  parts_.sync->ShardParameters();
+  // As the start-up broadcast of a real run leaves it (which a plan skips).
+  RETURN_IF_ERROR(parts_.sync->ShardParameters(/*from_root=*/false));
   MetaRunFigures figures;
   figures.persistent = memory->bytes_in_use();
   figures.workspace_at_start = ctx_.scratch_bytes();

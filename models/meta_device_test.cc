@@ -154,7 +154,7 @@ ZeroFigures ZeroStep(const Device& device, int world) {
   zo.gather_dtype = DType::kBF16;
   zo.ctx = ctx;
   ZeroReducer zero(&comm, &model, zo);
-  zero.ShardParameters();  // as after the start-up broadcast
+  CHECK(zero.ShardParameters(/*from_root=*/false).ok());  // as the start-up leaves it
   std::unique_ptr<Optimizer> adamw =
       MakeAdamW(zero.OptimizerSlots([](const Parameter&) { return 0.01f; }), AdamWOptions());
   Batch batch = HostBatch("bert-tiny");
@@ -200,6 +200,63 @@ TEST(MetaDeviceTest, ZeroShardsByTheWorld) {
   std::printf("ZeRO-2 bert-tiny bf16: persistent %lld bytes at 1 rank, %lld at 4; step peak %lld and %lld\n",
               static_cast<long long>(one.persistent), static_cast<long long>(four.persistent),
               static_cast<long long>(one.step_peak), static_cast<long long>(four.step_peak));
+}
+
+// A CUDA rank whose master weights ZeRO shards starts with the model on
+// the host (Device::MetaHost() in a plan): its device gets the buffers, its
+// master pieces and (stages 1 and 2) the 16-bit working copy, a bucket at a
+// time through the start-up broadcast, and never the whole f32 model.
+// bert-base in bf16 at 8 ranks with 4 MiB buckets, as rank 0.
+TEST(MetaDeviceTest, ZeroStartUpNeverHoldsTheWholeModelOnTheDevice) {
+  for (const int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    MetaAllocator* device = GetMetaAllocator();
+    MetaAllocator* host = GetMetaHostAllocator();
+    const int64_t device_base = device->bytes_in_use(), host_base = host->bytes_in_use();
+    device->ResetPeak();
+    ModelOptions o;
+    o.name = "bert-base";
+    o.device = Device::MetaHost();
+    StatusOr<std::unique_ptr<Model>> made = CreateModel(o);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    Model& model = **made;
+    const int64_t whole = model.num_parameters() * 4;
+    EXPECT_GE(host->bytes_in_use() - host_base, whole);
+    ExecutionContext ctx = ExecutionContext::Meta();
+    model.MoveTo(Device::Meta(), {/*parameters=*/false, /*gradients=*/false});
+    EXPECT_TRUE(model.parameters_on_host());
+    model.EnableLowPrecision(ctx, DType::kBF16);
+    EXPECT_EQ(model.low_precision_bytes(), 0) << "the copy waits for the shards' owner";
+    MetaCommunicator comm(0, 8);
+    ZeroOptions zo;
+    zo.stage = stage;
+    zo.bucket_mb = 4.0;
+    zo.gather_dtype = DType::kBF16;
+    zo.ctx = ctx;
+    {
+      ZeroReducer zero(&comm, &model, zo);
+      ASSERT_TRUE(zero.ShardParameters(/*from_root=*/true).ok());
+      EXPECT_FALSE(model.flat_parameters().defined());
+      EXPECT_LT(host->bytes_in_use() - host_base, whole / 100) << "the host's whole model is freed";
+      const int64_t working = stage == 3 ? 0 : model.num_parameters() * 2;
+      EXPECT_GE(model.low_precision_bytes(), working);
+      // Past what the rank keeps from here on (its master and gradient
+      // pieces, stage 1's whole gradient buckets, the working copy, the
+      // buffers), start-up held a few 4 MiB buckets in flight: a bucket's
+      // staging and its gathers. Stage 1 launches every bucket's gather at
+      // once, as after each update, so the f32-read tables (the word
+      // embeddings, 89 MiB) travel together. The whole f32 model would be
+      // 420 MiB.
+      const int64_t kept = device->bytes_in_use() - device_base, peak = device->peak_bytes_in_use() - device_base;
+      int64_t f32_reads = 0;
+      for (const Parameter* p : model.parameters()) f32_reads += p->forward_reads_f32 ? NumElements(p->shape) * 4 : 0;
+      EXPECT_LT(peak - kept, (stage == 1 ? f32_reads : 0) + (16 << 20)) << peak << " at the peak, " << kept << " kept";
+      if (stage == 3) EXPECT_LT(peak, whole / 3) << peak;
+      std::printf("ZeRO-%d bert-base bf16, 8 ranks: start-up device peak %.1f MiB, %.1f MiB kept; the f32 model "
+                  "%.1f MiB\n",
+                  stage, peak / 1048576.0, kept / 1048576.0, whole / 1048576.0);
+    }
+  }
 }
 
 TEST(MetaDeviceTest, HoldsNothingAndRefusesReads) {

@@ -176,4 +176,9 @@ MetaAllocator* GetMetaAllocator() {
   return allocator;
 }
 
+MetaAllocator* GetMetaHostAllocator() {
+  static MetaAllocator* allocator = new MetaAllocator(1);
+  return allocator;
+}
+
 }  // namespace ddp

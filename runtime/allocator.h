@@ -115,7 +115,8 @@ class MetaAllocator final : public Allocator {
     std::string layer, pass;  // "encoder.layer.23", "backward"
     int64_t bytes = 0;        // the allocation that reached the peak
   };
-  Device device() const override { return Device::Meta(); }
+  explicit MetaAllocator(int index = 0) : index_(index) {}
+  Device device() const override { return Device{DeviceType::kMeta, index_}; }
   void* Allocate(size_t bytes) override;
   void Deallocate(void* ptr, size_t bytes) override;
   PeakSite peak_site() const;
@@ -123,9 +124,12 @@ class MetaAllocator final : public Allocator {
   void ResetPeakSite();
 
  private:
+  const int index_;
   mutable std::mutex mu_;
   PeakSite site_;
 };
 MetaAllocator* GetMetaAllocator();
+// Device::MetaHost()'s, apart from the planned device's.
+MetaAllocator* GetMetaHostAllocator();
 
 }  // namespace ddp

@@ -9,7 +9,9 @@ namespace ddp {
 namespace {
 
 Allocator* CpuAllocatorForIndex(int) { return GetCpuAllocator(); }
-Allocator* MetaAllocatorForIndex(int) { return GetMetaAllocator(); }
+Allocator* MetaAllocatorForIndex(int index) {
+  return index == 0 ? static_cast<Allocator*>(GetMetaAllocator()) : GetMetaHostAllocator();
+}
 
 // By DeviceType: CPU, CUDA (registered by the CUDA backend), meta.
 struct AllocatorRegistry {

@@ -66,8 +66,26 @@ void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype, MemoryFormat 
   CHECK(dtype == DType::kBF16 || dtype == DType::kF16) << "low precision is bf16 or f16, not " << DTypeName(dtype);
   low_dtype_ = dtype;
   low_format_ = weights_format;
+  // Master weights left on the host: the owner of their shards makes the
+  // copy (EnsureLowPrecisionCopy), where the stage keeps one whole.
+  if (!parameters_on_host()) EnsureLowPrecisionCopy(ctx);
+}
+
+void Model::EnsureLowPrecisionCopy(ExecutionContext& ctx) {
+  if (low_dtype_ == DType::kF32 || flat_low_.defined()) return;
   AllocateLowPrecisionCopy();
-  RefreshLowPrecision(ctx);
+  if (!flat_parameters_.defined()) return;
+  if (!parameters_on_host()) {
+    RefreshLowPrecision(ctx);
+    return;
+  }
+  int64_t offset = 0;
+  for (Parameter* p : parameters_) {
+    const int64_t size = NumElements(p->shape);
+    Tensor values = p->value.To(device_);
+    Refresh(ctx, offset, size, &values);
+    offset += size;
+  }
 }
 
 void Model::AllocateLowPrecisionCopy() {
@@ -107,7 +125,7 @@ void Model::Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const 
     if (end <= run_start) return;
     Tensor low = flat_low_.View(run_start, {end - run_start});
     const Tensor values = from(run_start, {end - run_start});
-    if (source != nullptr) {
+    if (values.dtype() == low.dtype()) {
       Copy(ctx, values, low);
     } else {
       CastScaled(ctx, values, 1.0f, low);
@@ -180,6 +198,7 @@ LossResult Model::ReadLoss(ExecutionContext& ctx, const Tensor& stats, const Bat
 }
 
 void Model::ReleaseFlatGradients() {
+  if (!flat_gradients_.defined()) return;  // never made (MoveParts)
   for (Parameter* p : parameters_) {
     CHECK(p->grad.storage() != flat_gradients_.storage()) << p->name << "'s gradient still views the flat buffer";
   }
@@ -192,7 +211,7 @@ void Model::ReleaseFlatParameters(ExecutionContext& ctx, bool keep_working_copy)
     flat_low_ = f32_reads_ = flat_parameters_ = Tensor();
     return;
   }
-  if (flat_low_.defined() && flat_parameters_.defined()) {
+  if (low_dtype_ != DType::kF32 && flat_parameters_.defined()) {
     int64_t total = 0;
     for (const Parameter* p : parameters_) total += p->forward_reads_f32 ? NumElements(p->shape) : 0;
     f32_reads_ = Tensor::Empty({total}, DType::kF32, device_);
@@ -200,7 +219,11 @@ void Model::ReleaseFlatParameters(ExecutionContext& ctx, bool keep_working_copy)
     for (Parameter* p : parameters_) {
       if (!p->forward_reads_f32) continue;
       Tensor moved = f32_reads_.View(at, p->shape);
-      Copy(ctx, p->value, moved);
+      if (p->value.device() == device_) {
+        Copy(ctx, p->value, moved);
+      } else {
+        moved.CopyFrom(p->value);  // from the host (MoveParts)
+      }
       p->value = moved;
       at += NumElements(p->shape);
     }
@@ -221,24 +244,21 @@ void Model::AdoptFlatParameters(ExecutionContext& ctx, Tensor flat) {
     offset += NumElements(p->shape);
   }
   f32_reads_ = Tensor();
-  if (low_dtype_ != DType::kF32 && !flat_low_.defined()) {
-    AllocateLowPrecisionCopy();
-    RefreshLowPrecision(ctx);
-  }
+  EnsureLowPrecisionCopy(ctx);
 }
 
-void Model::MoveTo(Device device) {
+void Model::MoveTo(Device device, MoveParts parts) {
   if (device == device_) return;
   CHECK(flat_gradients_.defined()) << "Model::MoveTo after the flat gradients were released";
   CHECK(!flat_low_.defined()) << "Model::MoveTo after EnableLowPrecision";
   CHECK(flat_parameters_.defined()) << "Model::MoveTo after the flat parameters were released";
-  flat_parameters_ = flat_parameters_.To(device);
+  if (parts.parameters) flat_parameters_ = flat_parameters_.To(device);
   device_ = device;
-  flat_gradients_ = Tensor::Zeros(flat_parameters_.shape(), DType::kF32, device);
+  flat_gradients_ = parts.gradients ? Tensor::Zeros({num_parameters_}, DType::kF32, device) : Tensor();
   int64_t offset = 0;
   for (Parameter* p : parameters_) {
     p->value = flat_parameters_.View(offset, p->shape);
-    p->grad = flat_gradients_.View(offset, p->shape);
+    p->grad = parts.gradients ? flat_gradients_.View(offset, p->shape) : Tensor();
     offset += NumElements(p->shape);
   }
   for (Buffer* b : buffers_) b->value = b->value.To(device);

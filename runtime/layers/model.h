@@ -87,7 +87,8 @@ class Model {
   // frees the flat parameter buffer. In f32 training every value is then
   // undefined (ZeRO-3 points each into a gathered bucket while in use).
   // With low precision and `keep_working_copy` the 16-bit copy is the
-  // working copy, and the parameters the forward reads in f32
+  // working copy (made by EnsureLowPrecisionCopy where MoveParts left it
+  // to the owner), and the parameters the forward reads in f32
   // (Parameter::forward_reads_f32) keep their values, moved (on `ctx`)
   // into a buffer of their own, the working copy's f32 part; the owner
   // keeps them current. Without (ZeRO-3) the 16-bit copy goes too, and the
@@ -107,7 +108,21 @@ class Model {
   // Moves the flat buffers and every buffer (BN statistics) to `device`,
   // values kept, gradients zeroed, views re-pointed. Before any reducer or
   // optimizer takes views of them.
-  void MoveTo(Device device);
+  //
+  // For an owner that keeps the f32 master weights in shards (ZeRO) and
+  // takes them from here: without `parameters` the flat parameters stay
+  // where they are (the host) until ReleaseFlatParameters, and a 16-bit
+  // copy waits for EnsureLowPrecisionCopy; without `gradients` no flat
+  // gradient buffer is made. The device then never holds the whole model.
+  struct MoveParts {
+    bool parameters = true, gradients = true;
+  };
+  void MoveTo(Device device, MoveParts parts);
+  void MoveTo(Device device) { MoveTo(device, MoveParts()); }
+  // Whether the flat parameters stayed behind on the host (MoveParts).
+  bool parameters_on_host() const {
+    return flat_parameters_.defined() && flat_parameters_.device() != device_;
+  }
   Device device() const { return device_; }
 
   // Mixed precision: keeps a `dtype` (bf16 or f16) copy of every parameter
@@ -120,6 +135,10 @@ class Model {
   // want weights so); the master weights stay [K, C, R, S].
   void EnableLowPrecision(ExecutionContext& ctx, DType dtype,
                           MemoryFormat weights_format = MemoryFormat::kContiguous);
+  // The 16-bit copy made (under low precision, where it is not): filled
+  // from the flat parameters where they are defined (from the host a
+  // parameter at a time), else left for the owner of the shards to gather.
+  void EnsureLowPrecisionCopy(ExecutionContext& ctx);
   // The working copy's bytes besides the flat f32 parameters: the 16-bit
   // copy, and while the flat buffer is released, the f32 values the forward
   // reads (0 in f32 training).
