@@ -99,7 +99,7 @@ Status ShardedParameters::Shard(bool from_root) {
     if (from_root) {
       if (staging.defined()) {
         Tensor staged = staging.View(0, {b.plan.numel});
-        staged.CopyFrom(values);
+        if (rank == 0) staged.CopyFrom(values);  // the others receive it
         values = staged;
       }
       const CollectiveLabel label("start-up broadcast of bucket " + std::to_string(k) + "'s parameters");

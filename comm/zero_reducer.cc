@@ -29,10 +29,7 @@ ZeroReducer::ZeroReducer(Communicator* comm, Model* model, const ZeroOptions& op
       PlanBuckets(*model, options.first_bucket_mb, options.bucket_mb, world, /*rearranged_whole=*/true);
   groups_ = GroupBuckets(plans, world);
   schedule_ = std::make_unique<BucketSchedule>(*model, plans);
-  // The f32 master weights in shards: stage 3's, and under mixed
-  // precision with 16-bit gathers every stage's (the 16-bit copy is then
-  // the working copy; f32 gathers deliver the masters whole).
-  if (options.stage == 3 || options.gather_dtype != DType::kF32) {
+  if (ShardsMasters(options.stage, options.gather_dtype)) {
     sharded_ = std::make_unique<ShardedParameters>(comm, model, plans, groups_, /*working_too=*/options.stage == 3,
                                                    options.prefetch, options.ctx);
   }

@@ -150,6 +150,11 @@ class ZeroReducer : public GradientReadyHook {
   Status ShardParameters(bool from_root);
   // Whether this rank keeps only its pieces of the f32 master weights.
   bool shards_masters() const { return sharded_ != nullptr; }
+  // Whether a reducer of `stage` gathering `gather_dtype` will: stage 3's
+  // masters, and under mixed precision with 16-bit gathers every stage's
+  // (the 16-bit copy is then the working copy; f32 gathers deliver the
+  // masters whole).
+  static bool ShardsMasters(int stage, DType gather_dtype) { return stage == 3 || gather_dtype != DType::kF32; }
   // Where it does: ShardedParameters::ForEachGatheredBucket, after any
   // gather in flight arrived.
   Status ForEachMasterBucket(const ShardedParameters::BucketVisitor& visit);

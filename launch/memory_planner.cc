@@ -338,7 +338,7 @@ std::string PlanText(const MemoryPlan& plan) {
                            ", allocating " + FormatBytes(b.site.bytes);
   if (b.peak > b.step_peak) {
     out += std::string("  the peak: at start-up") +
-           (o.zero_stage > 0 ? ", where the model is whole until ZeRO shards it" : "") + "; the steps' own peak, " +
+           (o.zero_stage > 0 ? ", before ZeRO shards the model" : "") + "; the steps' own peak, " +
            FormatBytes(b.step_peak) + ", is at " + site + "\n";
   } else {
     out += "  the peak: " + site + "\n";

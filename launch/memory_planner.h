@@ -49,9 +49,9 @@ struct MemoryBreakdown {
   int64_t zero_split_gradient_peak = 0;  // ZeRO-2 and 3: the largest split parameter's whole gradient (in the peak's rows)
   int64_t parameter_count = 0;  // the model's parameters (elements)
   int64_t peak = 0;           // the allocator's peak: the sum of the rows
-  // The steps' own peak. Less than `peak` where start-up reached more (ZeRO
-  // builds the model whole before it shards it): the activations row is
-  // then the steps' peak over the rows above, and no longer adds up.
+  // The steps' own peak. Less than `peak` where start-up reached more
+  // (before ZeRO shards the model): the activations row is then the steps'
+  // peak over the rows above, and no longer adds up.
   int64_t step_peak = 0;
   // Start-up's peak, before the first step: the model, and where ZeRO
   // shards it, what it held before the shards (a bucket at a time where

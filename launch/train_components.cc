@@ -59,9 +59,13 @@ class Builder {
   // the whole model first): the model stays on the host and the device
   // gets only this rank's pieces (Model::MoveParts). After Precision.
   bool MastersStayOnHost() const {
-    const bool shards = options_.zero_stage == 3 ||
-                        (options_.zero_gather_low_precision && precision_->compute_dtype() != DType::kF32);
-    return planned_gpu() && distributed() && options_.zero_stage > 0 && shards && !options_.bucket_mb_auto;
+    return planned_gpu() && distributed() && options_.zero_stage > 0 && !options_.bucket_mb_auto &&
+           ZeroReducer::ShardsMasters(options_.zero_stage, GatherDType());
+  }
+  // What ZeRO's parameter gather carries: the compute dtype, or f32
+  // (--zero-gather-dtype fp32).
+  DType GatherDType() const {
+    return options_.zero_gather_low_precision ? precision_->compute_dtype() : DType::kF32;
   }
   const CheckpointReader* resumed() const { return checkpoints_ ? checkpoints_->resumed() : nullptr; }
 
@@ -296,7 +300,7 @@ Status Builder::BuildOptimizer() {
   sync.first_bucket_mb = options_.first_bucket_mb;
   sync.overlap = options_.overlap;
   sync.wire_dtype = options_.wire_dtype;
-  if (options_.zero_gather_low_precision) sync.gather_dtype = precision_->compute_dtype();
+  sync.gather_dtype = GatherDType();
   sync_ = std::make_unique<GradientSync>(comm_, model_.get(), sync, ctx_);
   std::vector<OptimizerSlot> slots = sync_->OptimizerSlots(weight_decay);
   std::vector<SlotPlace> places;

@@ -312,8 +312,10 @@ StatusOr<TrainResult> Trainer::Run() {
 StatusOr<MetaRunFigures> Trainer::RunMeta() {
   CHECK(ctx_.device().is_meta()) << "RunMeta on " << ctx_.device().ToString();
   MetaAllocator* memory = GetMetaAllocator();
-  // As the start-up broadcast of a real run leaves it (which a plan skips).
-  RETURN_IF_ERROR(parts_.sync->ShardParameters(/*from_root=*/false));
+  // As the start-up broadcast of a real run leaves it, the parameters'
+  // part of it made as there (a bucket at a time, through a staging bucket
+  // where the model stayed on the host).
+  RETURN_IF_ERROR(parts_.sync->ShardParameters(/*from_root=*/distributed()));
   MetaRunFigures figures;
   figures.persistent = memory->bytes_in_use();
   figures.workspace_at_start = ctx_.scratch_bytes();
