@@ -4,25 +4,39 @@
 
 #include <glog/logging.h>
 
+#include "runtime/ops/cpu/attention_cpu.h"
 #include "runtime/ops/linear.h"
+#include "runtime/ops/op_checks.h"
 
 namespace ddp {
 namespace {
 
 float Scale(const Tensor& q) { return 1.0f / std::sqrt(static_cast<float>(q.dim(2))); }
 
-}  // namespace
+// Fused on a CPU and in a plan of one; made of ops on CUDA (until its fused
+// kernel).
+bool Fused(const ExecutionContext& ctx) { return !ctx.planned_device().is_cuda(); }
 
-void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t samples,
-                      const Tensor* key_mask, float p, const DropoutKey& key, int64_t first_sample, Tensor& context,
-                      AttentionSaved* saved) {
-  CHECK(q.ndim() == 3 && k.shape() == q.shape() && v.shape() == q.shape() && context.shape() == q.shape())
-      << "attention: q " << q.DebugString() << ", k " << k.DebugString() << ", v " << v.DebugString()
-      << ", context " << context.DebugString();
+cpu::FusedAttentionArgs ArgsOf(const AttentionSaved& s) {
+  return {s.samples, s.key_mask.defined() ? s.key_mask.data<int64_t>() : nullptr, s.p, s.key, s.first_sample};
+}
+
+void FusedForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, AttentionSaved& s,
+                  Tensor& context) {
+  CheckOnDevice(ctx, "AttentionForward", {&q, &k, &v, &context});
+  if (s.key_mask.defined()) CheckOnDevice(ctx, "AttentionForward", {&s.key_mask});
+  CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype() && context.dtype() == q.dtype())
+      << "attention operands of one dtype: q " << q.DebugString() << ", k " << k.DebugString() << ", v "
+      << v.DebugString() << ", context " << context.DebugString();
+  s.lse = Tensor::Empty({q.dim(0), q.dim(1)}, DType::kF32, q.device());
+  if (OnMeta(ctx)) return;
+  cpu::FusedAttentionForward(ArgsOf(s), q, k, v, context, s.lse);
+}
+
+void MaterializedForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t samples,
+                         const Tensor* key_mask, float p, const DropoutKey& key, int64_t first_sample,
+                         Tensor& context, AttentionSaved* saved) {
   const int64_t bh = q.dim(0), t = q.dim(1);
-  CHECK(samples > 0 && bh % samples == 0) << "attention: " << bh << " rows of heads over " << samples << " samples";
-  CHECK(key_mask == nullptr || key_mask->shape() == (Shape{samples, t}))
-      << "attention key mask " << key_mask->DebugString() << " for " << samples << " samples of " << t;
   Tensor scores = Tensor::Empty({bh, t, t}, q.dtype(), q.device());
   BatchedGemm(ctx, false, true, Scale(q), q, k, 0.0f, scores);
   Tensor probs = Tensor::EmptyLike(scores);
@@ -37,11 +51,14 @@ void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
     DropoutForward(ctx, probs.View(0, per_sample), p, key, first_sample, dropped_view, keep_view);
   }
   BatchedGemm(ctx, false, false, 1.0f, dropped, v, 0.0f, context);
-  if (saved != nullptr) *saved = {probs, keep, p};
+  if (saved != nullptr) {
+    saved->probs = probs;
+    saved->keep = keep;
+  }
 }
 
-void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionSaved& saved, const Tensor& dcontext, Tensor& dq, Tensor& dk, Tensor& dv) {
+void MaterializedBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const AttentionSaved& saved, const Tensor& dcontext, Tensor& dq, Tensor& dk, Tensor& dv) {
   CHECK(saved.probs.defined()) << "attention backward without a saved forward";
   {
     // The dropped probabilities again: keep ? probs / (1 - p) : 0, the
@@ -64,6 +81,46 @@ void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, 
   SoftmaxBackward(ctx, saved.probs, dprobs, dscores);
   BatchedGemm(ctx, false, false, Scale(q), dscores, k, 0.0f, dq);
   BatchedGemm(ctx, true, false, Scale(q), dscores, q, 0.0f, dk);
+}
+
+}  // namespace
+
+void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t samples,
+                      const Tensor* key_mask, float p, const DropoutKey& key, int64_t first_sample, Tensor& context,
+                      AttentionSaved* saved) {
+  CHECK(q.ndim() == 3 && k.shape() == q.shape() && v.shape() == q.shape() && context.shape() == q.shape())
+      << "attention: q " << q.DebugString() << ", k " << k.DebugString() << ", v " << v.DebugString()
+      << ", context " << context.DebugString();
+  const int64_t bh = q.dim(0), t = q.dim(1);
+  CHECK(samples > 0 && bh % samples == 0) << "attention: " << bh << " rows of heads over " << samples << " samples";
+  CHECK(key_mask == nullptr || (key_mask->shape() == Shape{samples, t} && key_mask->dtype() == DType::kI64))
+      << "attention key mask " << key_mask->DebugString() << " for " << samples << " samples of " << t
+      << " (i64)";
+  CHECK(p >= 0.0f && p < 1.0f) << "attention dropout probability " << p << " is outside [0, 1)";
+  AttentionSaved local;
+  AttentionSaved& s = saved != nullptr ? *saved : local;
+  s = AttentionSaved();
+  s.key_mask = key_mask != nullptr ? *key_mask : Tensor();
+  s.key = key;
+  s.samples = samples;
+  s.first_sample = first_sample;
+  s.p = p;
+  if (Fused(ctx)) return FusedForward(ctx, q, k, v, s, context);
+  MaterializedForward(ctx, q, k, v, samples, key_mask, p, key, first_sample, context, saved);
+}
+
+void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionSaved& saved, const Tensor& dcontext, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (!Fused(ctx)) return MaterializedBackward(ctx, q, k, v, saved, dcontext, dq, dk, dv);
+  CHECK(saved.lse.defined()) << "attention backward without a saved forward";
+  CHECK(dcontext.shape() == q.shape() && dq.shape() == q.shape() && dk.shape() == q.shape() &&
+        dv.shape() == q.shape() && dcontext.dtype() == q.dtype() && dq.dtype() == q.dtype() &&
+        dk.dtype() == q.dtype() && dv.dtype() == q.dtype())
+      << "attention backward: q " << q.DebugString() << ", dcontext " << dcontext.DebugString() << ", dq "
+      << dq.DebugString() << ", dk " << dk.DebugString() << ", dv " << dv.DebugString();
+  CheckOnDevice(ctx, "AttentionBackward", {&q, &k, &v, &dcontext, &dq, &dk, &dv});
+  if (OnMeta(ctx)) return;
+  cpu::FusedAttentionBackward(ArgsOf(saved), q, k, v, saved.lse, dcontext, dq, dk, dv);
 }
 
 }  // namespace ddp

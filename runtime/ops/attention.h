@@ -1,12 +1,17 @@
-// Scaled dot-product attention, BERT's, as one op pair over the other ops
-// (BatchedGemm, MaskedSoftmaxForward, DropoutForward, SoftmaxBackward), so
-// it runs on every backend they do:
+// Scaled dot-product attention, BERT's:
 //   context = dropout(softmax(q k^T / sqrt(d) + mask)) v
 // with q, k, v and context [N * heads, T, d] (SplitHeads' layout), an
 // optional key mask i64 [N, T] (1 attend, 0 padding: Hugging Face's
 // additive mask), and dropout of the probabilities keyed as DESIGN.md's
 // contract has it (the seed, step and site in `key`, each sample's global
-// index from `first_sample`).
+// index from `first_sample`; element (head, row, column) of the sample).
+//
+// On a CPU (and a plan of one) the op is fused (runtime/ops/cpu/
+// attention_cpu.h): it keeps no seq x seq matrix, only the output and one
+// f32 log-sum-exp a row; backward makes the probabilities and the dropout
+// mask again, a block of query rows at a time. On CUDA it is still made of
+// the other ops (BatchedGemm, MaskedSoftmaxForward, DropoutForward,
+// SoftmaxBackward) and keeps the probabilities and the mask.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +22,14 @@
 
 namespace ddp {
 
-// What backward reads: the probabilities and the dropout mask (undefined
-// when p is 0). The dropped probabilities are not kept: backward makes
-// them again from these two (the same bits as forward's), so a layer holds
-// 3 bytes a score in 16-bit training rather than 5, or 5 rather than 9 in
-// f32, until its backward.
+// What backward reads. Fused: each row's log-sum-exp (f32 [N * heads, T])
+// and what draws the mask again. Made of ops: the probabilities and the
+// dropout mask (undefined when p is 0); the dropped probabilities are made
+// again from these two (the same bits as forward's).
 struct AttentionSaved {
+  Tensor lse, key_mask;
+  DropoutKey key;
+  int64_t samples = 0, first_sample = 0;
   Tensor probs, keep;
   float p = 0.0f;
 };

@@ -1,6 +1,8 @@
 // Dropout (runtime/ops/transformer.h): masks from Philox4x32-10 keyed by
 // the seed and the site, with the step and each sample's global index in
 // the counter; activations f32 or 16-bit, scaled in f32.
+#include <algorithm>
+
 #include "runtime/ops/cpu/float_types.h"
 #include "runtime/ops/cuda/transformer_cuda.h"
 #include "runtime/ops/op_checks.h"
@@ -44,6 +46,21 @@ Philox4x32 DropoutBits(const PhiloxKey& k, const DropoutKey& key, int64_t sample
 
 float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element) {
   return UniformFromBits(DropoutBits(KeyOf(key), key, sample, element / 4).v[element % 4]);
+}
+
+void DropoutScales(const DropoutKey& key, float p, int64_t sample, int64_t first, int64_t count, float* scales) {
+  const float scale = 1.0f / (1.0f - p);
+  if (p == 0.0f) {
+    std::fill(scales, scales + count, 1.0f);
+    return;
+  }
+  const PhiloxKey k = KeyOf(key);
+  for (int64_t e = first; e < first + count;) {
+    const Philox4x32 bits = DropoutBits(k, key, sample, e / 4);
+    for (int64_t lane = e % 4; lane < 4 && e < first + count; ++lane, ++e) {
+      scales[e - first] = UniformFromBits(bits.v[lane]) >= p ? scale : 0.0f;
+    }
+  }
 }
 
 void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,

@@ -88,6 +88,11 @@ void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep
 // counter {element / 4, sample, step low, step high} under the key made of
 // SplitMix64(seed ^ SplitMix64(site)); lane element % 4.
 float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element);
+// Elements [first, first + count) of sample `sample`'s mask as the factors
+// dropout multiplies by: 1 / (1 - p) where kept, 0 where dropped (the draws
+// DropoutForward makes; all 1 for p = 0). For ops that draw the mask again
+// rather than keep it (fused attention).
+void DropoutScales(const DropoutKey& key, float p, int64_t sample, int64_t first, int64_t count, float* scales);
 
 // probs = softmax over the last dimension of scores [N, heads, Tq, Tk]
 // plus, where `key_mask` (i64 [N, Tk], 1 attend, 0 padding; may be null)
