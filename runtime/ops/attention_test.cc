@@ -210,6 +210,25 @@ TEST(AttentionTest, Bf16FollowsF32) {
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(testing::AllClose(got[i], want[i], 1e-2, 1e-2)) << "output " << i;
 }
 
+// The factors the fused op draws again (eight Philox groups at a time
+// where a run allows) are DropoutUniform's draws, element for element:
+// runs that start inside a group, span many groups and end inside one.
+TEST(AttentionTest, DropoutScalesAreTheDropoutDraws) {
+  const DropoutKey key{13, (int64_t{1} << 33) + 5, 2};
+  const float p = 0.25f;
+  for (const auto& [first, count] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 384}, {3, 70}, {70 * 69, 70}, {1, 2}, {(int64_t{1} << 34) - 37, 101}}) {
+    std::vector<float> scales(static_cast<size_t>(count));
+    DropoutScales(key, p, 9, first, count, scales.data());
+    int64_t wrong = 0;
+    for (int64_t e = 0; e < count; ++e) {
+      const float want = DropoutUniform(key, 9, first + e) >= p ? 1.0f / (1.0f - p) : 0.0f;
+      wrong += scales[e] != want;
+    }
+    EXPECT_EQ(wrong, 0) << "from " << first << ", " << count;
+  }
+}
+
 // Forward keeps the context and one f32 log-sum-exp a row, and nothing of
 // size seq x seq; backward allocates no tensor at all beyond its outputs
 // (each block's probabilities live in a thread's own scratch).

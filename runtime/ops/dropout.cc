@@ -1,6 +1,8 @@
 // Dropout (runtime/ops/transformer.h): masks from Philox4x32-10 keyed by
 // the seed and the site, with the step and each sample's global index in
 // the counter; activations f32 or 16-bit, scaled in f32.
+#include <immintrin.h>
+
 #include <algorithm>
 
 #include "runtime/ops/cpu/float_types.h"
@@ -48,6 +50,41 @@ float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element) {
   return UniformFromBits(DropoutBits(KeyOf(key), key, sample, element / 4).v[element % 4]);
 }
 
+namespace {
+
+// Philox4x32-10 of eight counters at once (AVX2), the counters' words
+// c0 (each lane its own) and c1..c3 (shared), under one key: the words of
+// each result in out[word][lane], as Philox4x32_10 gives them.
+void Philox8(__m256i c0, uint32_t c1, uint32_t c2, uint32_t c3, PhiloxKey key, uint32_t out[4][8]) {
+  // The low and high halves of a x m for each 32-bit lane of a.
+  auto mul_hi_lo = [](__m256i a, uint32_t m, __m256i* lo, __m256i* hi) {
+    const __m256i mm = _mm256_set1_epi32(static_cast<int>(m));
+    const __m256i even = _mm256_mul_epu32(a, mm), odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), mm);
+    *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  };
+  __m256i v0 = c0, v1 = _mm256_set1_epi32(static_cast<int>(c1)), v2 = _mm256_set1_epi32(static_cast<int>(c2)),
+          v3 = _mm256_set1_epi32(static_cast<int>(c3));
+  uint32_t k0 = key.k0, k1 = key.k1;
+  for (int round = 0; round < 10; ++round) {
+    __m256i lo0, hi0, lo1, hi1;
+    mul_hi_lo(v0, 0xD2511F53u, &lo0, &hi0);
+    mul_hi_lo(v2, 0xCD9E8D57u, &lo1, &hi1);
+    v0 = _mm256_xor_si256(_mm256_xor_si256(hi1, v1), _mm256_set1_epi32(static_cast<int>(k0)));
+    v1 = lo1;
+    v2 = _mm256_xor_si256(_mm256_xor_si256(hi0, v3), _mm256_set1_epi32(static_cast<int>(k1)));
+    v3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[0]), v0);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[1]), v1);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[2]), v2);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[3]), v3);
+}
+
+}  // namespace
+
 void DropoutScales(const DropoutKey& key, float p, int64_t sample, int64_t first, int64_t count, float* scales) {
   const float scale = 1.0f / (1.0f - p);
   if (p == 0.0f) {
@@ -55,12 +92,31 @@ void DropoutScales(const DropoutKey& key, float p, int64_t sample, int64_t first
     return;
   }
   const PhiloxKey k = KeyOf(key);
-  for (int64_t e = first; e < first + count;) {
+  const int64_t end = first + count;
+  auto set = [&](int64_t e, uint32_t bits) { scales[e - first] = UniformFromBits(bits) >= p ? scale : 0.0f; };
+  int64_t e = first;
+  // One group at a time up to a group's start, then eight groups of four
+  // at a time (the counter's first word is the group, as DropoutBits has
+  // it), then one at a time.
+  auto one_group = [&] {
     const Philox4x32 bits = DropoutBits(k, key, sample, e / 4);
-    for (int64_t lane = e % 4; lane < 4 && e < first + count; ++lane, ++e) {
-      scales[e - first] = UniformFromBits(bits.v[lane]) >= p ? scale : 0.0f;
+    for (int64_t lane = e % 4; lane < 4 && e < end; ++lane, ++e) set(e, bits.v[lane]);
+  };
+  if (e % 4 != 0) one_group();
+  const uint64_t step = static_cast<uint64_t>(key.step);
+  while (e + 32 <= end) {
+    const int64_t g = e / 4;
+    const __m256i groups = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(g))),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    uint32_t out[4][8];
+    Philox8(groups, static_cast<uint32_t>(sample), static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), k,
+            out);
+    for (int i = 0; i < 8; ++i) {
+      for (int lane = 0; lane < 4; ++lane) set(e + 4 * i + lane, out[lane][i]);
     }
+    e += 32;
   }
+  while (e < end) one_group();
 }
 
 void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,

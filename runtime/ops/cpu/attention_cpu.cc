@@ -1,5 +1,7 @@
 #include "runtime/ops/cpu/attention_cpu.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +17,24 @@ namespace ddp::cpu {
 namespace {
 
 constexpr float kLowest = std::numeric_limits<float>::lowest();
+
+}  // namespace
+}  // namespace ddp::cpu
+
+// glibc's vector expf for AVX2 (libmvec), which GCC calls itself only
+// under -ffast-math: within 1 ulp of expf.
+extern "C" __m256 _ZGVdN8v_expf(__m256 x);
+
+namespace ddp::cpu {
+namespace {
+
+// row[j] = exp(row[j] - shift), eight at a time.
+void ExpShifted(float* row, int64_t n, float shift) {
+  const __m256 by = _mm256_set1_ps(shift);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(row + j, _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(row + j), by)));
+  for (; j < n; ++j) row[j] = std::exp(row[j] - shift);
+}
 
 // One (sample, head) pair's view of the operands: f32 pointers, into the
 // tensors (f32) or into the thread's scratch (16-bit, widened once).
@@ -82,11 +102,9 @@ void ForwardPair(const FusedAttentionArgs& a, const Pair& pr, int64_t t, int64_t
       float* row = scores + i * t;
       float top = kLowest;
       for (int64_t j = 0; j < t; ++j) top = std::max(top, row[j]);
+      ExpShifted(row, t, top);
       double sum = 0.0;
-      for (int64_t j = 0; j < t; ++j) {
-        row[j] = std::exp(row[j] - top);
-        sum += row[j];
-      }
+      for (int64_t j = 0; j < t; ++j) sum += row[j];
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t j = 0; j < t; ++j) row[j] *= inv;
       lse[pr.offset / d + i0 + i] = top + static_cast<float>(std::log(sum));
@@ -114,7 +132,7 @@ void Probabilities(const float* lse, int64_t t, int64_t rows, float* probs) {
       std::fill(row, row + t, uniform);
       continue;
     }
-    for (int64_t j = 0; j < t; ++j) row[j] = std::exp(row[j] - lse[i]);
+    ExpShifted(row, t, lse[i]);
   }
 }
 
