@@ -28,6 +28,9 @@ void FusedForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const
   CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype() && context.dtype() == q.dtype())
       << "attention operands of one dtype: q " << q.DebugString() << ", k " << k.DebugString() << ", v "
       << v.DebugString() << ", context " << context.DebugString();
+  // Dropout draws index a sample's elements below 2^34 (DropoutForward's
+  // bound too).
+  CHECK_LT(q.dim(0) / s.samples * q.dim(1) * q.dim(1), int64_t{1} << 34) << "attention: samples of over 2^34 scores";
   s.lse = Tensor::Empty({q.dim(0), q.dim(1)}, DType::kF32, q.device());
   if (OnMeta(ctx)) return;
   cpu::FusedAttentionForward(ArgsOf(s), q, k, v, context, s.lse);
@@ -113,6 +116,10 @@ void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, 
                        const AttentionSaved& saved, const Tensor& dcontext, Tensor& dq, Tensor& dk, Tensor& dv) {
   if (!Fused(ctx)) return MaterializedBackward(ctx, q, k, v, saved, dcontext, dq, dk, dv);
   CHECK(saved.lse.defined()) << "attention backward without a saved forward";
+  CHECK(saved.lse.shape() == (Shape{q.dim(0), q.dim(1)}) && saved.samples > 0 && q.dim(0) % saved.samples == 0 &&
+        (!saved.key_mask.defined() || saved.key_mask.shape() == (Shape{saved.samples, q.dim(1)})))
+      << "attention backward of q " << q.DebugString() << " from a forward of " << saved.lse.DebugString()
+      << " rows over " << saved.samples << " samples";
   CHECK(dcontext.shape() == q.shape() && dq.shape() == q.shape() && dk.shape() == q.shape() &&
         dv.shape() == q.shape() && dcontext.dtype() == q.dtype() && dq.dtype() == q.dtype() &&
         dk.dtype() == q.dtype() && dv.dtype() == q.dtype())

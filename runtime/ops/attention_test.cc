@@ -180,7 +180,8 @@ TEST_P(AttentionTest, PastOneBlockMatchesFloat64) {
 }
 
 // bf16 operands (widened once, f32 accumulation, rounded once) follow the
-// f32 op on the same (bf16-exact) values within bf16's rounding.
+// f32 op on the same (bf16-exact) values within bf16's rounding, padding
+// and dropout included.
 TEST(AttentionTest, Bf16FollowsF32) {
   ExecutionContext ctx = ExecutionContext::Cpu(2);
   const Dims dm{2, 2, 70, 8};
@@ -196,11 +197,15 @@ TEST(AttentionTest, Bf16FollowsF32) {
     bf16.push_back(narrow);
   }
   const DropoutKey key{1, 1, 1};
+  std::vector<int64_t> keys(dm.samples * dm.t, 1);
+  for (int64_t j = 0; j < dm.t; ++j) keys[j] = 0;           // sample 0: all padding
+  for (int64_t j = 60; j < dm.t; ++j) keys[dm.t + j] = 0;  // sample 1: the last 10
+  const Tensor mask = Tensor::FromVector<int64_t>(keys, {dm.samples, dm.t});
   auto run = [&](const std::vector<Tensor>& in, DType dtype) {
     Tensor context = Tensor::Empty(shape, dtype), dq = Tensor::Empty(shape, dtype), dk = Tensor::Empty(shape, dtype),
            dv = Tensor::Empty(shape, dtype);
     AttentionSaved saved;
-    AttentionForward(ctx, in[0], in[1], in[2], dm.samples, nullptr, 0.1f, key, 0, context, &saved);
+    AttentionForward(ctx, in[0], in[1], in[2], dm.samples, &mask, 0.1f, key, 0, context, &saved);
     AttentionBackward(ctx, in[0], in[1], in[2], saved, in[3], dq, dk, dv);
     std::vector<Vec> out;
     for (const Tensor& t : {context, dq, dk, dv}) out.push_back(ToDoubles(t));
