@@ -356,6 +356,10 @@ void MpiCommunicator::Loop() {
       }
     }
     timing.finished = SteadySeconds();
+    // The tensors the collective captured go before its waiter wakes: what
+    // the caller frees after Wait() is then freed (the memory record does
+    // not depend on which thread lets go last).
+    task->run = nullptr;
     task->work->Finish(std::move(status), timing);
   }
 }
