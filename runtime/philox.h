@@ -18,6 +18,10 @@ struct Philox4x32 {
 
 namespace philox_detail {
 
+// The round's multipliers and the key's Weyl increments.
+constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+
 DDP_HOST_DEVICE inline uint32_t MulHiLo(uint32_t a, uint32_t b, uint32_t* hi) {
   const uint64_t product = static_cast<uint64_t>(a) * static_cast<uint64_t>(b);
   *hi = static_cast<uint32_t>(product >> 32);
@@ -28,8 +32,7 @@ DDP_HOST_DEVICE inline uint32_t MulHiLo(uint32_t a, uint32_t b, uint32_t* hi) {
 
 // Ten rounds of the Philox4x32 bijection of `counter` under `key`.
 DDP_HOST_DEVICE inline Philox4x32 Philox4x32_10(Philox4x32 counter, uint32_t key0, uint32_t key1) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  using philox_detail::kMul0, philox_detail::kMul1, philox_detail::kWeyl0, philox_detail::kWeyl1;
   Philox4x32 c = counter;
   for (int round = 0; round < 10; ++round) {
     uint32_t hi0, hi1;

@@ -73,19 +73,10 @@ void Model::EnableLowPrecision(ExecutionContext& ctx, DType dtype, MemoryFormat 
 
 void Model::EnsureLowPrecisionCopy(ExecutionContext& ctx) {
   if (low_dtype_ == DType::kF32 || flat_low_.defined()) return;
+  // Masters left on the host are sharded (and freed) before anyone asks.
+  CHECK(!parameters_on_host()) << name_ << ": a 16-bit copy of master weights still on the host";
   AllocateLowPrecisionCopy();
-  if (!flat_parameters_.defined()) return;
-  if (!parameters_on_host()) {
-    RefreshLowPrecision(ctx);
-    return;
-  }
-  int64_t offset = 0;
-  for (Parameter* p : parameters_) {
-    const int64_t size = NumElements(p->shape);
-    Tensor values = p->value.To(device_);
-    Refresh(ctx, offset, size, &values);
-    offset += size;
-  }
+  if (flat_parameters_.defined()) RefreshLowPrecision(ctx);
 }
 
 void Model::AllocateLowPrecisionCopy() {
@@ -125,7 +116,7 @@ void Model::Refresh(ExecutionContext& ctx, int64_t offset, int64_t numel, const 
     if (end <= run_start) return;
     Tensor low = flat_low_.View(run_start, {end - run_start});
     const Tensor values = from(run_start, {end - run_start});
-    if (values.dtype() == low.dtype()) {
+    if (source != nullptr) {
       Copy(ctx, values, low);
     } else {
       CastScaled(ctx, values, 1.0f, low);

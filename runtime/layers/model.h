@@ -136,8 +136,9 @@ class Model {
   void EnableLowPrecision(ExecutionContext& ctx, DType dtype,
                           MemoryFormat weights_format = MemoryFormat::kContiguous);
   // The 16-bit copy made (under low precision, where it is not): filled
-  // from the flat parameters where they are defined (from the host a
-  // parameter at a time), else left for the owner of the shards to gather.
+  // from the flat parameters where they are defined, else left for the
+  // owner of the shards to gather. Not while the flat parameters are on the
+  // host (MoveParts): their owner shards them first.
   void EnsureLowPrecisionCopy(ExecutionContext& ctx);
   // The working copy's bytes besides the flat f32 parameters: the 16-bit
   // copy, and while the flat buffer is released, the f32 values the forward

@@ -36,10 +36,11 @@ void FusedForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const
   cpu::FusedAttentionForward(ArgsOf(s), q, k, v, context, s.lse);
 }
 
-void MaterializedForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t samples,
-                         const Tensor* key_mask, float p, const DropoutKey& key, int64_t first_sample,
-                         Tensor& context, AttentionSaved* saved) {
-  const int64_t bh = q.dim(0), t = q.dim(1);
+void MaterializedForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, AttentionSaved& s,
+                         Tensor& context) {
+  const int64_t bh = q.dim(0), t = q.dim(1), samples = s.samples;
+  const Tensor* key_mask = s.key_mask.defined() ? &s.key_mask : nullptr;
+  const float p = s.p;
   Tensor scores = Tensor::Empty({bh, t, t}, q.dtype(), q.device());
   BatchedGemm(ctx, false, true, Scale(q), q, k, 0.0f, scores);
   Tensor probs = Tensor::EmptyLike(scores);
@@ -51,13 +52,11 @@ void MaterializedForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k
     keep = Tensor::Empty(probs.shape(), DType::kU8, probs.device());
     const Shape per_sample = {samples, probs.numel() / samples};
     Tensor dropped_view = dropped.View(0, per_sample), keep_view = keep.View(0, per_sample);
-    DropoutForward(ctx, probs.View(0, per_sample), p, key, first_sample, dropped_view, keep_view);
+    DropoutForward(ctx, probs.View(0, per_sample), p, s.key, s.first_sample, dropped_view, keep_view);
   }
   BatchedGemm(ctx, false, false, 1.0f, dropped, v, 0.0f, context);
-  if (saved != nullptr) {
-    saved->probs = probs;
-    saved->keep = keep;
-  }
+  s.probs = probs;
+  s.keep = keep;
 }
 
 void MaterializedBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -109,7 +108,7 @@ void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   s.first_sample = first_sample;
   s.p = p;
   if (Fused(ctx)) return FusedForward(ctx, q, k, v, s, context);
-  MaterializedForward(ctx, q, k, v, samples, key_mask, p, key, first_sample, context, saved);
+  MaterializedForward(ctx, q, k, v, s, context);
 }
 
 void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,

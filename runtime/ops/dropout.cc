@@ -68,14 +68,14 @@ void Philox8(__m256i c0, uint32_t c1, uint32_t c2, uint32_t c3, PhiloxKey key, u
   uint32_t k0 = key.k0, k1 = key.k1;
   for (int round = 0; round < 10; ++round) {
     __m256i lo0, hi0, lo1, hi1;
-    mul_hi_lo(v0, 0xD2511F53u, &lo0, &hi0);
-    mul_hi_lo(v2, 0xCD9E8D57u, &lo1, &hi1);
+    mul_hi_lo(v0, philox_detail::kMul0, &lo0, &hi0);
+    mul_hi_lo(v2, philox_detail::kMul1, &lo1, &hi1);
     v0 = _mm256_xor_si256(_mm256_xor_si256(hi1, v1), _mm256_set1_epi32(static_cast<int>(k0)));
     v1 = lo1;
     v2 = _mm256_xor_si256(_mm256_xor_si256(hi0, v3), _mm256_set1_epi32(static_cast<int>(k1)));
     v3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    k0 += philox_detail::kWeyl0;
+    k1 += philox_detail::kWeyl1;
   }
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[0]), v0);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[1]), v1);

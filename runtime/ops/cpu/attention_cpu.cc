@@ -213,14 +213,16 @@ void ForEachPair(const FusedAttentionArgs& a, int64_t pairs, int64_t t, int64_t 
   }
 }
 
-}  // namespace
-
+// f32 scratch a thread needs (forward or backward) for T keys of head
+// size d in `dtype`: ForwardPair's and BackwardPair's layouts.
 int64_t FusedAttentionScratchFloats(int64_t t, int64_t d, DType dtype, bool backward) {
   const int64_t block = std::min(kAttentionQueryBlock, t);
   const bool wide = dtype == DType::kF32;
   if (!backward) return block * t + t + (wide ? 0 : 3 * t * d + block * d);
   return 3 * block * t + 2 * t * d + (wide ? 0 : 3 * t * d + 2 * block * d);
 }
+
+}  // namespace
 
 void FusedAttentionForward(const FusedAttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                            Tensor& context, Tensor& lse) {

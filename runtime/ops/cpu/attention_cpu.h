@@ -26,10 +26,6 @@ struct FusedAttentionArgs {
   int64_t first_sample = 0;
 };
 
-// f32 scratch a thread needs (forward or backward) for T keys of head
-// size d in `dtype`.
-int64_t FusedAttentionScratchFloats(int64_t t, int64_t d, DType dtype, bool backward);
-
 // context and lse (f32 [N * heads, T]) from q, k, v.
 void FusedAttentionForward(const FusedAttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                            Tensor& context, Tensor& lse);
