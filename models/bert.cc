@@ -170,7 +170,7 @@ BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& config, con
 }
 
 Tensor BertResidualOutput::Forward(ExecutionContext& ctx, const Tensor& x, const Tensor& residual) {
-  return layer_norm_->Forward(ctx, Added(ctx, dropout_.Forward(ctx, dense_->Forward(ctx, x), keeps_for_backward()), residual));
+  return layer_norm_->Forward(ctx, Added(ctx, dropout_.Forward(ctx, dense_->Forward(ctx, x)), residual));
 }
 
 Tensor BertResidualOutput::Backward(ExecutionContext& ctx, const Tensor& dy, Tensor* d_residual) {

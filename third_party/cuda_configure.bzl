@@ -98,7 +98,7 @@ def _cuda_configure_impl(ctx):
             fail("CUDA toolkit at %s (nvcc %s): lib%s.so not found in %s; build with --config=nocuda for a CPU-only build" % (home, nvcc, lib, ", ".join(lib_dirs)))
         build.append("""cc_library(
     name = "{name}",
-    hdrs = glob(["{inc}/*.h"]),
+    hdrs = glob(["{inc}/*.h", "{inc}/*.hpp", "{inc}/crt/*", "{inc}/nv/**"]),
     includes = ["{inc}"],
     linkopts = ["-L{libdir}", "-Wl,-rpath,{libdir}", "-l{lib}"],
 )

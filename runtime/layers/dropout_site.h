@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "runtime/execution_context.h"
+#include "runtime/ops/transformer.h"
 #include "runtime/tensor.h"
 
 namespace ddp {
@@ -24,21 +25,28 @@ struct StepState {
   float dropout = 0.0f;  // the probability, 0 outside training
 };
 
-// One dropout site: a mask drawn from the step state (never a parameter).
+// One dropout site: a mask drawn from the step state (never a parameter),
+// and drawn again in backward rather than kept: the site keeps only what
+// the draws are keyed by.
 class DropoutSite {
  public:
   DropoutSite(const StepState* state, int64_t site) : state_(state), site_(site) {}
   // x's leading dimension, or its rows' sample-major order, gives each
-  // element's sample: x holds state->batch samples. Without `keep_mask` (a
-  // forward whose backward recomputes), nothing is kept.
-  Tensor Forward(ExecutionContext& ctx, const Tensor& x, bool keep_mask = true);
+  // element's sample: x holds state->batch samples.
+  Tensor Forward(ExecutionContext& ctx, const Tensor& x);
+  // The last Forward's mask applied to dy, drawn again.
   Tensor Backward(ExecutionContext& ctx, const Tensor& dy);
 
  private:
+  // x with the last Forward's mask and scale (dy's gradient is the same map).
+  Tensor Dropped(ExecutionContext& ctx, const Tensor& x) const;
+
   const StepState* state_;
   int64_t site_;
+  // The last Forward's draws: p (0: none pending), key, samples.
   float p_ = 0.0f;
-  Tensor keep_;
+  DropoutKey key_;
+  int64_t samples_ = 0, first_sample_ = 0;
 };
 
 }  // namespace ddp

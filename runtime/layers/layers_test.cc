@@ -284,7 +284,7 @@ TEST(LayersTest, LowPrecisionCopyRearrangesFourDimensionalWeights) {
   EXPECT_DEATH(model->RefreshLowPrecision(ctx, offset + 1, 4), "cover rearranged weights whole");
 }
 
-TEST(DropoutSiteTest, MaskFollowsTheGlobalSampleAndBackwardReusesIt) {
+TEST(DropoutSiteTest, MaskFollowsTheGlobalSampleAndBackwardDrawsItAgain) {
   ExecutionContext ctx = ExecutionContext::Cpu(1);
   StepState state;
   state.batch = 4;
@@ -312,10 +312,16 @@ TEST(DropoutSiteTest, MaskFollowsTheGlobalSampleAndBackwardReusesIt) {
     const Tensor yp = part.Forward(ctx, x.View(first * 6, {2, 6}));
     for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(yp.data<float>()[i], y.data<float>()[first * 6 + i]);
   }
-  // Backward: the forward's mask and scale.
+  // Backward: the forward's mask and scale, drawn again from what the
+  // forward was keyed by, though the step state has moved on since.
+  state.step = 4;
+  state.first_sample = 8;
   const Tensor dy = Tensor::FromVector<float>(std::vector<float>(24, 3.0f), {4, 6});
   const Tensor dx = whole.Backward(ctx, dy);
   for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(dx.data<float>()[i], y.data<float>()[i] * 3.0f);
+  EXPECT_EQ(whole.Backward(ctx, dy).raw_data(), dy.raw_data()) << "one backward a forward";
+  state.step = 3;
+  state.first_sample = 0;
   // Another site or step draws another mask; p = 0 passes x through.
   DropoutSite other(&state, 3);
   const Tensor yo = other.Forward(ctx, x);

@@ -1,10 +1,13 @@
 #include "runtime/ops/attention.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include <glog/logging.h>
 
 #include "runtime/ops/cpu/attention_cpu.h"
+#include "runtime/ops/cuda/attention_cuda.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/op_checks.h"
 
@@ -13,12 +16,37 @@ namespace {
 
 float Scale(const Tensor& q) { return 1.0f / std::sqrt(static_cast<float>(q.dim(2))); }
 
-// Fused on a CPU and in a plan of one; made of ops on CUDA (until its fused
-// kernel).
-bool Fused(const ExecutionContext& ctx) { return !ctx.planned_device().is_cuda(); }
+// DDP_CUDA_ATTENTION=materialized: CUDA ranks make attention of the other
+// ops, for an A/B run against the fused kernels.
+bool MaterializedOnCuda() {
+  static const bool materialized = [] {
+    const char* v = std::getenv("DDP_CUDA_ATTENTION");
+    const std::string value = v != nullptr ? v : "fused";
+    CHECK(value == "fused" || value == "materialized")
+        << "DDP_CUDA_ATTENTION must be fused or materialized, not '" << value << "'";
+    return value == "materialized";
+  }();
+  return materialized;
+}
+
+// Fused on a CPU (and in a plan of one) and, for heads of 64, on CUDA;
+// made of ops otherwise.
+bool Fused(const ExecutionContext& ctx, const Tensor& q) {
+  if (!ctx.planned_device().is_cuda()) return true;
+  return q.dim(2) == cuda::kFusedAttentionHead && !MaterializedOnCuda();
+}
+
+const int64_t* KeyMaskData(const AttentionSaved& s) {
+  return s.key_mask.defined() ? s.key_mask.data<int64_t>() : nullptr;
+}
 
 cpu::FusedAttentionArgs ArgsOf(const AttentionSaved& s) {
-  return {s.samples, s.key_mask.defined() ? s.key_mask.data<int64_t>() : nullptr, s.p, s.key, s.first_sample};
+  return {s.samples, KeyMaskData(s), s.p, s.key, s.first_sample};
+}
+
+cuda::FusedAttentionArgs CudaArgsOf(const AttentionSaved& s) {
+  const DropoutKeyWords words = DropoutPhiloxKey(s.key);
+  return {s.samples, KeyMaskData(s), s.p, words.k0, words.k1, s.key.step, s.first_sample};
 }
 
 void FusedForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, AttentionSaved& s,
@@ -33,6 +61,9 @@ void FusedForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const
   CHECK_LT(q.dim(0) / s.samples * q.dim(1) * q.dim(1), int64_t{1} << 34) << "attention: samples of over 2^34 scores";
   s.lse = Tensor::Empty({q.dim(0), q.dim(1)}, DType::kF32, q.device());
   if (OnMeta(ctx)) return;
+  if (ctx.device().is_cuda()) {
+    return DDP_ON_CUDA("AttentionForward", cuda::FusedAttentionForward(ctx, CudaArgsOf(s), q, k, v, context, s.lse));
+  }
   cpu::FusedAttentionForward(ArgsOf(s), q, k, v, context, s.lse);
 }
 
@@ -107,13 +138,13 @@ void AttentionForward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   s.samples = samples;
   s.first_sample = first_sample;
   s.p = p;
-  if (Fused(ctx)) return FusedForward(ctx, q, k, v, s, context);
+  if (Fused(ctx, q)) return FusedForward(ctx, q, k, v, s, context);
   MaterializedForward(ctx, q, k, v, s, context);
 }
 
 void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionSaved& saved, const Tensor& dcontext, Tensor& dq, Tensor& dk, Tensor& dv) {
-  if (!Fused(ctx)) return MaterializedBackward(ctx, q, k, v, saved, dcontext, dq, dk, dv);
+  if (!Fused(ctx, q)) return MaterializedBackward(ctx, q, k, v, saved, dcontext, dq, dk, dv);
   CHECK(saved.lse.defined()) << "attention backward without a saved forward";
   CHECK(saved.lse.shape() == (Shape{q.dim(0), q.dim(1)}) && saved.samples > 0 && q.dim(0) % saved.samples == 0 &&
         (!saved.key_mask.defined() || saved.key_mask.shape() == (Shape{saved.samples, q.dim(1)})))
@@ -125,6 +156,13 @@ void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, 
       << "attention backward: q " << q.DebugString() << ", dcontext " << dcontext.DebugString() << ", dq "
       << dq.DebugString() << ", dk " << dk.DebugString() << ", dv " << dv.DebugString();
   CheckOnDevice(ctx, "AttentionBackward", {&q, &k, &v, &dcontext, &dq, &dk, &dv});
+  if (ctx.planned_device().is_cuda()) {
+    // The row sums D the dQ kernel hands the dK/dV kernel.
+    Tensor row_dot = Tensor::Empty({q.dim(0), q.dim(1)}, DType::kF32, q.device());
+    if (OnMeta(ctx)) return;
+    return DDP_ON_CUDA("AttentionBackward", cuda::FusedAttentionBackward(ctx, CudaArgsOf(saved), q, k, v, saved.lse,
+                                                                         dcontext, row_dot, dq, dk, dv));
+  }
   if (OnMeta(ctx)) return;
   cpu::FusedAttentionBackward(ArgsOf(saved), q, k, v, saved.lse, dcontext, dq, dk, dv);
 }

@@ -6,12 +6,14 @@
 // contract has it (the seed, step and site in `key`, each sample's global
 // index from `first_sample`; element (head, row, column) of the sample).
 //
-// On a CPU (and a plan of one) the op is fused (runtime/ops/cpu/
-// attention_cpu.h): it keeps no seq x seq matrix, only the output and one
-// f32 log-sum-exp a row; backward makes the probabilities and the dropout
-// mask again, a block of query rows at a time. On CUDA it is still made of
-// the other ops (BatchedGemm, MaskedSoftmaxForward, DropoutForward,
-// SoftmaxBackward) and keeps the probabilities and the mask.
+// The op is fused on a CPU (runtime/ops/cpu/attention_cpu.h) and, for heads
+// of 64, on CUDA (runtime/ops/cuda/attention_cuda.h), and in plans of
+// either: it keeps no seq x seq matrix, only the output and one f32
+// log-sum-exp a row; backward makes the probabilities and the dropout mask
+// again, tile by tile. Other head sizes on CUDA, or any with
+// DDP_CUDA_ATTENTION=materialized, make it of the other ops (BatchedGemm,
+// MaskedSoftmaxForward, DropoutForward, SoftmaxBackward), which keep the
+// probabilities and the mask.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +25,8 @@
 namespace ddp {
 
 // What backward reads. Fused: each row's log-sum-exp (f32 [N * heads, T])
-// and what draws the mask again. Made of ops: the probabilities and the
+// and what draws the mask again (CUDA's backward also allocates one f32 a
+// row for the row sums it passes between its kernels). Made of ops: the probabilities and the
 // dropout mask (undefined when p is 0); the dropped probabilities are made
 // again from these two (the same bits as forward's).
 struct AttentionSaved {

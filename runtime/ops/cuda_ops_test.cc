@@ -5,10 +5,12 @@
 // (cuDNN may pick Winograd or FFT); TF32 within 5e-3. With
 // --deterministic-style contexts, repeated runs are bitwise equal. NaN
 // propagates as on the CPU. Reports SKIPPED without a GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -542,6 +544,8 @@ TEST_F(CudaOpsTest, NaNPropagatesAsOnCpu) {
 // BERT's ops at bert-base's widths and at odd sizes: the embedding
 // gradient and dropout bit for bit (the same additions in the same order;
 // the same Philox draws), the rest within float rounding of the CPU's.
+// Heads of 16: attention made of the other ops on the GPU (its masks the
+// fused CPU op's draws).
 TEST_F(CudaOpsTest, AttentionMatchesCpu) {
   ExecutionContext gpu = Gpu();
   std::mt19937_64 rng(23);
@@ -579,6 +583,62 @@ TEST_F(CudaOpsTest, AttentionMatchesCpu) {
     EXPECT_TRUE(Near(gdq, dq, 1e-4)) << "dq";
     EXPECT_TRUE(Near(gdk, dk, 1e-4)) << "dk";
     EXPECT_TRUE(Near(gdv, dv, 1e-4)) << "dv";
+  }
+}
+
+// The fused kernels (heads of 64) against the CPU's fused op in f32: one
+// tile and several (130: a last tile of two keys), bert-base's 12 heads at
+// 384, a sample all padding and one partly, with and without dropout (the
+// same Philox draws, or the outputs would differ by the dropped terms).
+// Twice on the GPU, bit for bit: the backward kernels use no atomics.
+TEST_F(CudaOpsTest, FusedAttentionMatchesCpu) {
+  ExecutionContext gpu = Gpu();
+  std::mt19937_64 rng(29);
+  struct Case {
+    int64_t samples, heads, t;
+  };
+  for (const Case& c : {Case{3, 2, 33}, Case{2, 2, 130}, Case{2, 12, 384}}) {
+    const Shape shape = {c.samples * c.heads, c.t, 64};
+    const Tensor q = Random(shape, rng, -2.0, 2.0), k = Random(shape, rng), v = Random(shape, rng);
+    const Tensor dcontext = Random(shape, rng);
+    std::vector<int64_t> mask(c.samples * c.t, 1);
+    for (int64_t j = 0; j < c.t; ++j) mask[j] = 0;                                  // all padding
+    for (int64_t j = c.t / 3; j < c.t; ++j) mask[c.t + j] = 0;                      // partly
+    const Tensor key_mask = Tensor::FromVector<int64_t>(mask, {c.samples, c.t}), gmask = OnGpu(key_mask);
+    for (const float p : {0.0f, 0.1f}) {
+      SCOPED_TRACE("t " + std::to_string(c.t) + ", dropout " + std::to_string(p));
+      const DropoutKey key{7, 3, 4};
+      Tensor context = Tensor::Empty(shape, DType::kF32);
+      AttentionSaved saved;
+      AttentionForward(cpu_, q, k, v, c.samples, &key_mask, p, key, 10, context, &saved);
+      Tensor dq = Tensor::Empty(shape, DType::kF32), dk = Tensor::Empty(shape, DType::kF32),
+             dv = Tensor::Empty(shape, DType::kF32);
+      AttentionBackward(cpu_, q, k, v, saved, dcontext, dq, dk, dv);
+      Tensor first[4];
+      for (int run = 0; run < 2; ++run) {
+        Tensor gcontext = Tensor::Empty(shape, DType::kF32, Device::Cuda(0));
+        AttentionSaved gsaved;
+        AttentionForward(gpu, OnGpu(q), OnGpu(k), OnGpu(v), c.samples, &gmask, p, key, 10, gcontext, &gsaved);
+        EXPECT_FALSE(gsaved.probs.defined()) << "fused: no probabilities kept";
+        Tensor gdq = OnGpu(dq), gdk = OnGpu(dk), gdv = OnGpu(dv);
+        AttentionBackward(gpu, OnGpu(q), OnGpu(k), OnGpu(v), gsaved, OnGpu(dcontext), gdq, gdk, gdv);
+        const Tensor got[4] = {gcontext, gdq, gdk, gdv};
+        if (run == 1) {
+          for (int i = 0; i < 4; ++i) EXPECT_TRUE(BitwiseEqual(got[i], first[i])) << "output " << i << " repeats";
+          continue;
+        }
+        EXPECT_TRUE(Near(gcontext, context, 1e-5)) << "forward";
+        // Each row's own scale: a row all padding has the lowest float.
+        const std::vector<double> lse = ToDoubles(saved.lse), glse = ToDoubles(OnCpu(gsaved.lse));
+        for (size_t r = 0; r < lse.size(); ++r) {
+          ASSERT_NEAR(glse[r], lse[r], 1e-5 * std::max(1.0, std::fabs(lse[r]))) << "log-sum-exp of row " << r;
+        }
+        EXPECT_TRUE(Near(gdq, dq, 1e-4)) << "dq";
+        EXPECT_TRUE(Near(gdk, dk, 1e-4)) << "dk";
+        EXPECT_TRUE(Near(gdv, dv, 1e-4)) << "dv";
+        for (int i = 0; i < 4; ++i) first[i] = OnCpu(got[i]);
+      }
+    }
   }
 }
 

@@ -17,27 +17,20 @@ namespace {
 constexpr int64_t kParallelThreshold = 1 << 14;
 
 // Forward's x and y, or backward's dy and dx: activations of one dtype and
-// shape; `keep` a u8 mask of as many elements.
+// shape; `keep` (may be null) a u8 mask of as many elements.
 void CheckDropoutOperands(const ExecutionContext& ctx, const char* op, const Tensor& in, const Tensor& out,
-                          const Tensor& keep) {
-  CheckOnDevice(ctx, op, {&in, &out, &keep});
+                          const Tensor* keep) {
+  CheckOnDevice(ctx, op, {&in, &out});
   CheckActivation(ctx, in, op);
   CHECK(out.dtype() == in.dtype() && out.shape() == in.shape())
       << op << ": " << in.DebugString() << " and " << out.DebugString() << " differ";
-  CHECK(keep.dtype() == DType::kU8 && keep.numel() == in.numel())
-      << op << ": the mask must be u8 with " << in.numel() << " elements, got " << keep.DebugString();
+  if (keep == nullptr) return;
+  CheckOnDevice(ctx, op, {keep});
+  CHECK(keep->dtype() == DType::kU8 && keep->numel() == in.numel())
+      << op << ": the mask must be u8 with " << in.numel() << " elements, got " << keep->DebugString();
 }
 
-struct PhiloxKey {
-  uint32_t k0, k1;
-};
-
-PhiloxKey KeyOf(const DropoutKey& key) {
-  const uint64_t k = SplitMix64(key.seed ^ SplitMix64(static_cast<uint64_t>(key.site)));
-  return {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
-}
-
-Philox4x32 DropoutBits(const PhiloxKey& k, const DropoutKey& key, int64_t sample, int64_t group) {
+Philox4x32 DropoutBits(const DropoutKeyWords& k, const DropoutKey& key, int64_t sample, int64_t group) {
   const uint64_t step = static_cast<uint64_t>(key.step);
   return Philox4x32_10(Philox4x32{{static_cast<uint32_t>(group), static_cast<uint32_t>(sample),
                                    static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)}},
@@ -46,8 +39,13 @@ Philox4x32 DropoutBits(const PhiloxKey& k, const DropoutKey& key, int64_t sample
 
 }  // namespace
 
+DropoutKeyWords DropoutPhiloxKey(const DropoutKey& key) {
+  const uint64_t k = SplitMix64(key.seed ^ SplitMix64(static_cast<uint64_t>(key.site)));
+  return {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
+}
+
 float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element) {
-  return UniformFromBits(DropoutBits(KeyOf(key), key, sample, element / 4).v[element % 4]);
+  return UniformFromBits(DropoutBits(DropoutPhiloxKey(key), key, sample, element / 4).v[element % 4]);
 }
 
 namespace {
@@ -55,7 +53,7 @@ namespace {
 // Philox4x32-10 of eight counters at once (AVX2), the counters' words
 // c0 (each lane its own) and c1..c3 (shared), under one key: the words of
 // each result in out[word][lane], as Philox4x32_10 gives them.
-void Philox8(__m256i c0, uint32_t c1, uint32_t c2, uint32_t c3, PhiloxKey key, uint32_t out[4][8]) {
+void Philox8(__m256i c0, uint32_t c1, uint32_t c2, uint32_t c3, DropoutKeyWords key, uint32_t out[4][8]) {
   // The low and high halves of a x m for each 32-bit lane of a.
   auto mul_hi_lo = [](__m256i a, uint32_t m, __m256i* lo, __m256i* hi) {
     const __m256i mm = _mm256_set1_epi32(static_cast<int>(m));
@@ -91,7 +89,7 @@ void DropoutScales(const DropoutKey& key, float p, int64_t sample, int64_t first
     std::fill(scales, scales + count, 1.0f);
     return;
   }
-  const PhiloxKey k = KeyOf(key);
+  const DropoutKeyWords k = DropoutPhiloxKey(key);
   const int64_t end = first + count;
   auto set = [&](int64_t e, uint32_t bits) { scales[e - first] = UniformFromBits(bits) >= p ? scale : 0.0f; };
   int64_t e = first;
@@ -121,34 +119,38 @@ void DropoutScales(const DropoutKey& key, float p, int64_t sample, int64_t first
 
 void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,
                     Tensor& y, Tensor& keep) {
-  CheckDropoutOperands(ctx, "DropoutForward", x, y, keep);
+  CheckDropoutOperands(ctx, "DropoutForward", x, y, keep.defined() ? &keep : nullptr);
   CHECK(p >= 0.0f && p < 1.0f) << "dropout probability " << p << " is outside [0, 1)";
   CHECK(x.ndim() >= 1) << "dropout input " << x.DebugString() << " has no sample dimension";
   const int64_t samples = x.dim(0);
   const int64_t per_sample = samples == 0 ? 0 : x.numel() / samples;
   CHECK_LT(per_sample, int64_t{1} << 34) << "dropout: samples of over 2^34 elements";
-  const PhiloxKey k = KeyOf(key);
   if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) {
-    return DDP_ON_CUDA("DropoutForward",
-                       cuda::DropoutForward(ctx, x, p, k.k0, k.k1, key.step, first_sample, y, keep));
+    const DropoutKeyWords k = DropoutPhiloxKey(key);
+    return DDP_ON_CUDA("DropoutForward", cuda::DropoutForward(ctx, x, p, k.k0, k.k1, key.step, first_sample, y,
+                                                              keep.defined() ? keep.data<uint8_t>() : nullptr));
   }
+  // Each sample's factors a chunk at a time (DropoutScales: the draws,
+  // eight Philox groups at once), then y = x * factor where kept.
+  constexpr int64_t kChunk = 2048;
+  const int64_t chunks = (per_sample + kChunk - 1) / kChunk;
+  uint8_t* mask = keep.defined() ? keep.data<uint8_t>() : nullptr;
   cpu::DispatchFloat(x.dtype(), "DropoutForward", [&](auto tag) {
     using S = decltype(tag);
     const S* in = cpu::Elements<S>(x);
     S* out = cpu::Elements<S>(y);
-    uint8_t* mask = keep.data<uint8_t>();
-    const float scale = 1.0f / (1.0f - p);
-    const int64_t groups = (per_sample + 3) / 4;
 #pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelThreshold)
     for (int64_t s = 0; s < samples; ++s) {
-      for (int64_t g = 0; g < groups; ++g) {
-        const Philox4x32 bits = p > 0.0f ? DropoutBits(k, key, first_sample + s, g) : Philox4x32{{0, 0, 0, 0}};
-        for (int64_t lane = 0; lane < 4 && g * 4 + lane < per_sample; ++lane) {
-          const int64_t i = s * per_sample + g * 4 + lane;
-          const bool kept = p == 0.0f || UniformFromBits(bits.v[lane]) >= p;
-          mask[i] = kept ? 1 : 0;
-          out[i] = cpu::FromFloat<S>(kept ? cpu::ToFloat(in[i]) * scale : 0.0f);
+      for (int64_t c = 0; c < chunks; ++c) {
+        float factors[kChunk];
+        const int64_t first = c * kChunk, count = std::min(kChunk, per_sample - first);
+        DropoutScales(key, p, first_sample + s, first, count, factors);
+        const int64_t base = s * per_sample + first;
+        for (int64_t e = 0; e < count; ++e) {
+          const bool kept = factors[e] != 0.0f;
+          if (mask != nullptr) mask[base + e] = kept ? 1 : 0;
+          out[base + e] = cpu::FromFloat<S>(kept ? cpu::ToFloat(in[base + e]) * factors[e] : 0.0f);
         }
       }
     }
@@ -156,7 +158,8 @@ void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const Dropo
 }
 
 void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx) {
-  CheckDropoutOperands(ctx, "DropoutBackward", dy, dx, keep);
+  CHECK(keep.defined()) << "DropoutBackward without a mask (DropoutForward of dy draws it again)";
+  CheckDropoutOperands(ctx, "DropoutBackward", dy, dx, &keep);
   if (OnMeta(ctx)) return;
   if (ctx.device().is_cuda()) return DDP_ON_CUDA("DropoutBackward", cuda::DropoutBackward(ctx, dy, keep, p, dx));
   const int64_t n = dy.numel();

@@ -80,7 +80,10 @@ struct DropoutKey {
 // x is [N, ...] (N samples, the first of which has global index
 // `first_sample`): y = x * keep / (1 - p), keep (u8, one per element) = 1
 // where element e of sample s draws u >= p, u from Philox4x32-10 with the
-// key and counter DropoutMaskBits documents. p = 0 copies x and keeps all.
+// key and counter DropoutUniform documents. p = 0 copies x and keeps all.
+// `keep` may be undefined: no mask is written. Backward without a mask is
+// DropoutForward of dy with the same key: the same draws, the same
+// expression, so the same bits as DropoutBackward's.
 void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, const DropoutKey& key, int64_t first_sample,
                     Tensor& y, Tensor& keep);
 void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx);
@@ -88,6 +91,11 @@ void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep
 // counter {element / 4, sample, step low, step high} under the key made of
 // SplitMix64(seed ^ SplitMix64(site)); lane element % 4.
 float DropoutUniform(const DropoutKey& key, int64_t sample, int64_t element);
+// That key's two words, low first: for kernels that draw the mask themselves.
+struct DropoutKeyWords {
+  uint32_t k0, k1;
+};
+DropoutKeyWords DropoutPhiloxKey(const DropoutKey& key);
 // Elements [first, first + count) of sample `sample`'s mask as the factors
 // dropout multiplies by: 1 / (1 - p) where kept, 0 where dropped (the draws
 // DropoutForward makes; all 1 for p = 0). For ops that draw the mask again

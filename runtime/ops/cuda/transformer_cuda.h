@@ -27,9 +27,10 @@ void TanhForward(ExecutionContext& ctx, const Tensor& x, Tensor& y);
 void TanhBackward(ExecutionContext& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 // [N * T, heads * d] <-> [N * heads, T, d] (`to_heads` picks the direction).
 void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor& out, bool to_heads);
-// The key words and the per-sample layout as the CPU op computes them.
+// The key words and the per-sample layout as the CPU op computes them;
+// `keep` may be null (no mask written).
 void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, uint32_t key0, uint32_t key1, int64_t step,
-                    int64_t first_sample, Tensor& y, Tensor& keep);
+                    int64_t first_sample, Tensor& y, uint8_t* keep);
 void DropoutBackward(ExecutionContext& ctx, const Tensor& dy, const Tensor& keep, float p, Tensor& dx);
 void MaskedSoftmaxForward(ExecutionContext& ctx, const Tensor& scores, const Tensor* key_mask, Tensor& probs);
 void SoftmaxBackward(ExecutionContext& ctx, const Tensor& probs, const Tensor& dprobs, Tensor& dscores);

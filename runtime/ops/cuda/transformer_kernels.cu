@@ -224,7 +224,7 @@ __global__ void DropoutForwardKernel(const S* x, float p, uint32_t key0, uint32_
       if (g * 4 + lane >= per_sample) break;
       const int64_t e = s * per_sample + g * 4 + lane;
       const bool kept = p == 0.0f || UniformFromBits(bits.v[lane]) >= p;
-      keep[e] = kept ? 1 : 0;
+      if (keep != nullptr) keep[e] = kept ? 1 : 0;
       y[e] = FromFloat<S>(kept ? ToFloat(x[e]) * scale : 0.0f);
     }
   }
@@ -407,7 +407,7 @@ void PermuteHeads(ExecutionContext& ctx, const Tensor& x, int64_t heads, Tensor&
 }
 
 void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, uint32_t key0, uint32_t key1, int64_t step,
-                    int64_t first_sample, Tensor& y, Tensor& keep) {
+                    int64_t first_sample, Tensor& y, uint8_t* keep) {
   const int64_t samples = x.dim(0);
   const int64_t per_sample = samples == 0 ? 0 : x.numel() / samples;
   const int64_t work = samples * ((per_sample + 3) / 4);
@@ -416,7 +416,7 @@ void DropoutForward(ExecutionContext& ctx, const Tensor& x, float p, uint32_t ke
     using S = decltype(tag);
     DropoutForwardKernel<S><<<BlocksFor(work), kThreads, 0, StreamOf(ctx)>>>(
         Storage<S>(x), p, key0, key1, static_cast<uint64_t>(step), first_sample, samples, per_sample, Storage<S>(y),
-        keep.data<uint8_t>());
+        keep);
   });
   DDP_CHECK_LAUNCH("DropoutForwardKernel");
 }

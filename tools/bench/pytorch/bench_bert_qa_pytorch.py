@@ -3,7 +3,8 @@
 BertForQuestionAnswering as its users fine-tune it: a random-initialized
 model of the given size, torch.optim.AdamW, eager PyTorch AMP
 (torch.autocast with --precision fp16 or bf16, torch.amp.GradScaler for
-fp16; fp32 with TF32 off), start and end positions drawn in the sequence.
+fp16; fp32 with TF32 off) and PyTorch's scaled_dot_product_attention,
+start and end positions drawn in the sequence.
 The self-test's peer of `ddp_train --task question-answering`. Dropout is
 --dropout (0 to match a --cuda-graphs run). One host read of the loss a
 step, as ddp_train's printed loss. Prints "tokens_per_s X",
@@ -43,10 +44,16 @@ def main():
     if a.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
     layers, hidden, heads, intermediate = SIZES[a.model]
-    config = BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                        intermediate_size=intermediate, hidden_dropout_prob=a.dropout,
-                        attention_probs_dropout_prob=a.dropout)
-    model = BertForQuestionAnswering(config).to(a.device).train()
+    sizes = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                 intermediate_size=intermediate, hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout)
+    # PyTorch's fused scaled_dot_product_attention; a transformers or
+    # PyTorch too old for it runs the eager attention ("attention" says which).
+    try:
+        model = BertForQuestionAnswering(BertConfig(**sizes, attn_implementation="sdpa"))
+    except (ValueError, ImportError):
+        model = BertForQuestionAnswering(BertConfig(**sizes))
+    model = model.to(a.device).train()
+    print(f"attention {getattr(model.config, '_attn_implementation', 'eager')}")
     opt = torch.optim.AdamW(model.parameters(), lr=3e-5, weight_decay=0.01)
     amp = a.precision in ("fp16", "bf16")
     autocast = torch.autocast(a.device, dtype=torch.float16 if a.precision == "fp16" else torch.bfloat16,

@@ -66,9 +66,9 @@ class Benchmarks:
     def bert_rows(self, t):
         """BERT-base's tokens/s: pretraining in fp32 against plain eager PyTorch
         (figures only), then question answering in fp16, eager and under
-        --cuda-graphs (dropout 0), against Hugging Face's
-        BertForQuestionAnswering under PyTorch AMP at the same batch (bar
-        0.9). The rehearsal runs bert-tiny in fp32; its QA peer needs
+        --cuda-graphs (dropout 0) and eager with dropout 0.1, against
+        Hugging Face's BertForQuestionAnswering under PyTorch AMP with
+        PyTorch's scaled_dot_product_attention at the same batch (bar 0.9). The rehearsal runs bert-tiny in fp32; its QA peer needs
         transformers, which a CPU machine may lack (the rows then skip,
         naming why)."""
         model, batch, seq, steps = self.d.size(gpu=("bert-base", "32", "128", "12"), cpu=("bert-tiny", "4", "32", "4"))
@@ -86,22 +86,25 @@ class Benchmarks:
         self.bench_row(t, label, h.summary(self.run.path("bench_bert.jsonl")), "tokens_per_s", theirs, "tokens_per_s",
                        bar=None)
         precision = self.d.size(gpu="fp16", cpu="fp32")
-        peer = None
-        for graphs in self.d.size(gpu=(False, True), cpu=(False,)):
-            label = (f"{model} question-answering {precision}{' --cuda-graphs' if graphs else ''} batch {batch} "
-                     f"seq {seq} tokens/s")
+        peers = {}
+        # Dropout 0 eager and captured; then dropout 0.1 as SQuAD fine-tuning
+        # runs, where the fused attention draws its mask twice (forward and
+        # backward) and PyTorch's SDPA once.
+        for graphs, dropout in self.d.size(gpu=((False, "0"), (True, "0"), (False, "0.1")), cpu=((False, "0"),)):
+            label = (f"{model} question-answering {precision}{' --cuda-graphs' if graphs else ''}"
+                     f"{' dropout ' + dropout if dropout != '0' else ''} batch {batch} seq {seq} tokens/s")
             if t.left() < self.d.size(gpu=30, cpu=10):
                 t.skip(label, "budget: the tier's limit is spent")
                 continue
-            name = f"bench_bert_qa{'_graphs' if graphs else ''}"
+            name = f"bench_bert_qa{'_graphs' if graphs else ''}{'_dropout' if dropout != '0' else ''}"
             cut = self.train(t, name, size + ["--task", "question-answering", "--precision", precision, "--dropout",
-                                              "0", "--optimizer", "adamw", "--lr", "3e-5"] +
+                                              dropout, "--optimizer", "adamw", "--lr", "3e-5"] +
                              (["--cuda-graphs"] if graphs else [])).timed_out
-            if peer is None:
-                peer = self.peer(t, "pytorch_bert_qa", [
+            if dropout not in peers:
+                peers[dropout] = self.peer(t, f"pytorch_bert_qa{'_dropout' if dropout != '0' else ''}", [
                     self.tool("bench_bert_qa_pytorch.py"), "--device", self.d.name, "--precision", precision,
-                    "--threads", "1", "--dropout", "0"] + size)
-            theirs, peer_cut = peer
+                    "--threads", "1", "--dropout", dropout] + size)
+            theirs, peer_cut = peers[dropout]
             if theirs.get("transformers_missing"):
                 t.skip(label, "the PyTorch peer (BertForQuestionAnswering) needs transformers, not importable here")
                 continue
