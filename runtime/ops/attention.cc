@@ -155,7 +155,8 @@ void AttentionBackward(ExecutionContext& ctx, const Tensor& q, const Tensor& k, 
         dk.dtype() == q.dtype() && dv.dtype() == q.dtype())
       << "attention backward: q " << q.DebugString() << ", dcontext " << dcontext.DebugString() << ", dq "
       << dq.DebugString() << ", dk " << dk.DebugString() << ", dv " << dv.DebugString();
-  CheckOnDevice(ctx, "AttentionBackward", {&q, &k, &v, &dcontext, &dq, &dk, &dv});
+  CheckOnDevice(ctx, "AttentionBackward", {&q, &k, &v, &dcontext, &dq, &dk, &dv, &saved.lse});
+  if (saved.key_mask.defined()) CheckOnDevice(ctx, "AttentionBackward", {&saved.key_mask});
   if (ctx.planned_device().is_cuda()) {
     // The row sums D the dQ kernel hands the dK/dV kernel.
     Tensor row_dot = Tensor::Empty({q.dim(0), q.dim(1)}, DType::kF32, q.device());

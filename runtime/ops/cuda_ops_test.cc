@@ -78,6 +78,12 @@ Tensor Random(const Shape& shape, std::mt19937_64& rng, double lo = -1.0, double
   return ToF32Tensor(RandomValues(NumElements(shape), rng, lo, hi), shape);
 }
 
+// An f32 GPU tensor of NaN: an output element a kernel fails to write
+// stays NaN and fails the comparison.
+Tensor GpuNan(const Shape& shape) {
+  return OnGpu(ToF32Tensor(std::vector<double>(NumElements(shape), std::nan("")), shape));
+}
+
 class CudaOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -577,7 +583,7 @@ TEST_F(CudaOpsTest, AttentionMatchesCpu) {
     const Tensor dcontext = Random(shape, rng);
     Tensor dq = Tensor::Empty(shape, DType::kF32), dk = Tensor::Empty(shape, DType::kF32),
            dv = Tensor::Empty(shape, DType::kF32);
-    Tensor gdq = OnGpu(dq), gdk = OnGpu(dk), gdv = OnGpu(dv);
+    Tensor gdq = GpuNan(shape), gdk = GpuNan(shape), gdv = GpuNan(shape);
     AttentionBackward(cpu_, q, k, v, saved, dcontext, dq, dk, dv);
     AttentionBackward(gpu, OnGpu(q), OnGpu(k), OnGpu(v), gsaved, OnGpu(dcontext), gdq, gdk, gdv);
     EXPECT_TRUE(Near(gdq, dq, 1e-4)) << "dq";
@@ -616,11 +622,11 @@ TEST_F(CudaOpsTest, FusedAttentionMatchesCpu) {
       AttentionBackward(cpu_, q, k, v, saved, dcontext, dq, dk, dv);
       Tensor first[4];
       for (int run = 0; run < 2; ++run) {
-        Tensor gcontext = Tensor::Empty(shape, DType::kF32, Device::Cuda(0));
+        Tensor gcontext = GpuNan(shape);
         AttentionSaved gsaved;
         AttentionForward(gpu, OnGpu(q), OnGpu(k), OnGpu(v), c.samples, &gmask, p, key, 10, gcontext, &gsaved);
         EXPECT_FALSE(gsaved.probs.defined()) << "fused: no probabilities kept";
-        Tensor gdq = OnGpu(dq), gdk = OnGpu(dk), gdv = OnGpu(dv);
+        Tensor gdq = GpuNan(shape), gdk = GpuNan(shape), gdv = GpuNan(shape);
         AttentionBackward(gpu, OnGpu(q), OnGpu(k), OnGpu(v), gsaved, OnGpu(dcontext), gdq, gdk, gdv);
         const Tensor got[4] = {gcontext, gdq, gdk, gdv};
         if (run == 1) {

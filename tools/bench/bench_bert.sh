@@ -10,6 +10,9 @@
 # ddp_train (and NVIDIA's BERT) project.
 #   bash tools/bench/bench_bert.sh [--model bert-base] [--batch-size 8] [--seq-len 128]
 #                            [--threads 2] [--steps 8] [--rounds 2] [--precision fp32|bf16]
+#                            [--baseline BINARY]
+# --baseline runs another ddp_train build (fp32) in each round as well, so
+# a change's before and after are measured against the same peer runs.
 # With --precision bf16 each round runs four: ddp_train in bf16 and in fp32,
 # and the masked-only peer under torch.autocast("cpu", torch.bfloat16) and
 # in fp32; it reports ddp_train bf16 against the peer in bf16, and each
@@ -21,13 +24,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tools/bench/bench_lib.sh
-model=bert-base batch=8 seq=128 threads=2 steps=8 rounds=2 precision=fp32
+model=bert-base batch=8 seq=128 threads=2 steps=8 rounds=2 precision=fp32 baseline=""
 bench_options bench_bert.sh --model=model --batch-size=batch --seq-len=seq --threads=threads --steps=steps \
-  --rounds=rounds --precision=precision -- "$@"
+  --rounds=rounds --precision=precision --baseline=baseline -- "$@"
 case "$precision" in
   fp32 | bf16) ;;
   *) echo "bench_bert.sh: --precision must be fp32 or bf16, not '$precision'" >&2; exit 2 ;;
 esac
+if [ -n "$baseline" ] && { [ "$precision" != fp32 ] || [ ! -x "$baseline" ]; }; then
+  echo "bench_bert.sh: --baseline needs --precision fp32 and an executable ddp_train, not '$baseline'" >&2
+  exit 2
+fi
 bench_build --with-pytorch //launch:ddp_train
 coretype=""
 grep -q avx512f /proc/cpuinfo && coretype="OPENBLAS_CORETYPE=SkylakeX"
@@ -39,9 +46,11 @@ peer() {
     --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" --steps "$steps" "$@" |
     awk '{v[$1]=$2} END {print v["tokens_per_s"], v["peak_resident_bytes"]}'
 }
-# ddp_train's tokens/s and peak resident bytes, in precision $1.
+# ddp_train's tokens/s and peak resident bytes, in precision $1 (the
+# binary $binary).
+binary=bazel-bin/launch/ddp_train
 ours() {
-  bazel-bin/launch/ddp_train --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" \
+  "$binary" --model "$model" --batch-size "$batch" --seq-len "$seq" --threads "$threads" \
     --steps "$steps" --optimizer adamw --lr 1e-4 --weight-decay 0.01 --nodecay-bn-bias --precision "$1" \
     --metrics-file "$metrics" >/dev/null
   bench_summary "$metrics" tokens_per_s memory.peak_resident_bytes
@@ -58,6 +67,11 @@ for round in $(seq "$rounds"); do
     continue
   fi
   mine=$(ours fp32)
+  if [ -n "$baseline" ]; then
+    before=$(binary="$baseline" ours fp32)
+    echo "baseline $before" >> "$results"
+    echo "round $round: baseline build ${before% *} tokens/s"
+  fi
   theirs=$(peer)
   masked=$(peer --masked-only)
   echo "ddp_train $mine" >> "$results"
@@ -90,4 +104,8 @@ m = speed("pytorch_masked")
 print(f"against the peer projecting only the masked positions: PyTorch {m:.0f} tokens/s, ratio {o / m:.2f}")
 print(f"peak resident memory: ddp_train {memory('ddp_train'):.0f} MiB, PyTorch {memory('pytorch'):.0f} MiB, "
       f"ratio {memory('ddp_train') / memory('pytorch'):.2f}")
+if runs["baseline"]:
+    b = speed("baseline")
+    print(f"baseline build: {b:.0f} tokens/s, ratio to PyTorch {b / t:.2f}; this build over it {o / b:.2f}; "
+          f"peak resident memory {memory('baseline'):.0f} MiB")
 PY

@@ -1,6 +1,8 @@
 // Launches of the fused attention kernels (attention_kernels.cuh).
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "runtime/ops/cuda/attention_cuda.h"
 #include "runtime/ops/cuda/attention_kernels.cuh"
@@ -16,12 +18,17 @@ S* Storage(const Tensor& t) {
   return static_cast<S*>(t.raw_data());
 }
 
+// The operands the kernels read 16 bytes at a time must start on 16 bytes
+// (their rows of 64 elements keep that alignment).
+void CheckAligned(const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* x : tensors) {
+    CHECK(reinterpret_cast<uintptr_t>(x->raw_data()) % 16 == 0)
+        << op << " on CUDA reads 16-byte aligned operands, got " << x->DebugString();
+  }
+}
+
 template <typename S>
 Params<S> ParamsOf(const FusedAttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v) {
-  for (const Tensor* x : {&q, &k, &v}) {
-    CHECK(reinterpret_cast<uintptr_t>(x->raw_data()) % 16 == 0)
-        << "fused attention on CUDA reads 16-byte aligned operands, got " << x->DebugString();
-  }
   return Params<S>{Storage<S>(q),
                    Storage<S>(k),
                    Storage<S>(v),
@@ -38,14 +45,17 @@ Params<S> ParamsOf(const FusedAttentionArgs& args, const Tensor& q, const Tensor
 
 // Launches kKernel over (pairs, blocks of kRows rows) with `bytes` of
 // shared memory, raising the kernel's limit past the default 48 KiB the
-// first time (a rank drives one device).
+// first time on each device (the attribute is the device's).
 template <typename S, auto kKernel, typename... Args>
 void Launch(ExecutionContext& ctx, const char* name, int bytes, const Tensor& q, Args... args) {
-  static const bool raised = [&] {
+  static std::atomic<uint64_t> raised{0};  // a bit per device
+  const int device = ctx.device().index;
+  CHECK(device >= 0 && device < 64) << name << " on CUDA device " << device;
+  const uint64_t bit = uint64_t{1} << device;
+  if ((raised.load() & bit) == 0) {
     DDP_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    return true;
-  }();
-  (void)raised;
+    raised.fetch_or(bit);
+  }
   const int64_t pairs = q.dim(0), t = q.dim(1);
   const dim3 grid(static_cast<unsigned>(pairs), static_cast<unsigned>((t + Tiles<S>::kRows - 1) / Tiles<S>::kRows));
   kKernel<<<grid, Tiles<S>::kThreads, bytes, StreamOf(ctx)>>>(args...);
@@ -58,6 +68,7 @@ void FusedAttentionForward(ExecutionContext& ctx, const FusedAttentionArgs& args
                            const Tensor& v, Tensor& context, Tensor& lse) {
   CHECK_EQ(q.dim(2), kFusedAttentionHead) << "fused attention on CUDA takes heads of 64";
   if (q.numel() == 0) return;
+  CheckAligned("attention", {&q, &k, &v});
   DispatchFloat(q.dtype(), "cuda::FusedAttentionForward", [&](auto tag) {
     using S = decltype(tag);
     Launch<S, ForwardKernel<S>>(ctx, "attention ForwardKernel", ForwardBytes<S>(), q, ParamsOf<S>(args, q, k, v),
@@ -70,6 +81,7 @@ void FusedAttentionBackward(ExecutionContext& ctx, const FusedAttentionArgs& arg
                             Tensor& dk, Tensor& dv) {
   CHECK_EQ(q.dim(2), kFusedAttentionHead) << "fused attention on CUDA takes heads of 64";
   if (q.numel() == 0) return;
+  CheckAligned("attention backward", {&q, &k, &v, &dcontext});
   DispatchFloat(q.dtype(), "cuda::FusedAttentionBackward", [&](auto tag) {
     using S = decltype(tag);
     const Params<S> p = ParamsOf<S>(args, q, k, v);
