@@ -18,7 +18,7 @@
 # in fp32; it reports ddp_train bf16 against the peer in bf16, and each
 # one's bf16/fp32 speed-up and memory.
 # The peer's GEMMs are OpenBLAS's: PyTorch runs with OPENBLAS_L2_SIZE unset
-# and, on AVX-512 CPUs, OPENBLAS_CORETYPE=SkylakeX. Unset, OpenBLAS 0.3.21's
+# and OPENBLAS_CORETYPE=SkylakeX on AVX-512 CPUs, Haswell on AVX2 ones. Unset, OpenBLAS 0.3.21's
 # detection reports "Prescott" inside these sandboxes (37 GFLOP/s sgemm on
 # 2 threads); Haswell gives 130, SkylakeX 205-250: the peer at its best.
 set -euo pipefail
@@ -37,7 +37,11 @@ if [ -n "$baseline" ] && { [ "$precision" != fp32 ] || [ ! -x "$baseline" ]; }; 
 fi
 bench_build --with-pytorch //launch:ddp_train
 coretype=""
-grep -q avx512f /proc/cpuinfo && coretype="OPENBLAS_CORETYPE=SkylakeX"
+if grep -q avx512f /proc/cpuinfo; then
+  coretype="OPENBLAS_CORETYPE=SkylakeX"
+elif grep -q avx2 /proc/cpuinfo; then
+  coretype="OPENBLAS_CORETYPE=Haswell"
+fi
 bench_tmp
 metrics="$tmp/metrics.jsonl" results="$tmp/results"
 # The peer's tokens/s and peak resident bytes; its extra flags after.
