@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "runtime/ops/batch_norm.h"
 #include "runtime/ops/conv2d.h"
@@ -24,6 +23,7 @@ namespace ddp {
 namespace {
 
 using testing::Vec;
+using testing::SameBits;
 
 // Values rounded to bf16, so the f32 and f64 references see the bf16 op's
 // exact inputs.
@@ -45,11 +45,6 @@ Tensor Bf16(ExecutionContext& ctx, const Vec& values, const Shape& shape) {
   double scale = 0.0;
   for (double e : expected) scale = std::max(scale, std::abs(e));
   return testing::AllClose(testing::ToDoubles(actual), expected, 1e-2, 1e-2 * scale);
-}
-
-// The same dtype and the same bytes.
-bool SameBits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 // ddp_train trains bf16 on CPUs with AVX-512 BF16 (or AMX) only; elsewhere

@@ -7,7 +7,6 @@
 // propagates as on the CPU. Reports SKIPPED without a GPU.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -35,6 +34,7 @@ using testing::RandomValues;
 using testing::ToDoubles;
 using testing::OnCpu;
 using testing::OnGpu;
+using testing::SameBits;
 using testing::ToF32Tensor;
 
 constexpr double kElementwise = 1e-6, kFp32 = 1e-4, kTf32 = 5e-3;
@@ -67,11 +67,6 @@ constexpr double kElementwise = 1e-6, kFp32 = 1e-4, kTf32 = 5e-3;
   return ::testing::AssertionFailure() << "worst relative difference " << relative << " > " << tolerance
                                        << " at element " << worst_at << ": gpu " << g[worst_at] << ", cpu "
                                        << c[worst_at];
-}
-
-bool BitwiseEqual(const Tensor& a, const Tensor& b) {
-  const Tensor ha = OnCpu(a), hb = OnCpu(b);
-  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
 }
 
 Tensor Random(const Shape& shape, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0) {
@@ -159,11 +154,11 @@ TEST_F(CudaOpsTest, Conv2dDeterministicMatchesCpuAndRepeats) {
   Tensor a = Tensor::Empty(c.w, DType::kF32, Device::Cuda(0)), b = Tensor::Empty(c.w, DType::kF32, Device::Cuda(0));
   Conv2dBackwardWeights(gpu, c.p, gx, gdy, a, nullptr);
   Conv2dBackwardWeights(gpu, c.p, gx, gdy, b, nullptr);
-  EXPECT_TRUE(BitwiseEqual(a, b));
+  EXPECT_TRUE(SameBits(a, b));
   Tensor da = Tensor::Empty(c.x, DType::kF32, Device::Cuda(0)), dd = Tensor::Empty(c.x, DType::kF32, Device::Cuda(0));
   Conv2dBackwardData(gpu, c.p, gdy, gw, da);
   Conv2dBackwardData(gpu, c.p, gdy, gw, dd);
-  EXPECT_TRUE(BitwiseEqual(da, dd));
+  EXPECT_TRUE(SameBits(da, dd));
 }
 
 TEST_F(CudaOpsTest, Conv2dTf32MatchesCpu) {
@@ -271,7 +266,7 @@ TEST_F(CudaOpsTest, PoolingMatchesCpu) {
       MaxPool2dForward(cpu_, c.p, x, y, am);
       MaxPool2dForward(gpu, c.p, gx, gy, gam);
       EXPECT_TRUE(Near(gy, y, 0.0)) << "max forward";
-      EXPECT_TRUE(BitwiseEqual(gam, OnGpu(am))) << "argmax (in the output's memory order)";
+      EXPECT_TRUE(SameBits(gam, OnGpu(am))) << "argmax (in the output's memory order)";
       Tensor dy = InFormat(cpu_, Random(ys, rng), cl), gdy = OnGpu(dy);
       Tensor dx = Tensor::Empty(c.x, DType::kF32, Device::Cpu(), format), gdx = Tensor::Empty(c.x, DType::kF32, gd, format);
       MaxPool2dBackward(cpu_, c.p, dy, am, dx);
@@ -340,7 +335,7 @@ TEST_F(CudaOpsTest, ChannelsLastMatchesCpu) {
       const Tensor src = InFormat(cpu_, t, from_cl);
       Tensor dst = InFormat(cpu_, t, to_cl), gdst = empty_like(t.shape(), dst, gd);
       ConvertLayout(gpu, OnGpu(src), gdst);
-      EXPECT_TRUE(BitwiseEqual(gdst, OnGpu(dst))) << "ConvertLayout " << from_cl << " -> " << to_cl;
+      EXPECT_TRUE(SameBits(gdst, OnGpu(dst))) << "ConvertLayout " << from_cl << " -> " << to_cl;
     }
   }
 }
@@ -390,7 +385,7 @@ TEST_F(CudaOpsTest, LinearAndGemmMatchCpu) {
       if (!tf32) {  // deterministic: the same bits again
         Tensor again = Tensor::Empty({c.out, c.in}, DType::kF32, Device::Cuda(0));
         LinearBackwardWeights(gpu, gx, gdy, again, nullptr);
-        EXPECT_TRUE(BitwiseEqual(again, gdw)) << "backward weights, repeated";
+        EXPECT_TRUE(SameBits(again, gdw)) << "backward weights, repeated";
       }
       if (c.bias) {
         EXPECT_TRUE(Near(gdb, db, kFp32)) << "bias gradient";
@@ -495,7 +490,7 @@ TEST_F(CudaOpsTest, CopiesFillsCastsAndCounters) {
     Tensor h = Tensor::Empty({n}, half), gh = Tensor::Empty({n}, half, Device::Cuda(0));
     CastScaled(cpu_, x, 0.5f, h);
     CastScaled(gpu, gx, 0.5f, gh);
-    EXPECT_TRUE(BitwiseEqual(gh, OnGpu(h))) << DTypeName(half) << " rounding";
+    EXPECT_TRUE(SameBits(gh, OnGpu(h))) << DTypeName(half) << " rounding";
     Tensor back = Tensor::Empty({n}, DType::kF32), gback = Tensor::Empty({n}, DType::kF32, Device::Cuda(0));
     CastScaled(cpu_, h, 2.0f, back);
     CastScaled(gpu, gh, 2.0f, gback);
@@ -578,7 +573,7 @@ TEST_F(CudaOpsTest, AttentionMatchesCpu) {
         DropoutScales(key, p, 6 + s, 0, per_sample, scales.data());
         for (int64_t e = 0; e < per_sample; ++e) want.data<uint8_t>()[s * per_sample + e] = scales[e] != 0.0f;
       }
-      EXPECT_TRUE(BitwiseEqual(gsaved.keep, want)) << "the same dropout mask";
+      EXPECT_TRUE(SameBits(gsaved.keep, want)) << "the same dropout mask";
     }
     const Tensor dcontext = Random(shape, rng);
     Tensor dq = Tensor::Empty(shape, DType::kF32), dk = Tensor::Empty(shape, DType::kF32),
@@ -630,7 +625,7 @@ TEST_F(CudaOpsTest, FusedAttentionMatchesCpu) {
         AttentionBackward(gpu, OnGpu(q), OnGpu(k), OnGpu(v), gsaved, OnGpu(dcontext), gdq, gdk, gdv);
         const Tensor got[4] = {gcontext, gdq, gdk, gdv};
         if (run == 1) {
-          for (int i = 0; i < 4; ++i) EXPECT_TRUE(BitwiseEqual(got[i], first[i])) << "output " << i << " repeats";
+          for (int i = 0; i < 4; ++i) EXPECT_TRUE(SameBits(got[i], first[i])) << "output " << i << " repeats";
           continue;
         }
         EXPECT_TRUE(Near(gcontext, context, 1e-5)) << "forward";
@@ -667,12 +662,12 @@ TEST_F(CudaOpsTest, TransformerOpsMatchCpu) {
     Tensor out = Tensor::Empty({rows, hidden}, DType::kF32), gout = Tensor::Empty({rows, hidden}, DType::kF32, cuda);
     EmbeddingForward(cpu_, weight, ids, out);
     EmbeddingForward(gpu, OnGpu(weight), gids, gout);
-    EXPECT_TRUE(BitwiseEqual(gout, out)) << "embedding forward";
+    EXPECT_TRUE(SameBits(gout, out)) << "embedding forward";
     const Tensor dout = Random({rows, hidden}, rng);
     Tensor dw = cpu_like(weight), gdw = empty_like(weight);
     EmbeddingBackward(cpu_, ids, dout, dw, /*padding_idx=*/0);
     EmbeddingBackward(gpu, gids, OnGpu(dout), gdw, 0);
-    EXPECT_TRUE(BitwiseEqual(gdw, dw)) << "embedding backward";
+    EXPECT_TRUE(SameBits(gdw, dw)) << "embedding backward";
 
     // LayerNorm (BERT's eps), forward and backward.
     const Tensor x = Random({rows, hidden}, rng, -3.0, 3.0), gamma = Random({hidden}, rng), beta = Random({hidden}, rng);
@@ -714,11 +709,11 @@ TEST_F(CudaOpsTest, TransformerOpsMatchCpu) {
     Tensor keep = Tensor::Empty({rows * hidden}, DType::kU8), gkeep = Tensor::Empty({rows * hidden}, DType::kU8, cuda);
     DropoutForward(cpu_, x, 0.1f, key, 64, drop, keep);
     DropoutForward(gpu, gx, 0.1f, key, 64, gdrop, gkeep);
-    EXPECT_TRUE(BitwiseEqual(gkeep, keep)) << "dropout mask";
-    EXPECT_TRUE(BitwiseEqual(gdrop, drop)) << "dropout output";
+    EXPECT_TRUE(SameBits(gkeep, keep)) << "dropout mask";
+    EXPECT_TRUE(SameBits(gdrop, drop)) << "dropout output";
     DropoutBackward(cpu_, dy, keep, 0.1f, dact);
     DropoutBackward(gpu, gdy, gkeep, 0.1f, gdact);
-    EXPECT_TRUE(BitwiseEqual(gdact, dact)) << "dropout backward";
+    EXPECT_TRUE(SameBits(gdact, dact)) << "dropout backward";
   }
 
   // Heads, attention's masked softmax and its backward: bert-base's 12
@@ -733,11 +728,11 @@ TEST_F(CudaOpsTest, TransformerOpsMatchCpu) {
     Tensor split = Tensor::Empty({c.n * c.heads, c.t, c.d}, DType::kF32), gsplit = empty_like(split);
     SplitHeads(cpu_, rows, c.heads, split);
     SplitHeads(gpu, OnGpu(rows), c.heads, gsplit);
-    EXPECT_TRUE(BitwiseEqual(gsplit, split)) << "split heads";
+    EXPECT_TRUE(SameBits(gsplit, split)) << "split heads";
     Tensor merged = cpu_like(rows), gmerged = empty_like(rows);
     MergeHeads(cpu_, split, c.heads, merged);
     MergeHeads(gpu, gsplit, c.heads, gmerged);
-    EXPECT_TRUE(BitwiseEqual(gmerged, merged)) << "merge heads";
+    EXPECT_TRUE(SameBits(gmerged, merged)) << "merge heads";
 
     std::vector<int64_t> mask_values(c.n * c.t, 1);
     for (int64_t j = c.t / 2; j < c.t; ++j) mask_values[(c.n - 1) * c.t + j] = 0;  // the last sample padded

@@ -1,5 +1,7 @@
 #include "runtime/testing/tensor_testing.h"
 
+#include <cstring>
+
 namespace ddp::testing {
 
 std::vector<double> RandomValues(int64_t n, std::mt19937_64& rng, double lo, double hi) {
@@ -20,6 +22,12 @@ std::vector<double> ToDoubles(const Tensor& t) {
   std::vector<double> v(t.numel());
   for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.GetAsDouble(i);
   return v;
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  const Tensor ha = OnCpu(a), hb = OnCpu(b);
+  return ha.dtype() == hb.dtype() && ha.nbytes() == hb.nbytes() &&
+         std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
 }
 
 }  // namespace ddp::testing

@@ -1,5 +1,5 @@
-// Helpers for op tests: random inputs exactly representable in f32, and
-// conversions between tensors and float64 vectors.
+// Helpers for op tests: random inputs exactly representable in f32,
+// conversions between tensors and float64 vectors, and bitwise equality.
 #pragma once
 
 #include <cstdint>
@@ -20,5 +20,7 @@ std::vector<double> ToDoubles(const Tensor& t);
 // Copies for device tests.
 inline Tensor OnCpu(const Tensor& t) { return t.To(Device::Cpu()); }
 inline Tensor OnGpu(const Tensor& t, int device = 0) { return t.To(Device::Cuda(device)); }
+// The same dtype and the same bytes, wherever each tensor lives.
+bool SameBits(const Tensor& a, const Tensor& b);
 
 }  // namespace ddp::testing

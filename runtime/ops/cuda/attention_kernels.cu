@@ -13,11 +13,6 @@ namespace {
 
 using namespace attention_kernels;  // NOLINT: the kernels and their tiles
 
-template <typename S>
-S* Storage(const Tensor& t) {
-  return static_cast<S*>(t.raw_data());
-}
-
 // The operands the kernels read 16 bytes at a time must start on 16 bytes
 // (their rows of 64 elements keep that alignment).
 void CheckAligned(const char* op, std::initializer_list<const Tensor*> tensors) {

@@ -1,7 +1,7 @@
 // Shared pieces of the project's CUDA kernels: launch shapes, grid-stride
-// loops with 64-bit indices, checked launches and fixed-order block
-// reductions (so results do not depend on scheduling: every GPU reduction
-// here is deterministic).
+// loops with 64-bit indices, tensors' storage pointers, checked launches
+// and fixed-order block reductions (so results do not depend on
+// scheduling: every GPU reduction here is deterministic).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +16,13 @@ namespace ddp::cuda {
 constexpr int kThreads = 256;
 
 inline cudaStream_t StreamOf(const ExecutionContext& ctx) { return static_cast<cudaStream_t>(ctx.cuda_stream()); }
+
+// t's elements as storage type S (float, __nv_bfloat16, __half), for a
+// kernel's arguments.
+template <typename S>
+S* Storage(const Tensor& t) {
+  return static_cast<S*>(t.raw_data());
+}
 
 // Blocks for `n` elements, one per thread, capped (grid-stride loops cover the rest).
 inline unsigned BlocksFor(int64_t n, int64_t cap = 65535 * 8) {

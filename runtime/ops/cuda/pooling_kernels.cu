@@ -180,22 +180,13 @@ __global__ void GlobalAvgPoolBackwardNhwcKernel(int64_t n, int64_t c, int64_t si
   }
 }
 
-template <typename S>
-const S* In(const Tensor& t) {
-  return static_cast<const S*>(t.raw_data());
-}
-template <typename S>
-S* Out(Tensor& t) {
-  return static_cast<S*>(t.raw_data());
-}
-
 }  // namespace
 
 void MaxPool2dForward(ExecutionContext& ctx, const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& argmax) {
   const PoolShape s = ShapeOf(p, x.shape(), y.shape(), x.channels_last());
   DispatchFloat(x.dtype(), "cuda::MaxPool2dForward", [&](auto tag) {
     using S = decltype(tag);
-    MaxPoolForwardKernel<S><<<BlocksFor(y.numel()), kThreads, 0, StreamOf(ctx)>>>(s, In<S>(x), Out<S>(y),
+    MaxPoolForwardKernel<S><<<BlocksFor(y.numel()), kThreads, 0, StreamOf(ctx)>>>(s, Storage<S>(x), Storage<S>(y),
                                                                                 argmax.data<int32_t>());
     DDP_CHECK_LAUNCH("MaxPoolForwardKernel");
   });
@@ -207,7 +198,7 @@ void MaxPool2dBackward(ExecutionContext& ctx, const Pool2dParams& p, const Tenso
   DispatchFloat(dx.dtype(), "cuda::MaxPool2dBackward", [&](auto tag) {
     using S = decltype(tag);
     MaxPoolBackwardKernel<S><<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(
-        s, In<S>(dy), argmax.data<int32_t>(), Out<S>(dx));
+        s, Storage<S>(dy), argmax.data<int32_t>(), Storage<S>(dx));
     DDP_CHECK_LAUNCH("MaxPoolBackwardKernel");
   });
 }
@@ -231,12 +222,12 @@ void GlobalAvgPoolForward(ExecutionContext& ctx, const Tensor& x, Tensor& y) {
     using S = decltype(tag);
     if (x.channels_last()) {
       GlobalAvgPoolForwardNhwcKernel<S><<<BlocksFor(planes), kThreads, 0, StreamOf(ctx)>>>(
-          x.dim(0), x.dim(1), size, In<S>(x), Out<S>(y));
+          x.dim(0), x.dim(1), size, Storage<S>(x), Storage<S>(y));
       DDP_CHECK_LAUNCH("GlobalAvgPoolForwardNhwcKernel");
       return;
     }
-    GlobalAvgPoolForwardKernel<S><<<static_cast<unsigned>(planes), kThreads, 0, StreamOf(ctx)>>>(size, In<S>(x),
-                                                                                              Out<S>(y));
+    GlobalAvgPoolForwardKernel<S><<<static_cast<unsigned>(planes), kThreads, 0, StreamOf(ctx)>>>(size, Storage<S>(x),
+                                                                                              Storage<S>(y));
     DDP_CHECK_LAUNCH("GlobalAvgPoolForwardKernel");
   });
 }
@@ -247,12 +238,12 @@ void GlobalAvgPoolBackward(ExecutionContext& ctx, const Tensor& dy, Tensor& dx) 
     using S = decltype(tag);
     if (dx.channels_last()) {
       GlobalAvgPoolBackwardNhwcKernel<S><<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(
-          dx.dim(0), dx.dim(1), size, In<S>(dy), Out<S>(dx));
+          dx.dim(0), dx.dim(1), size, Storage<S>(dy), Storage<S>(dx));
       DDP_CHECK_LAUNCH("GlobalAvgPoolBackwardNhwcKernel");
       return;
     }
-    GlobalAvgPoolBackwardKernel<S><<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(planes, size, In<S>(dy),
-                                                                                        Out<S>(dx));
+    GlobalAvgPoolBackwardKernel<S><<<BlocksFor(dx.numel()), kThreads, 0, StreamOf(ctx)>>>(planes, size, Storage<S>(dy),
+                                                                                        Storage<S>(dx));
     DDP_CHECK_LAUNCH("GlobalAvgPoolBackwardKernel");
   });
 }

@@ -182,11 +182,6 @@ __global__ void TanhBackwardKernel(const S* y, const S* dy, S* dx, int64_t n) {
   }
 }
 
-template <typename S>
-S* Storage(const Tensor& t) {
-  return static_cast<S*>(t.raw_data());
-}
-
 // Element i of the head layout [N * heads, T, d] and its place in the rows
 // layout [N * T, heads * d].
 template <typename S>
